@@ -1,0 +1,765 @@
+/**
+ * The sandbox's Alipay: an emulation of the OpenAPI 2.0 gateway (`POST /gateway.do`) close enough
+ * that the official alipay-sdk (4.14) talks to it unchanged, only `gateway` pointed here.
+ *
+ * Wire format, as alipay-sdk sends and checks it (node_modules/alipay-sdk/dist/esm):
+ *  - Request: `POST {gateway}?method&app_id&charset&version&sign_type&timestamp&notify_url&sign`,
+ *    body `application/x-www-form-urlencoded` with `biz_content=<JSON>`. The signature is RSA2 over
+ *    every parameter but `sign` (URL and body alike, `sign_type` included), sorted by name, joined
+ *    as `k=v&…` with the raw (decoded) values. Like the real gateway we leave empty values out.
+ *  - Response: `{"<method_with_underscores>_response":{…},"sign":"…"}`, where `sign` is RSA2 by the
+ *    platform key over the exact JSON text of the inner object. The SDK cuts that text out of the raw
+ *    body by position (from the response key to the LAST `"sign"`), so the response object must
+ *    come first and `sign` last. Every answer is signed, errors included, so `validateSign: true`
+ *    callers can always read the code.
+ *
+ * Where Alipay's documentation leaves a choice open, the nearest documented behaviour is used and
+ * said so in a comment.
+ */
+import { randomBytes, randomInt } from 'node:crypto';
+import { signRsa2, verifyRsa2 } from './keys';
+import {
+  enqueueNotification,
+  findNotification,
+  insertAttempt,
+  recordCharge,
+  type AlipayIdentity,
+  type DeliveryResult,
+  type NotificationRow,
+  type Sql,
+  type Tx,
+} from './store';
+import { postNotification, type GatewayNotifier } from './notifier';
+
+// ---------------------------------------------------------------------------------------------
+// Test buyers
+
+export type TestBuyerName = 'ok' | 'insufficient_funds' | 'account_restricted';
+
+interface TestBuyer {
+  name: TestBuyerName;
+  /** Alipay user id (2088…), sent as buyer_id / buyer_user_id. */
+  buyerId: string;
+  /** Masked login shown to the merchant. */
+  logonId: string;
+  /** The business error a payment by this buyer ends with, or null when it succeeds. */
+  decline: { subCode: string; subMsg: string } | null;
+}
+
+/**
+ * The sandbox's test buyers, addressed like a real face-to-face payment: by the 18-digit payment
+ * code ("auth_code", the barcode in the buyer's Alipay app; real ones start with 25–30).
+ *
+ *   280000000000000001 — ok: has funds, pays.
+ *   280000000000000002 — insufficient_funds: 40004 ACQ.BUYER_BALANCE_NOT_ENOUGH.
+ *   280000000000000003 — account_restricted: 40004 ACQ.BUYER_ENABLE_STATUS_FORBID.
+ *
+ * Any other code is 40004 ACQ.PAYMENT_AUTH_CODE_INVALID. The codes are fixed (not per-install) so
+ * they can be documented; they are also served by GET /sandbox/credentials.
+ */
+export const ALIPAY_TEST_BUYERS: Readonly<Record<string, TestBuyer>> = {
+  '280000000000000001': {
+    name: 'ok',
+    buyerId: '2088102000000001',
+    logonId: 'ok***@sandbox.example',
+    decline: null,
+  },
+  '280000000000000002': {
+    name: 'insufficient_funds',
+    buyerId: '2088102000000002',
+    logonId: 'poo***@sandbox.example',
+    decline: { subCode: 'ACQ.BUYER_BALANCE_NOT_ENOUGH', subMsg: '买家余额不足' },
+  },
+  '280000000000000003': {
+    name: 'account_restricted',
+    buyerId: '2088102000000003',
+    logonId: 'res***@sandbox.example',
+    decline: { subCode: 'ACQ.BUYER_ENABLE_STATUS_FORBID', subMsg: '买家状态非法，无法继续交易' },
+  },
+};
+
+export function alipayTestBuyerAuthCodes(): Record<TestBuyerName, string> {
+  const codes: Partial<Record<TestBuyerName, string>> = {};
+  for (const [authCode, buyer] of Object.entries(ALIPAY_TEST_BUYERS)) codes[buyer.name] = authCode;
+  const { ok, insufficient_funds, account_restricted } = codes;
+  if (!ok || !insufficient_funds || !account_restricted) throw new Error('test buyer table incomplete');
+  return { ok, insufficient_funds, account_restricted };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formats
+
+/** Alipay's out_trade_no rule: letters, digits and underscore, at most 64 (a hyphen is refused). */
+const OUT_TRADE_NO_RE = /^[A-Za-z0-9_]{1,64}$/;
+/** A yuan amount with at most two decimals, no sign, no exponent, no leading zeros. */
+const AMOUNT_RE = /^(0|[1-9]\d{0,8})(?:\.(\d{1,2}))?$/;
+const MIN_FEN = 1n;
+const MAX_FEN = 10_000_000_000n; // 100,000,000.00 yuan
+const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
+
+/** Parses a yuan decimal string into integer fen without floating point; null if invalid. */
+export function parseYuanToFen(text: string): bigint | null {
+  const match = AMOUNT_RE.exec(text);
+  if (!match) return null;
+  const [, whole = '', fraction = ''] = match;
+  const fen = BigInt(whole) * 100n + BigInt(fraction.padEnd(2, '0'));
+  return fen >= MIN_FEN && fen <= MAX_FEN ? fen : null;
+}
+
+export function formatFen(fen: bigint): string {
+  return `${fen / 100n}.${(fen % 100n).toString().padStart(2, '0')}`;
+}
+
+/** Alipay's timestamps are Beijing time (UTC+8, no DST), `yyyy-MM-dd HH:mm:ss`. */
+function beijingTime(date: Date): string {
+  return new Date(date.getTime() + 8 * 3_600_000).toISOString().slice(0, 19).replace('T', ' ');
+}
+
+function randomDigits(count: number): string {
+  let out = '';
+  for (let i = 0; i < count; i += 1) out += String(randomInt(10));
+  return out;
+}
+
+/** 28 digits like Alipay's: the Beijing date, the channel "22", then 18 digits. */
+function newTradeNo(): string {
+  return `${beijingTime(new Date()).slice(0, 10).replaceAll('-', '')}22${randomDigits(18)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signing
+
+/** Alipay's sign content: sorted `k=v` pairs joined by `&`, leaving out the excluded and the empty. */
+function signContent(params: ReadonlyMap<string, string>, exclude: ReadonlySet<string>): string {
+  return [...params.keys()]
+    .filter((key) => !exclude.has(key) && (params.get(key) ?? '') !== '')
+    .sort()
+    .map((key) => `${key}=${params.get(key) ?? ''}`)
+    .join('&');
+}
+
+type Inner = Record<string, unknown>;
+
+export interface GatewayHttpResponse {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+function signedResponse(responseKey: string, inner: Inner, platformPrivateKeyPem: string): GatewayHttpResponse {
+  const innerJson = JSON.stringify(inner);
+  const sign = signRsa2(innerJson, platformPrivateKeyPem);
+  // Built by hand, not with JSON.stringify of an outer object, so the signed text is byte-for-byte
+  // the text in the body and `sign` is guaranteed to come last (see the header comment).
+  return {
+    status: 200,
+    contentType: 'application/json;charset=utf-8',
+    body: `{${JSON.stringify(responseKey)}:${innerJson},"sign":${JSON.stringify(sign)}}`,
+  };
+}
+
+const CODE_MSG = {
+  '10000': 'Success',
+  '20000': 'Service Currently Unavailable',
+  '40001': 'Missing Required Arguments',
+  '40002': 'Invalid Arguments',
+  '40004': 'Business Failed',
+} as const;
+
+function failure(code: keyof typeof CODE_MSG, subCode: string, subMsg: string, extra: Inner = {}): Inner {
+  return { code, msg: CODE_MSG[code], sub_code: subCode, sub_msg: subMsg, ...extra };
+}
+
+function success(fields: Inner): Inner {
+  return { code: '10000', msg: 'Success', ...fields };
+}
+
+function businessFailure(subCode: string, subMsg: string, extra: Inner = {}): Inner {
+  return failure('40004', subCode, subMsg, extra);
+}
+
+const SUB_MSG = {
+  'ACQ.PAYMENT_AUTH_CODE_INVALID': '支付失败，获取顾客账户信息失败，请顾客刷新付款码后重新收款',
+  'ACQ.CONTEXT_INCONSISTENT': '交易信息被篡改',
+  'ACQ.TRADE_HAS_SUCCESS': '交易已被支付',
+  'ACQ.TRADE_HAS_CLOSE': '交易已经关闭',
+  'ACQ.TRADE_BUYER_NOT_MATCH': '交易买家不匹配',
+  'ACQ.TRADE_NOT_EXIST': '交易不存在',
+  'ACQ.TRADE_STATUS_ERROR': '交易状态不合法',
+} as const;
+
+/**
+ * A business parameter error. Alipay answers malformed biz_content fields (an amount with three
+ * decimals, a missing out_trade_no, …) with 40004 ACQ.INVALID_PARAMETER "参数无效" and a reason,
+ * as its per-interface error tables list; public parameters (app_id, sign, …) get 40001/40002.
+ */
+function invalidParameter(reason: string): Inner {
+  return businessFailure('ACQ.INVALID_PARAMETER', `参数无效: ${reason}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trades
+
+interface TradeRow {
+  app_id: string;
+  out_trade_no: string;
+  trade_no: string;
+  subject: string;
+  total_amount_fen: string;
+  status: 'WAIT_BUYER_PAY' | 'TRADE_SUCCESS' | 'TRADE_FINISHED' | 'TRADE_CLOSED';
+  buyer_id: string | null;
+  buyer_logon_id: string | null;
+  notify_url: string | null;
+  gmt_create: Date;
+  gmt_payment: Date | null;
+}
+
+/**
+ * Serializes everything that touches one merchant order, across requests AND sandbox processes.
+ * A row lock (SELECT … FOR UPDATE) cannot do it: on the first request the row does not exist yet, so
+ * 50 concurrent first payments would all see "no trade" and all charge. The transaction-scoped
+ * advisory lock on (app, out_trade_no) exists before the row does and is released at commit.
+ */
+async function lockTrade(tx: Tx, appId: string, outTradeNo: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`alipay:${appId}:${outTradeNo}`}, 0))`;
+}
+
+async function selectTrade(
+  db: Sql | Tx,
+  appId: string,
+  by: { outTradeNo?: string | undefined; tradeNo?: string | undefined },
+): Promise<TradeRow | undefined> {
+  const outTradeNo = by.outTradeNo ?? null;
+  const tradeNo = by.tradeNo ?? null;
+  const rows = await db<TradeRow[]>`
+    SELECT app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+           notify_url, gmt_create, gmt_payment
+      FROM psp_sandbox.alipay_trades
+     WHERE app_id = ${appId}
+       AND (${outTradeNo}::text IS NULL OR out_trade_no = ${outTradeNo})
+       AND (${tradeNo}::text IS NULL OR trade_no = ${tradeNo})`;
+  return rows[0];
+}
+
+function isPaid(trade: TradeRow): boolean {
+  return trade.status === 'TRADE_SUCCESS' || trade.status === 'TRADE_FINISHED';
+}
+
+/**
+ * Alipay's rule for a repeated out_trade_no: a paid or closed trade refuses, changed parameters are
+ * ACQ.CONTEXT_INCONSISTENT, identical parameters on an open trade proceed (the trade "reopens").
+ */
+function repeatedTradeError(trade: TradeRow, fen: bigint, subject: string): Inner | null {
+  if (isPaid(trade)) return businessFailure('ACQ.TRADE_HAS_SUCCESS', SUB_MSG['ACQ.TRADE_HAS_SUCCESS']);
+  if (trade.status === 'TRADE_CLOSED') return businessFailure('ACQ.TRADE_HAS_CLOSE', SUB_MSG['ACQ.TRADE_HAS_CLOSE']);
+  if (BigInt(trade.total_amount_fen) !== fen || trade.subject !== subject) {
+    return businessFailure('ACQ.CONTEXT_INCONSISTENT', SUB_MSG['ACQ.CONTEXT_INCONSISTENT']);
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// biz_content readers
+
+type Biz = Record<string, unknown>;
+
+function optionalString(biz: Biz, key: string): string | undefined | Inner {
+  const value = biz[key];
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') return invalidParameter(`${key} 必须是字符串`);
+  return value;
+}
+
+function requiredString(biz: Biz, key: string): string | Inner {
+  const value = optionalString(biz, key);
+  if (value === undefined) return invalidParameter(`缺少 ${key}`);
+  return value;
+}
+
+function readOutTradeNo(biz: Biz, required: boolean): string | undefined | Inner {
+  const value = required ? requiredString(biz, 'out_trade_no') : optionalString(biz, 'out_trade_no');
+  if (typeof value !== 'string') return value;
+  if (!OUT_TRADE_NO_RE.test(value)) {
+    return invalidParameter('out_trade_no 只能包含字母、数字、下划线，且不超过 64 位');
+  }
+  return value;
+}
+
+function readAmount(biz: Biz): bigint | Inner {
+  const raw = biz.total_amount;
+  // Alipay's Price fields accept a JSON number or a string; either way the decimal text is what
+  // counts (0.1 + 0.2 sent as a number arrives as 0.30000000000000004 and is refused, as on Alipay).
+  const text = typeof raw === 'number' ? String(raw) : raw;
+  if (typeof text !== 'string' || text === '') return invalidParameter('缺少 total_amount');
+  const fen = parseYuanToFen(text);
+  if (fen === null) return invalidParameter('订单总金额格式错误，取值范围 [0.01,100000000]，最多两位小数');
+  return fen;
+}
+
+function readSubject(biz: Biz): string | Inner {
+  const subject = requiredString(biz, 'subject');
+  if (typeof subject === 'string' && [...subject].length > 256) return invalidParameter('subject 超过 256 个字符');
+  return subject;
+}
+
+function isInner(value: unknown): value is Inner {
+  return typeof value === 'object' && value !== null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+export interface AlipayContext {
+  sql: Sql;
+  identity: AlipayIdentity;
+  /** Pokes the notifier so the first delivery goes out right after the charge commits. */
+  wakeNotifier(): void;
+  deliveryTimeoutMs: number;
+}
+
+interface AppRow {
+  app_id: string;
+  seller_id: string;
+  app_public_key_pem: string;
+}
+
+/** The first delivery of a new notification is due at once; it is polled from the table. */
+function notificationFields(app: AppRow, trade: TradeRow, notifyId: string): Record<string, string> {
+  const total = formatFen(BigInt(trade.total_amount_fen));
+  const paid = isPaid(trade);
+  const fields: Record<string, string | null> = {
+    notify_type: 'trade_status_sync',
+    notify_id: notifyId,
+    app_id: app.app_id,
+    charset: 'utf-8',
+    version: '1.0',
+    trade_no: trade.trade_no,
+    out_trade_no: trade.out_trade_no,
+    buyer_id: trade.buyer_id,
+    seller_id: app.seller_id,
+    trade_status: trade.status,
+    total_amount: total,
+    receipt_amount: paid ? total : null,
+    buyer_pay_amount: paid ? total : null,
+    gmt_create: beijingTime(trade.gmt_create),
+    gmt_payment: trade.gmt_payment ? beijingTime(trade.gmt_payment) : null,
+    subject: trade.subject,
+  };
+  // No empty fields: Alipay leaves them out, and alipay-sdk's checker would sign them as `k=`.
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(fields)) if (value) out[key] = value;
+  return out;
+}
+
+/** notify_id: one per notification, constant across its retries, so receivers can dedupe on it. */
+function newNotifyId(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/**
+ * Builds one delivery of an Alipay notification: adds notify_time and sign_type, applies overrides
+ * (an empty string removes a field), then signs with the platform key over every field but `sign`
+ * and `sign_type`, sorted (Alipay's documented notify rule, which alipay-sdk's checkNotifySignV2
+ * verifies on its second pass). An override of `sign` itself replaces the signature (forgery tests).
+ */
+export function buildAlipayNotification(
+  fields: Record<string, string>,
+  platformPrivateKeyPem: string,
+  now: Date,
+  overrides: Record<string, string> = {},
+): { contentType: string; body: string } {
+  const params = new Map<string, string>(Object.entries(fields));
+  params.set('notify_time', beijingTime(now));
+  params.set('sign_type', 'RSA2');
+  for (const [key, value] of Object.entries(overrides)) {
+    if (key === 'sign') continue;
+    if (value === '') params.delete(key);
+    else params.set(key, value);
+  }
+  const sign = signRsa2(signContent(params, new Set(['sign', 'sign_type'])), platformPrivateKeyPem);
+  const forged = overrides.sign;
+  if (forged === undefined) params.set('sign', sign);
+  else if (forged !== '') params.set('sign', forged);
+  return {
+    contentType: 'application/x-www-form-urlencoded; charset=utf-8',
+    body: new URLSearchParams([...params.entries()]).toString(),
+  };
+}
+
+/** Alipay's retry schedule after a failed delivery: 4m, 10m, 10m, 1h, 2h, 6h, 15h (8 in all). */
+export function alipayNotifier(platformPrivateKeyPem: string): GatewayNotifier {
+  const minute = 60_000;
+  return {
+    retryIntervalsMs: [4, 10, 10, 60, 120, 360, 900].map((m) => m * minute),
+    buildRequest: (fields, now) => buildAlipayNotification(fields, platformPrivateKeyPem, now),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /gateway.do
+
+const METHOD_RE = /^[a-z][a-z0-9]*(\.[a-z0-9]+)+$/;
+
+/** Collects the request's parameters: the URL's query string and a form-urlencoded body. */
+export function gatewayParams(url: URL, body: string, contentType: string | undefined): Map<string, string> {
+  const params = new Map<string, string>();
+  for (const [key, value] of url.searchParams) if (!params.has(key)) params.set(key, value);
+  if (contentType?.toLowerCase().includes('application/x-www-form-urlencoded') && body !== '') {
+    // Body parameters win over URL ones of the same name: the SDK never sends a name in both.
+    for (const [key, value] of new URLSearchParams(body)) params.set(key, value);
+  }
+  return params;
+}
+
+type MethodHandler = (ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz) => Promise<Inner>;
+
+const METHODS: Readonly<Record<string, MethodHandler>> = {
+  'alipay.trade.pay': tradePay,
+  'alipay.trade.create': tradeCreate,
+  'alipay.trade.query': tradeQuery,
+  'alipay.trade.close': tradeClose,
+};
+
+export async function handleGateway(ctx: AlipayContext, params: Map<string, string>): Promise<GatewayHttpResponse> {
+  const platformKey = ctx.identity.platformPrivateKeyPem;
+  const method = params.get('method') ?? '';
+  // The SDK looks for `<method>_response` and falls back to `error_response`; use the former whenever
+  // the method name is usable so that even errors pass its signature check.
+  const responseKey = METHOD_RE.test(method) ? `${method.replaceAll('.', '_')}_response` : 'error_response';
+  const answer = (inner: Inner) => signedResponse(responseKey, inner, platformKey);
+
+  // Public parameters, checked in the order Alipay's public error table lists them.
+  const missing: [string, string][] = [
+    ['method', 'isv.missing-method'],
+    ['app_id', 'isv.missing-app-id'],
+    ['sign_type', 'isv.missing-signature-type'],
+    ['sign', 'isv.missing-signature'],
+    ['timestamp', 'isv.missing-timestamp'],
+    ['version', 'isv.missing-version'],
+  ];
+  for (const [name, subCode] of missing) {
+    if (!params.get(name)) return answer(failure('40001', subCode, `缺少参数 ${name}`));
+  }
+  if (!METHOD_RE.test(method) || !(method in METHODS)) {
+    return answer(failure('40002', 'isv.invalid-method', `不存在的方法名: ${method}`));
+  }
+  const charset = params.get('charset');
+  if (charset && charset.toLowerCase() !== 'utf-8') {
+    return answer(failure('40002', 'isv.invalid-charset', '字符集错误，仅支持 utf-8'));
+  }
+  if (params.get('sign_type') !== 'RSA2') {
+    return answer(failure('40002', 'isv.invalid-signature-type', '无效的签名类型，请使用 RSA2'));
+  }
+  if (!TIMESTAMP_RE.test(params.get('timestamp') ?? '')) {
+    return answer(failure('40002', 'isv.invalid-timestamp', '非法的时间戳参数，格式为 yyyy-MM-dd HH:mm:ss'));
+  }
+
+  const appId = params.get('app_id') ?? '';
+  const apps = await ctx.sql<AppRow[]>`
+    SELECT app_id, seller_id, app_public_key_pem FROM psp_sandbox.alipay_apps WHERE app_id = ${appId}`;
+  const app = apps[0];
+  if (!app) return answer(failure('40002', 'isv.invalid-app-id', `无效的AppID参数: ${appId}`));
+
+  const content = signContent(params, new Set(['sign']));
+  if (!verifyRsa2(content, params.get('sign') ?? '', app.app_public_key_pem)) {
+    // Like Alipay, show the string the gateway verified, which is what a developer needs to debug.
+    return answer(
+      failure(
+        '40002',
+        'isv.invalid-signature',
+        `验签出错，建议检查签名字符串或签名私钥与应用公钥是否匹配，网关生成的验签字符串为：${content}`,
+      ),
+    );
+  }
+
+  let biz: Biz = {};
+  const bizText = params.get('biz_content');
+  if (bizText) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(bizText);
+    } catch {
+      parsed = undefined;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      return answer(failure('40002', 'isv.invalid-parameter', 'biz_content 不是合法的 JSON 对象'));
+    }
+    biz = parsed as Biz;
+  }
+
+  const handler = METHODS[method];
+  if (!handler) return answer(failure('40002', 'isv.invalid-method', `不存在的方法名: ${method}`));
+  try {
+    return answer(await handler(ctx, app, params, biz));
+  } catch (err) {
+    // The gateway's "unknown error": the caller cannot tell whether the request took effect, which
+    // is exactly what a database failure mid-request means.
+    console.error('[psp-sandbox] alipay %s failed:', method, err);
+    return answer(failure('20000', 'isp.unknow-error', '服务暂不可用'));
+  }
+}
+
+async function tradePay(ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const outTradeNo = readOutTradeNo(biz, true);
+  if (typeof outTradeNo !== 'string') return outTradeNo ?? invalidParameter('缺少 out_trade_no');
+  const fen = readAmount(biz);
+  if (typeof fen !== 'bigint') return fen;
+  const subject = readSubject(biz);
+  if (typeof subject !== 'string') return subject;
+  const scene = requiredString(biz, 'scene');
+  if (typeof scene !== 'string') return scene;
+  if (scene !== 'bar_code' && scene !== 'security_code') return invalidParameter('scene 只能是 bar_code 或 security_code');
+  const authCode = requiredString(biz, 'auth_code');
+  if (typeof authCode !== 'string') return authCode;
+  const productCode = optionalString(biz, 'product_code');
+  if (isInner(productCode)) return productCode;
+  if (productCode !== undefined && productCode !== 'FACE_TO_FACE_PAYMENT') {
+    return invalidParameter('product_code 只能是 FACE_TO_FACE_PAYMENT');
+  }
+  const notifyUrl = params.get('notify_url') || null;
+
+  let charged = false;
+  const zero = { out_trade_no: outTradeNo, buyer_pay_amount: '0.00', invoice_amount: '0.00', point_amount: '0.00', receipt_amount: '0.00' };
+  const result = await ctx.sql.begin(async (tx): Promise<Inner> => {
+    await lockTrade(tx, app.app_id, outTradeNo);
+    let trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    if (trade) {
+      const refusal = repeatedTradeError(trade, fen, subject);
+      // Refusals of the request itself are not charge attempts: nothing is recorded.
+      if (refusal) return { ...refusal, out_trade_no: outTradeNo };
+      if (notifyUrl && notifyUrl !== trade.notify_url) {
+        await tx`UPDATE psp_sandbox.alipay_trades SET notify_url = ${notifyUrl}
+                  WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo}`;
+        trade = { ...trade, notify_url: notifyUrl };
+      }
+    } else {
+      // The trade exists from the first attempt on, so a declined payment leaves it WAIT_BUYER_PAY
+      // and a later attempt with another buyer pays the same trade.
+      const inserted = await tx<TradeRow[]>`
+        INSERT INTO psp_sandbox.alipay_trades
+          (app_id, out_trade_no, trade_no, subject, total_amount_fen, status, notify_url)
+        VALUES (${app.app_id}, ${outTradeNo}, ${newTradeNo()}, ${subject}, ${fen.toString()}, 'WAIT_BUYER_PAY',
+                ${notifyUrl})
+        RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+                  notify_url, gmt_create, gmt_payment`;
+      trade = inserted[0];
+      if (!trade) throw new Error('INSERT … RETURNING returned no row');
+    }
+
+    const buyer = ALIPAY_TEST_BUYERS[authCode];
+    const decline = !buyer
+      ? { subCode: 'ACQ.PAYMENT_AUTH_CODE_INVALID', subMsg: SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'] }
+      : trade.buyer_id && trade.buyer_id !== buyer.buyerId
+        ? { subCode: 'ACQ.TRADE_BUYER_NOT_MATCH', subMsg: SUB_MSG['ACQ.TRADE_BUYER_NOT_MATCH'] }
+        : buyer.decline;
+    const base = {
+      gateway: 'alipay',
+      merchantId: app.app_id,
+      outTradeNo,
+      amountMinor: fen,
+      currency: 'CNY',
+      gatewayTradeNo: trade.trade_no,
+      buyerId: buyer?.buyerId ?? null,
+    };
+    if (decline || !buyer) {
+      const subCode = decline?.subCode ?? 'ACQ.PAYMENT_AUTH_CODE_INVALID';
+      await recordCharge(tx, { ...base, status: 'declined', declineCode: subCode });
+      return businessFailure(subCode, decline?.subMsg ?? SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'], zero);
+    }
+
+    const paidRows = await tx<TradeRow[]>`
+      UPDATE psp_sandbox.alipay_trades
+         SET status = 'TRADE_SUCCESS', buyer_id = ${buyer.buyerId}, buyer_logon_id = ${buyer.logonId},
+             gmt_payment = now()
+       WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo} AND status = 'WAIT_BUYER_PAY'
+      RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+                notify_url, gmt_create, gmt_payment`;
+    const paid = paidRows[0];
+    if (!paid || !paid.gmt_payment) throw new Error('trade left WAIT_BUYER_PAY under its lock');
+    await recordCharge(tx, { ...base, status: 'succeeded', declineCode: null });
+    if (paid.notify_url) {
+      const notifyId = newNotifyId();
+      await enqueueNotification(tx, {
+        gateway: 'alipay',
+        merchantId: app.app_id,
+        outTradeNo,
+        notifyId,
+        notifyUrl: paid.notify_url,
+        fields: notificationFields(app, paid, notifyId),
+      });
+    }
+    charged = true;
+    const amount = formatFen(fen);
+    return success({
+      trade_no: paid.trade_no,
+      out_trade_no: outTradeNo,
+      buyer_logon_id: buyer.logonId,
+      buyer_user_id: buyer.buyerId,
+      total_amount: amount,
+      receipt_amount: amount,
+      buyer_pay_amount: amount,
+      invoice_amount: amount,
+      point_amount: '0.00',
+      gmt_payment: beijingTime(paid.gmt_payment),
+      fund_bill_list: [{ fund_channel: 'ALIPAYACCOUNT', amount }],
+    });
+  });
+  if (charged) ctx.wakeNotifier();
+  return result;
+}
+
+async function tradeCreate(ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const outTradeNo = readOutTradeNo(biz, true);
+  if (typeof outTradeNo !== 'string') return outTradeNo ?? invalidParameter('缺少 out_trade_no');
+  const fen = readAmount(biz);
+  if (typeof fen !== 'bigint') return fen;
+  const subject = readSubject(biz);
+  if (typeof subject !== 'string') return subject;
+  const buyerId = optionalString(biz, 'buyer_id');
+  if (isInner(buyerId)) return buyerId;
+  if (buyerId !== undefined && !/^2088\d{12}$/.test(buyerId)) return invalidParameter('buyer_id 格式错误');
+  const notifyUrl = params.get('notify_url') || null;
+
+  return ctx.sql.begin(async (tx): Promise<Inner> => {
+    await lockTrade(tx, app.app_id, outTradeNo);
+    const trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    if (!trade) {
+      const tradeNo = newTradeNo();
+      await tx`
+        INSERT INTO psp_sandbox.alipay_trades
+          (app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, notify_url)
+        VALUES (${app.app_id}, ${outTradeNo}, ${tradeNo}, ${subject}, ${fen.toString()}, 'WAIT_BUYER_PAY',
+                ${buyerId ?? null}, ${notifyUrl})`;
+      return success({ out_trade_no: outTradeNo, trade_no: tradeNo });
+    }
+    const refusal = repeatedTradeError(trade, fen, subject);
+    if (refusal) return refusal;
+    if (buyerId && trade.buyer_id && buyerId !== trade.buyer_id) {
+      return businessFailure('ACQ.TRADE_BUYER_NOT_MATCH', SUB_MSG['ACQ.TRADE_BUYER_NOT_MATCH']);
+    }
+    // Identical parameters on an open trade: the same trade "reopens" (same trade_no).
+    await tx`
+      UPDATE psp_sandbox.alipay_trades
+         SET buyer_id = COALESCE(buyer_id, ${buyerId ?? null}), notify_url = COALESCE(${notifyUrl}, notify_url)
+       WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo}`;
+    return success({ out_trade_no: outTradeNo, trade_no: trade.trade_no });
+  });
+}
+
+function readTradeRef(biz: Biz): { outTradeNo?: string; tradeNo?: string } | Inner {
+  const outTradeNo = optionalString(biz, 'out_trade_no');
+  if (isInner(outTradeNo)) return outTradeNo;
+  const tradeNo = optionalString(biz, 'trade_no');
+  if (isInner(tradeNo)) return tradeNo;
+  if (outTradeNo === undefined && tradeNo === undefined) return invalidParameter('out_trade_no 和 trade_no 不能同时为空');
+  return {
+    ...(outTradeNo !== undefined ? { outTradeNo } : {}),
+    ...(tradeNo !== undefined ? { tradeNo } : {}),
+  };
+}
+
+async function tradeQuery(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const ref = readTradeRef(biz);
+  if ('code' in ref) return ref;
+  const trade = await selectTrade(ctx.sql, app.app_id, ref);
+  if (!trade) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
+  const total = formatFen(BigInt(trade.total_amount_fen));
+  const paid = isPaid(trade);
+  const fields: Inner = {
+    trade_no: trade.trade_no,
+    out_trade_no: trade.out_trade_no,
+    trade_status: trade.status,
+    total_amount: total,
+    receipt_amount: paid ? total : '0.00',
+    buyer_pay_amount: paid ? total : '0.00',
+    point_amount: '0.00',
+    invoice_amount: paid ? total : '0.00',
+  };
+  if (trade.buyer_id) fields.buyer_user_id = trade.buyer_id;
+  if (trade.buyer_logon_id) fields.buyer_logon_id = trade.buyer_logon_id;
+  if (trade.gmt_payment) fields.send_pay_date = beijingTime(trade.gmt_payment);
+  return success(fields);
+}
+
+async function tradeClose(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const ref = readTradeRef(biz);
+  if ('code' in ref) return ref;
+  return ctx.sql.begin(async (tx): Promise<Inner> => {
+    const found = await selectTrade(tx, app.app_id, ref);
+    if (!found) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
+    await lockTrade(tx, app.app_id, found.out_trade_no);
+    // Re-read under the lock: a payment may have committed between the lookup and the lock.
+    const trade = await selectTrade(tx, app.app_id, { outTradeNo: found.out_trade_no });
+    if (!trade) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
+    if (isPaid(trade)) return businessFailure('ACQ.TRADE_STATUS_ERROR', SUB_MSG['ACQ.TRADE_STATUS_ERROR']);
+    // Closing a closed trade answers success again: closing is idempotent for the caller.
+    if (trade.status === 'WAIT_BUYER_PAY') {
+      await tx`
+        UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
+         WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no}`;
+    }
+    return success({ trade_no: trade.trade_no, out_trade_no: trade.out_trade_no });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /sandbox/alipay/notify — the sandbox's "notification tool"
+
+export class ToolError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Sends `copies` deliveries of one trade's notification at once, for testing a receiver's dedupe and
+ * checks. Overrides are applied before signing, so a tampered amount still carries a valid signature
+ * (the receiver's amount check, not its signature check, must catch it). Like Alipay's own tool, it
+ * does not touch the trade's retry schedule; every delivery still goes into the ledger.
+ */
+export async function sendToolNotifications(
+  ctx: AlipayContext,
+  request: { outTradeNo: string; copies: number; overrides: Record<string, string> },
+): Promise<DeliveryResult[]> {
+  const trades = await ctx.sql<(TradeRow & AppRow)[]>`
+    SELECT t.app_id, t.out_trade_no, t.trade_no, t.subject, t.total_amount_fen, t.status, t.buyer_id,
+           t.buyer_logon_id, t.notify_url, t.gmt_create, t.gmt_payment, a.seller_id, a.app_public_key_pem
+      FROM psp_sandbox.alipay_trades t JOIN psp_sandbox.alipay_apps a USING (app_id)
+     WHERE t.out_trade_no = ${request.outTradeNo}
+     ORDER BY (t.app_id = ${ctx.identity.appId}) DESC, t.gmt_create DESC
+     LIMIT 1`;
+  const trade = trades[0];
+  if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no Alipay trade with out_trade_no ${request.outTradeNo}`);
+  if (!trade.notify_url) {
+    throw new ToolError(409, 'NO_NOTIFY_URL', `trade ${request.outTradeNo} was created without a notify_url`);
+  }
+  const scheduled: NotificationRow | undefined = await findNotification(
+    ctx.sql,
+    'alipay',
+    trade.app_id,
+    trade.out_trade_no,
+  );
+  // Same notify_id as the trade's scheduled notification: the copies are that notification again.
+  const notifyId = scheduled?.notifyId ?? newNotifyId();
+  const fields = notificationFields(trade, trade, notifyId);
+  const notifyUrl = trade.notify_url;
+
+  return Promise.all(
+    Array.from({ length: request.copies }, async () => {
+      const startedAt = new Date();
+      const delivery = buildAlipayNotification(fields, ctx.identity.platformPrivateKeyPem, startedAt, request.overrides);
+      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt);
+      await insertAttempt(
+        ctx.sql,
+        { id: scheduled?.id ?? null, gateway: 'alipay', outTradeNo: trade.out_trade_no },
+        'tool',
+        result,
+      );
+      return result;
+    }),
+  );
+}

@@ -1,0 +1,446 @@
+/**
+ * The sandbox's persistent state: its own schema `psp_sandbox`, created idempotently at start-up.
+ *
+ * Everything that a real gateway would remember lives here, not in process memory: signing keys,
+ * trades, the charge ledger and the notification schedule. That is what lets the sandbox be restarted
+ * (or run as two processes) without losing a trade or a pending notification, and what makes
+ * `GET /ledger` trustworthy as the ground truth the tests and drills count.
+ *
+ * The sandbox shares no code with the app: it only talks to it over HTTP, like a real gateway.
+ */
+import { randomInt } from 'node:crypto';
+import postgres from 'postgres';
+import { generateRsaKeyPair } from './keys';
+
+export type Sql = postgres.Sql;
+export type Tx = postgres.TransactionSql;
+/** Anything that runs a query: the pool or an open transaction. */
+export type Queryable = Sql | Tx;
+
+/** A fixed key for the start-up advisory lock (any constant works; this one spells "pspsbx"). */
+const SCHEMA_LOCK_KEY = 0x707370736278;
+
+const SCHEMA_SQL = `
+CREATE SCHEMA IF NOT EXISTS psp_sandbox;
+
+-- The gateway's own signing key, one per emulated gateway ("Alipay platform key").
+CREATE TABLE IF NOT EXISTS psp_sandbox.platform_keys (
+  gateway          text PRIMARY KEY,
+  private_key_pem  text NOT NULL,
+  public_key_pem   text NOT NULL,
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+-- Merchant apps. The private key is kept only because the sandbox doubles as the developer console
+-- that hands it out (GET /sandbox/credentials); the gateway itself only ever uses the public key.
+CREATE TABLE IF NOT EXISTS psp_sandbox.alipay_apps (
+  app_id               text PRIMARY KEY,
+  seller_id            text NOT NULL,
+  app_private_key_pem  text NOT NULL,
+  app_public_key_pem   text NOT NULL,
+  created_at           timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS psp_sandbox.alipay_trades (
+  app_id            text NOT NULL REFERENCES psp_sandbox.alipay_apps (app_id),
+  out_trade_no      text NOT NULL,
+  trade_no          text NOT NULL UNIQUE,
+  subject           text NOT NULL,
+  total_amount_fen  bigint NOT NULL CHECK (total_amount_fen > 0),
+  status            text NOT NULL
+                    CHECK (status IN ('WAIT_BUYER_PAY', 'TRADE_SUCCESS', 'TRADE_FINISHED', 'TRADE_CLOSED')),
+  buyer_id          text,
+  buyer_logon_id    text,
+  notify_url        text,
+  gmt_create        timestamptz NOT NULL DEFAULT now(),
+  gmt_payment       timestamptz,
+  gmt_close         timestamptz,
+  PRIMARY KEY (app_id, out_trade_no)
+);
+
+-- Every charge attempt, successful or declined.
+CREATE TABLE IF NOT EXISTS psp_sandbox.charges (
+  id                bigserial PRIMARY KEY,
+  gateway           text NOT NULL,
+  merchant_id       text NOT NULL,
+  out_trade_no      text NOT NULL,
+  amount_minor      bigint NOT NULL,
+  currency          text NOT NULL,
+  status            text NOT NULL CHECK (status IN ('succeeded', 'declined')),
+  gateway_trade_no  text,
+  decline_code      text,
+  buyer_id          text,
+  created_at        timestamptz NOT NULL DEFAULT now()
+);
+-- Belt and braces under the per-trade lock: the database itself refuses a second successful charge
+-- for one merchant order, so a bug in the locking can only surface as an error, never as a double charge.
+CREATE UNIQUE INDEX IF NOT EXISTS charges_one_success_per_order
+  ON psp_sandbox.charges (gateway, merchant_id, out_trade_no) WHERE status = 'succeeded';
+CREATE INDEX IF NOT EXISTS charges_by_out_trade_no ON psp_sandbox.charges (out_trade_no, id);
+
+-- One row per notification (the thing Alipay retries); its schedule is polled by every sandbox
+-- process, so delivery survives restarts and never depends on an in-memory timer.
+CREATE TABLE IF NOT EXISTS psp_sandbox.notifications (
+  id               bigserial PRIMARY KEY,
+  gateway          text NOT NULL,
+  merchant_id      text NOT NULL,
+  out_trade_no     text NOT NULL,
+  notify_id        text NOT NULL UNIQUE,
+  notify_url       text NOT NULL,
+  fields           jsonb NOT NULL,
+  deliveries       integer NOT NULL DEFAULT 0,
+  state            text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'acknowledged', 'exhausted')),
+  next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+  lease_until      timestamptz,
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS notifications_due
+  ON psp_sandbox.notifications (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS notifications_by_trade
+  ON psp_sandbox.notifications (gateway, merchant_id, out_trade_no);
+
+-- Every delivery attempt, scheduled or sent by the test tool, with what the receiver answered.
+CREATE TABLE IF NOT EXISTS psp_sandbox.notification_attempts (
+  id               bigserial PRIMARY KEY,
+  notification_id  bigint REFERENCES psp_sandbox.notifications (id),
+  gateway          text NOT NULL,
+  out_trade_no     text NOT NULL,
+  source           text NOT NULL CHECK (source IN ('schedule', 'tool')),
+  http_status      integer,
+  response_body    text,
+  error            text,
+  acknowledged     boolean NOT NULL,
+  at               timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS notification_attempts_by_trade
+  ON psp_sandbox.notification_attempts (out_trade_no, id);
+`;
+
+export function openSql(databaseUrl: string): Sql {
+  return postgres(databaseUrl, {
+    // Enough for 50 concurrent trade.pay calls to queue without starving the notifier.
+    max: 10,
+    onnotice: () => {},
+    // bigint columns (fen, ids) come back as strings; callers convert explicitly.
+  });
+}
+
+export interface AlipayIdentity {
+  appId: string;
+  sellerId: string;
+  appPrivateKeyPem: string;
+  appPublicKeyPem: string;
+  platformPrivateKeyPem: string;
+  platformPublicKeyPem: string;
+}
+
+function randomDigits(count: number): string {
+  let out = '';
+  for (let i = 0; i < count; i += 1) out += String(randomInt(10));
+  return out;
+}
+
+/**
+ * Creates the schema and, on the very first start, the signing keys and one merchant app.
+ *
+ * Guarded by a transaction-scoped advisory lock: two sandbox processes starting at once would
+ * otherwise race on CREATE TABLE IF NOT EXISTS (which is not concurrency-safe in PostgreSQL) and each
+ * generate their own "first" key pair.
+ */
+export async function migrate(sql: Sql): Promise<AlipayIdentity> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK_KEY})`;
+    await tx.unsafe(SCHEMA_SQL).simple();
+
+    const existingPlatform = await tx<{ private_key_pem: string; public_key_pem: string }[]>`
+      SELECT private_key_pem, public_key_pem FROM psp_sandbox.platform_keys WHERE gateway = 'alipay'`;
+    let platform = existingPlatform[0];
+    if (!platform) {
+      const pair = await generateRsaKeyPair();
+      await tx`
+        INSERT INTO psp_sandbox.platform_keys (gateway, private_key_pem, public_key_pem)
+        VALUES ('alipay', ${pair.privateKeyPem}, ${pair.publicKeyPem})`;
+      platform = { private_key_pem: pair.privateKeyPem, public_key_pem: pair.publicKeyPem };
+    }
+
+    const existingApp = await tx<
+      { app_id: string; seller_id: string; app_private_key_pem: string; app_public_key_pem: string }[]
+    >`SELECT app_id, seller_id, app_private_key_pem, app_public_key_pem
+        FROM psp_sandbox.alipay_apps ORDER BY created_at, app_id LIMIT 1`;
+    let app = existingApp[0];
+    if (!app) {
+      const pair = await generateRsaKeyPair();
+      // Alipay app ids are 16 digits starting with the year they were created; seller ids (PIDs) are
+      // 16 digits starting with 2088.
+      app = {
+        app_id: `2021${randomDigits(12)}`,
+        seller_id: `2088${randomDigits(12)}`,
+        app_private_key_pem: pair.privateKeyPem,
+        app_public_key_pem: pair.publicKeyPem,
+      };
+      await tx`
+        INSERT INTO psp_sandbox.alipay_apps (app_id, seller_id, app_private_key_pem, app_public_key_pem)
+        VALUES (${app.app_id}, ${app.seller_id}, ${app.app_private_key_pem}, ${app.app_public_key_pem})`;
+    }
+
+    return {
+      appId: app.app_id,
+      sellerId: app.seller_id,
+      appPrivateKeyPem: app.app_private_key_pem,
+      appPublicKeyPem: app.app_public_key_pem,
+      platformPrivateKeyPem: platform.private_key_pem,
+      platformPublicKeyPem: platform.public_key_pem,
+    };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ledger
+
+export interface ChargeRecord {
+  gateway: string;
+  merchantId: string;
+  outTradeNo: string;
+  amountMinor: bigint;
+  currency: string;
+  status: 'succeeded' | 'declined';
+  gatewayTradeNo: string | null;
+  declineCode: string | null;
+  buyerId: string | null;
+}
+
+export async function recordCharge(db: Queryable, charge: ChargeRecord): Promise<void> {
+  await db`
+    INSERT INTO psp_sandbox.charges
+      (gateway, merchant_id, out_trade_no, amount_minor, currency, status, gateway_trade_no,
+       decline_code, buyer_id)
+    VALUES (${charge.gateway}, ${charge.merchantId}, ${charge.outTradeNo}, ${charge.amountMinor.toString()},
+            ${charge.currency}, ${charge.status}, ${charge.gatewayTradeNo}, ${charge.declineCode},
+            ${charge.buyerId})`;
+}
+
+export interface LedgerCharge {
+  gateway: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  status: 'succeeded' | 'declined';
+  gatewayTradeNo: string | null;
+  createdAt: string;
+}
+
+export interface LedgerNotification {
+  gateway: string;
+  outTradeNo: string;
+  attempt: number;
+  acknowledged: boolean;
+  at: string;
+}
+
+export interface Ledger {
+  charges: LedgerCharge[];
+  notifications: LedgerNotification[];
+}
+
+export async function readLedger(sql: Sql, outTradeNo: string | null): Promise<Ledger> {
+  const charges = await sql<
+    {
+      gateway: string;
+      out_trade_no: string;
+      amount_minor: string;
+      currency: string;
+      status: 'succeeded' | 'declined';
+      gateway_trade_no: string | null;
+      created_at: Date;
+    }[]
+  >`
+    SELECT gateway, out_trade_no, amount_minor, currency, status, gateway_trade_no, created_at
+      FROM psp_sandbox.charges
+     WHERE ${outTradeNo}::text IS NULL OR out_trade_no = ${outTradeNo}
+     ORDER BY id`;
+  // `attempt` numbers every delivery of one order's notifications (scheduled and tool-sent alike) in
+  // the order they were sent, so "3 attempts, the last acknowledged" reads straight off the ledger.
+  const notifications = await sql<
+    { gateway: string; out_trade_no: string; attempt: string; acknowledged: boolean; at: Date }[]
+  >`
+    SELECT gateway, out_trade_no, acknowledged, at,
+           row_number() OVER (PARTITION BY gateway, out_trade_no ORDER BY at, id) AS attempt
+      FROM psp_sandbox.notification_attempts
+     WHERE ${outTradeNo}::text IS NULL OR out_trade_no = ${outTradeNo}
+     ORDER BY at, id`;
+  return {
+    charges: charges.map((row) => ({
+      gateway: row.gateway,
+      outTradeNo: row.out_trade_no,
+      // Integer fen as a JS number: exact below 2^53, far above the 100,000,000.00 yuan cap.
+      amountMinor: Number(row.amount_minor),
+      currency: row.currency,
+      status: row.status,
+      gatewayTradeNo: row.gateway_trade_no,
+      createdAt: row.created_at.toISOString(),
+    })),
+    notifications: notifications.map((row) => ({
+      gateway: row.gateway,
+      outTradeNo: row.out_trade_no,
+      attempt: Number(row.attempt),
+      acknowledged: row.acknowledged,
+      at: row.at.toISOString(),
+    })),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notification schedule
+
+export interface NotificationRow {
+  id: string;
+  gateway: string;
+  merchantId: string;
+  outTradeNo: string;
+  notifyId: string;
+  notifyUrl: string;
+  fields: Record<string, string>;
+  deliveries: number;
+}
+
+interface NotificationDbRow {
+  id: string;
+  gateway: string;
+  merchant_id: string;
+  out_trade_no: string;
+  notify_id: string;
+  notify_url: string;
+  fields: Record<string, string>;
+  deliveries: number;
+}
+
+function toNotificationRow(row: NotificationDbRow): NotificationRow {
+  return {
+    id: row.id,
+    gateway: row.gateway,
+    merchantId: row.merchant_id,
+    outTradeNo: row.out_trade_no,
+    notifyId: row.notify_id,
+    notifyUrl: row.notify_url,
+    fields: row.fields,
+    deliveries: row.deliveries,
+  };
+}
+
+/**
+ * Enqueues a notification due now. Called inside the charge's transaction (an outbox): the
+ * notification exists if and only if the charge committed.
+ */
+export async function enqueueNotification(
+  db: Queryable,
+  notification: {
+    gateway: string;
+    merchantId: string;
+    outTradeNo: string;
+    notifyId: string;
+    notifyUrl: string;
+    fields: Record<string, string>;
+  },
+): Promise<void> {
+  await db`
+    INSERT INTO psp_sandbox.notifications
+      (gateway, merchant_id, out_trade_no, notify_id, notify_url, fields)
+    VALUES (${notification.gateway}, ${notification.merchantId}, ${notification.outTradeNo},
+            ${notification.notifyId}, ${notification.notifyUrl}, ${db.json(notification.fields)})`;
+}
+
+/** The most recent notification of one order, if any (used by the notification test tool). */
+export async function findNotification(
+  db: Queryable,
+  gateway: string,
+  merchantId: string,
+  outTradeNo: string,
+): Promise<NotificationRow | undefined> {
+  const rows = await db<NotificationDbRow[]>`
+    SELECT id, gateway, merchant_id, out_trade_no, notify_id, notify_url, fields, deliveries
+      FROM psp_sandbox.notifications
+     WHERE gateway = ${gateway} AND merchant_id = ${merchantId} AND out_trade_no = ${outTradeNo}
+     ORDER BY id DESC LIMIT 1`;
+  const row = rows[0];
+  return row ? toNotificationRow(row) : undefined;
+}
+
+export interface ClaimedNotification extends NotificationRow {
+  /** PostgreSQL's clock at the claim: the base of the next retry, so app and DB clocks never mix. */
+  claimedAt: Date;
+}
+
+/**
+ * Claims due notifications by giving each a lease.
+ *
+ * `FOR UPDATE SKIP LOCKED` lets several sandbox processes poll the same table without ever claiming
+ * the same row twice; the lease (rather than a row lock held for the whole delivery) keeps no
+ * transaction open across an HTTP call, and if a process dies mid-delivery the lease simply runs out
+ * and another poll delivers again (at-least-once, as Alipay itself is).
+ */
+export async function claimDueNotifications(
+  sql: Sql,
+  limit: number,
+  leaseSeconds: number,
+): Promise<ClaimedNotification[]> {
+  const rows = await sql<(NotificationDbRow & { claimed_at: Date })[]>`
+    UPDATE psp_sandbox.notifications n
+       SET lease_until = now() + make_interval(secs => ${leaseSeconds})
+     WHERE n.id IN (
+             SELECT id FROM psp_sandbox.notifications
+              WHERE state = 'pending'
+                AND next_attempt_at <= now()
+                AND (lease_until IS NULL OR lease_until < now())
+              ORDER BY next_attempt_at
+              LIMIT ${limit}
+                FOR UPDATE SKIP LOCKED)
+    RETURNING n.id, n.gateway, n.merchant_id, n.out_trade_no, n.notify_id, n.notify_url, n.fields,
+              n.deliveries, now() AS claimed_at`;
+  return rows.map((row) => ({ ...toNotificationRow(row), claimedAt: row.claimed_at }));
+}
+
+export interface DeliveryResult {
+  httpStatus: number | null;
+  responseBody: string | null;
+  error: string | null;
+  acknowledged: boolean;
+  startedAt: Date;
+}
+
+/**
+ * Records one scheduled delivery and moves the schedule on, in one transaction: acknowledged →
+ * done; otherwise the next attempt after `nextDelayMs`, or exhausted when there is none.
+ */
+export async function completeScheduledDelivery(
+  sql: Sql,
+  notification: ClaimedNotification,
+  result: DeliveryResult,
+  nextDelayMs: number | null,
+): Promise<void> {
+  await sql.begin(async (tx) => {
+    await insertAttempt(tx, notification, 'schedule', result);
+    const state = result.acknowledged ? 'acknowledged' : nextDelayMs === null ? 'exhausted' : 'pending';
+    const nextAt = new Date(notification.claimedAt.getTime() + (nextDelayMs ?? 0));
+    await tx`
+      UPDATE psp_sandbox.notifications
+         SET deliveries = deliveries + 1,
+             state = ${state},
+             next_attempt_at = ${nextAt},
+             lease_until = NULL
+       WHERE id = ${notification.id}`;
+  });
+}
+
+export async function insertAttempt(
+  db: Queryable,
+  notification: { id: string | null; gateway: string; outTradeNo: string },
+  source: 'schedule' | 'tool',
+  result: DeliveryResult,
+): Promise<void> {
+  await db`
+    INSERT INTO psp_sandbox.notification_attempts
+      (notification_id, gateway, out_trade_no, source, http_status, response_body, error, acknowledged, at)
+    VALUES (${notification.id}, ${notification.gateway}, ${notification.outTradeNo}, ${source},
+            ${result.httpStatus}, ${result.responseBody}, ${result.error}, ${result.acknowledged},
+            ${result.startedAt})`;
+}

@@ -1,0 +1,43 @@
+/**
+ * `npm run dev`: the embedded PostgreSQL (or DATABASE_URL), the PSP sandbox on :4010 and the app on
+ * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
+ *
+ * Flags: --prod, --port N (app), --sandbox-port N, --database NAME (embedded cluster only).
+ */
+import { parseArgs } from 'node:util';
+import { startStack } from './stack';
+
+const { values } = parseArgs({
+  options: {
+    prod: { type: 'boolean', default: false },
+    port: { type: 'string', default: process.env.PORT ?? '3000' },
+    'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
+    database: { type: 'string', default: 'payonce' },
+    'dist-dir': { type: 'string' },
+  },
+});
+
+const stack = await startStack({
+  appPort: Number(values.port),
+  sandboxPort: Number(values['sandbox-port']),
+  mode: values.prod ? 'prod' : 'dev',
+  databaseName: values.database,
+  distDir: values['dist-dir'],
+});
+
+console.log(`
+  PayOnce is ready:  ${stack.appUrl.replace('127.0.0.1', 'localhost')}
+  PSP sandbox:       ${stack.sandboxUrl}   (ledger: ${stack.sandboxUrl}/ledger)
+  Database:          ${stack.databaseUrl.replace(/:[^:@/]+@/, ':***@')}
+  Press Ctrl-C to stop.
+`);
+
+let stopping = false;
+async function shutdown() {
+  if (stopping) return;
+  stopping = true;
+  await stack.stop();
+  process.exit(0);
+}
+process.on('SIGINT', shutdown);
+process.on('SIGTERM', shutdown);

@@ -1,0 +1,149 @@
+/**
+ * Starts what PayOnce needs to run, in order: a database (embedded unless DATABASE_URL is set), the
+ * schema, the PSP sandbox (its own process) and the Next app (its own process), wired together by
+ * environment variables only — exactly as separate deployments would be.
+ *
+ * Used by `npm run dev`, `npm start` and the browser tests' web server.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { runMigrations } from '../db/migrate';
+
+export interface StackOptions {
+  appPort: number;
+  sandboxPort: number;
+  /** `dev` = next dev (hot reload); `prod` = next start on an existing build. */
+  mode: 'dev' | 'prod';
+  /** Database name on the embedded cluster (ignored when DATABASE_URL is set). */
+  databaseName?: string;
+  sandboxTimeScale?: number;
+  /** Extra environment for the app process (e.g. a shorter lease for drills). */
+  appEnv?: Record<string, string>;
+  distDir?: string;
+  log?: (line: string) => void;
+}
+
+export interface Stack {
+  databaseUrl: string;
+  appUrl: string;
+  sandboxUrl: string;
+  stop(): Promise<void>;
+}
+
+export async function resolveDatabase(
+  databaseName: string,
+  log: (line: string) => void,
+): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
+  if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL };
+  const embedded = await startEmbeddedPostgres({ log: (line) => log(`[postgres] ${line}`) });
+  await ensureDatabase(embedded.adminUrl, databaseName);
+  return { url: embedded.urlFor(databaseName), embedded };
+}
+
+const tsxBin = 'node_modules/.bin/tsx';
+const nextBin = 'node_modules/.bin/next';
+
+function run(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, log: (line: string) => void): ChildProcess {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const forward = (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line.trim()) log(`[${name}] ${line}`);
+  };
+  child.stdout?.on('data', forward);
+  child.stderr?.on('data', forward);
+  return child;
+}
+
+export async function waitForHttp(url: string, child: ChildProcess | undefined, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError = '';
+  while (Date.now() < deadline) {
+    if (child && child.exitCode !== null) throw new Error(`${url}: the process exited with code ${child.exitCode}`);
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(30_000) });
+      if (response.ok) return;
+      lastError = `HTTP ${response.status}`;
+    } catch (error) {
+      lastError = (error as Error).message;
+    }
+    await sleep(250);
+  }
+  throw new Error(`${url} did not become ready within ${timeoutMs / 1000}s (${lastError})`);
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const database = await resolveDatabase(options.databaseName ?? 'payonce', log);
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    await Promise.all(children.reverse().map(stopChild));
+    await database.embedded?.stop();
+  };
+
+  try {
+    await runMigrations(database.url);
+
+    const sandboxUrl = `http://127.0.0.1:${options.sandboxPort}`;
+    const sandbox = run(
+      'sandbox',
+      tsxBin,
+      ['sandbox/main.ts'],
+      {
+        ...process.env,
+        DATABASE_URL: database.url,
+        PSP_SANDBOX_PORT: String(options.sandboxPort),
+        SANDBOX_TIME_SCALE: String(options.sandboxTimeScale ?? process.env.SANDBOX_TIME_SCALE ?? 0.05),
+      },
+      log,
+    );
+    children.push(sandbox);
+    await waitForHttp(`${sandboxUrl}/health`, sandbox, 30_000);
+
+    // Like downloading keys from a gateway's developer console: the sandbox made them on first start.
+    const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as {
+      alipay: { appId: string; appPrivateKey: string; alipayPublicKey: string; gateway: string; testBuyers: Record<string, string> };
+    };
+
+    const appUrl = `http://127.0.0.1:${options.appPort}`;
+    const appEnv: NodeJS.ProcessEnv = {
+      ...process.env,
+      DATABASE_URL: database.url,
+      PORT: String(options.appPort),
+      PUBLIC_BASE_URL: appUrl,
+      PSP_SANDBOX_URL: sandboxUrl,
+      ALIPAY_APP_ID: credentials.alipay.appId,
+      ALIPAY_APP_PRIVATE_KEY: credentials.alipay.appPrivateKey,
+      ALIPAY_PUBLIC_KEY: credentials.alipay.alipayPublicKey,
+      ALIPAY_GATEWAY_URL: credentials.alipay.gateway,
+      ALIPAY_TEST_BUYERS: JSON.stringify(credentials.alipay.testBuyers),
+      NEXT_TELEMETRY_DISABLED: '1',
+      ...(options.distDir ? { NEXT_DIST_DIR: options.distDir } : {}),
+      ...options.appEnv,
+    };
+    const nextArgs =
+      options.mode === 'dev'
+        ? ['dev', '--port', String(options.appPort), '--hostname', '127.0.0.1']
+        : ['start', '--port', String(options.appPort), '--hostname', '127.0.0.1'];
+    const app = run('app', nextBin, nextArgs, appEnv, log);
+    children.push(app);
+    // The first request also compiles the route in dev mode, hence the generous wait.
+    await waitForHttp(`${appUrl}/api/health`, app, 180_000);
+
+    return { databaseUrl: database.url, appUrl, sandboxUrl, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

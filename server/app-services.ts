@@ -1,0 +1,29 @@
+/**
+ * The checkout as the running app sees it: built once per process from the environment and kept on
+ * `globalThis` (Next loads route handlers and instrumentation as separate module instances). Built
+ * lazily, on the first request, never at module load: `next build` evaluates route modules with no
+ * database around.
+ */
+import { getDb } from '../db/client';
+import type { CheckoutServices } from './checkout/services';
+import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
+import { gatewaysFromEnv } from './payments';
+
+const globalForServices = globalThis as unknown as { __payonceServices?: CheckoutServices };
+
+export function appServices(): CheckoutServices {
+  if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
+  const db = getDb();
+  const services: CheckoutServices = {
+    db,
+    idempotencyStore: createPostgresIdempotencyStore(db),
+    idempotencyOptions: {
+      ...DEFAULT_IDEMPOTENCY_OPTIONS,
+      leaseMs: Number(process.env.IDEMPOTENCY_LEASE_MS ?? DEFAULT_IDEMPOTENCY_OPTIONS.leaseMs),
+    },
+    gateways: gatewaysFromEnv(),
+    publicBaseUrl: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`,
+  };
+  globalForServices.__payonceServices = services;
+  return services;
+}

@@ -1,0 +1,24 @@
+import { asc } from 'drizzle-orm';
+import type { Executor } from '../../db/client';
+import { products } from '../../db/schema';
+
+export interface Product {
+  sku: string;
+  name: string;
+  priceMinor: number;
+  currency: string;
+  stock: number;
+}
+
+export async function listProducts(db: Executor): Promise<Product[]> {
+  return db
+    .select({
+      sku: products.sku,
+      name: products.name,
+      priceMinor: products.priceMinor,
+      currency: products.currency,
+      stock: products.stock,
+    })
+    .from(products)
+    .orderBy(asc(products.sku));
+}

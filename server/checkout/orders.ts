@@ -1,0 +1,144 @@
+/**
+ * Orders: created once per order-creation key, with stock taken in the same transaction, and read
+ * back only by the customer who owns them.
+ */
+import { randomUUID } from 'node:crypto';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { Executor, Transaction } from '../../db/client';
+import { customers, orderItems, orders, payments, products, type OrderStatus } from '../../db/schema';
+import { respond, type OwnedKey, type StoredResponse } from '../idempotency';
+import { CheckoutError } from './errors';
+import { outTradeNoFor } from './out-trade-no';
+
+export interface OrderLineInput {
+  sku: string;
+  quantity: number;
+}
+
+export interface CreatedOrder {
+  orderId: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  status: OrderStatus;
+}
+
+export async function createOrder(
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  items: OrderLineInput[],
+): Promise<StoredResponse> {
+  const skus = items.map((item) => item.sku);
+  if (new Set(skus).size !== skus.length) {
+    throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
+  }
+
+  const phase = await key.atomicPhase(async (tx) => {
+    await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
+
+    // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
+    // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
+    const taken = await tx.execute<{ sku: string; name: string; price_minor: number; currency: string }>(sql`
+      update products p set stock = p.stock - v.quantity
+        from jsonb_to_recordset(${JSON.stringify(items)}::jsonb) as v(sku text, quantity int)
+       where p.sku = v.sku and p.stock >= v.quantity
+      returning p.sku, p.name, p.price_minor, p.currency`);
+    if (taken.length !== items.length) {
+      const known = await tx.select({ sku: products.sku }).from(products).where(inArray(products.sku, skus));
+      const unknown = skus.filter((sku) => !known.some((row) => row.sku === sku));
+      if (unknown.length > 0) {
+        throw new CheckoutError(400, 'UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
+      }
+      throw new CheckoutError(409, 'OUT_OF_STOCK', 'Not enough stock for one of the products.');
+    }
+
+    const currencies = new Set(taken.map((row) => row.currency));
+    const [currency] = currencies;
+    if (currencies.size !== 1 || currency === undefined) {
+      throw new CheckoutError(400, 'MIXED_CURRENCIES', 'All products of one order must share a currency.');
+    }
+    const lines = items.map((item) => {
+      const product = taken.find((row) => row.sku === item.sku)!;
+      return { ...item, name: product.name, unitPriceMinor: product.price_minor };
+    });
+    const amountMinor = lines.reduce((sum, line) => sum + line.unitPriceMinor * line.quantity, 0);
+
+    const orderId = randomUUID();
+    const outTradeNo = outTradeNoFor(orderId);
+    await tx.insert(orders).values({ id: orderId, customerId, outTradeNo, amountMinor, currency });
+    await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
+
+    const created: CreatedOrder = { orderId, outTradeNo, amountMinor, currency, status: 'awaiting_payment' };
+    return respond(201, created);
+  });
+  return phase.response;
+}
+
+export interface OrderView {
+  orderId: string;
+  outTradeNo: string;
+  status: OrderStatus;
+  amountMinor: number;
+  currency: string;
+  paymentAttempts: number;
+  createdAt: string;
+  paidAt: string | null;
+  items: { sku: string; name: string; quantity: number; unitPriceMinor: number }[];
+  payments: {
+    gateway: string;
+    attempt: number;
+    status: string;
+    amountMinor: number;
+    currency: string;
+    gatewayTradeNo: string | null;
+    declineCode: string | null;
+    declineMessage: string | null;
+    source: string;
+    createdAt: string;
+  }[];
+}
+
+/** Another customer's order answers exactly like a missing one: 404, nothing revealed. */
+export async function getOrder(db: Executor, customerId: string, orderId: string): Promise<OrderView> {
+  const [order] = await db
+    .select()
+    .from(orders)
+    .where(and(eq(orders.id, orderId), eq(orders.customerId, customerId)));
+  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  const [items, paymentRows] = await Promise.all([
+    db
+      .select({
+        sku: orderItems.sku,
+        name: orderItems.name,
+        quantity: orderItems.quantity,
+        unitPriceMinor: orderItems.unitPriceMinor,
+      })
+      .from(orderItems)
+      .where(eq(orderItems.orderId, orderId))
+      .orderBy(asc(orderItems.sku)),
+    db.select().from(payments).where(eq(payments.orderId, orderId)).orderBy(asc(payments.createdAt)),
+  ]);
+  return {
+    orderId: order.id,
+    outTradeNo: order.outTradeNo,
+    status: order.status,
+    amountMinor: order.amountMinor,
+    currency: order.currency,
+    paymentAttempts: order.paymentAttempt,
+    createdAt: order.createdAt.toISOString(),
+    paidAt: order.paidAt?.toISOString() ?? null,
+    items,
+    payments: paymentRows.map((p) => ({
+      gateway: p.gateway,
+      attempt: p.attempt,
+      status: p.status,
+      amountMinor: p.amountMinor,
+      currency: p.currency,
+      gatewayTradeNo: p.gatewayTradeNo,
+      declineCode: p.declineCode,
+      declineMessage: p.declineMessage,
+      source: p.source,
+      createdAt: p.createdAt.toISOString(),
+    })),
+  };
+}

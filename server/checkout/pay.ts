@@ -1,0 +1,206 @@
+/**
+ * checkout.pay in three atomic phases, each its own transaction, with the gateway call between them
+ * and never inside one:
+ *
+ *   1. start the attempt   — order guard; order → paying; recovery point `attempt_started`
+ *   2. charge              — the gateway, by the order's out_trade_no (deduplicated by the gateway)
+ *   3. settle or decline   — payment row, order state, outbox and the stored response, together
+ *
+ * A crash anywhere leaves the key at its last recovery point; the retry that takes the key over
+ * resumes there, so phase 1's effects are never repeated and phase 2 is repeated only as a call the
+ * gateway recognises as the same one.
+ */
+import { and, eq, sql } from 'drizzle-orm';
+import type { Transaction } from '../../db/client';
+import { orders, payments } from '../../db/schema';
+import { recoveryPoint, respond, STARTED, type OwnedKey, type StoredResponse } from '../idempotency';
+import type { ChargeOutcome, GatewayId, TestBuyer } from '../payments/gateway';
+import { CheckoutError } from './errors';
+import { notifyUrlFor, type CheckoutServices } from './services';
+import { paidOrderView, settleSucceededCharge } from './settle';
+
+export interface PayInput {
+  orderId: string;
+  gateway: GatewayId;
+  buyer?: TestBuyer;
+}
+
+/** Recovery point after phase 1: the order is `paying` and this key owns the attempt. */
+export const ATTEMPT_STARTED = 'attempt_started';
+
+export interface DeclinedPayment {
+  reason: 'PAYMENT_DECLINED';
+  message: string;
+  orderId: string;
+  gateway: GatewayId;
+  declineCode: string;
+}
+
+export async function payOrder(
+  services: CheckoutServices,
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  input: PayInput,
+): Promise<StoredResponse> {
+  const gateway = services.gateways[input.gateway];
+  if (!gateway) {
+    throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
+  }
+
+  // Phase 1 — start the attempt, unless a previous owner of this key already did.
+  if (key.recoveryPoint === STARTED) {
+    const phase = await key.atomicPhase(async (tx) => {
+      const [order] = await tx
+        .select()
+        .from(orders)
+        .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
+        .for('update');
+      if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+      switch (order.status) {
+        case 'paid': {
+          // Already paid (by another tab, another gateway, a notification): answer with that
+          // payment and call no gateway at all.
+          const paid = await paidOrderView(tx, order.id);
+          if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
+          return respond(201, paid);
+        }
+        case 'paying':
+          // Only the order sees two tabs or two gateways: they hold different keys.
+          if (order.attemptKeyId !== key.id) {
+            throw new CheckoutError(
+              409,
+              'ORDER_PAYMENT_IN_PROGRESS',
+              'Another payment attempt for this order is in progress.',
+              2,
+            );
+          }
+          return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
+        case 'failed':
+        case 'expired':
+          throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
+        case 'awaiting_payment':
+          await tx
+            .update(orders)
+            .set({
+              status: 'paying',
+              paymentAttempt: sql`${orders.paymentAttempt} + 1`,
+              attemptKeyId: key.id,
+              attemptGateway: input.gateway,
+              attemptStartedAt: sql`now()`,
+              updatedAt: sql`now()`,
+            })
+            .where(eq(orders.id, order.id));
+          return recoveryPoint(ATTEMPT_STARTED);
+        default: {
+          const unreachable: never = order.status;
+          throw new Error(`unknown order status ${String(unreachable)}`);
+        }
+      }
+    });
+    if (phase.kind === 'response') return phase.response;
+  }
+
+  // Phase 2 — the charge, outside any transaction.
+  const [order] = await services.db
+    .select()
+    .from(orders)
+    .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)));
+  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  if (order.status === 'paid') {
+    // Settled meanwhile, e.g. by the gateway's notification racing this request.
+    return (
+      await key.atomicPhase(async (tx) => {
+        const paid = await paidOrderView(tx, order.id);
+        if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
+        return respond(201, paid);
+      })
+    ).response;
+  }
+  if (order.status !== 'paying' || order.attemptKeyId !== key.id) {
+    // The attempt this key started was settled as declined or expired by someone else.
+    throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', 'This payment attempt is no longer open.');
+  }
+
+  const outcome: ChargeOutcome = await gateway.charge({
+    outTradeNo: order.outTradeNo,
+    amountMinor: order.amountMinor,
+    currency: order.currency,
+    subject: `PayOnce 订单 ${order.outTradeNo}`,
+    attempt: order.paymentAttempt,
+    buyer: input.buyer,
+    notifyUrl: notifyUrlFor(services, input.gateway),
+  });
+
+  // Phase 3 — record what the gateway said.
+  switch (outcome.kind) {
+    case 'succeeded': {
+      const phase = await key.atomicPhase(async (tx) => {
+        const paid = await settleSucceededCharge(tx, {
+          gateway: input.gateway,
+          outTradeNo: order.outTradeNo,
+          gatewayTradeNo: outcome.gatewayTradeNo,
+          amountMinor: outcome.amountMinor,
+          currency: outcome.currency,
+          source: 'response',
+        });
+        return respond(201, paid);
+      });
+      return phase.response;
+    }
+    case 'declined': {
+      const phase = await key.atomicPhase(async (tx) => {
+        const [current] = await tx.select().from(orders).where(eq(orders.id, order.id)).for('update');
+        if (current?.status === 'paid') {
+          const paid = await paidOrderView(tx, order.id);
+          if (paid) return respond(201, paid);
+        }
+        await tx.insert(payments).values({
+          orderId: order.id,
+          gateway: input.gateway,
+          outTradeNo: order.outTradeNo,
+          attempt: order.paymentAttempt,
+          amountMinor: order.amountMinor,
+          currency: order.currency,
+          status: 'declined',
+          declineCode: outcome.code,
+          declineMessage: outcome.message,
+          source: 'response',
+        });
+        // The order stays payable: the gateway's trade stays open for another buyer or card.
+        await tx
+          .update(orders)
+          .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
+          .where(and(eq(orders.id, order.id), eq(orders.attemptKeyId, key.id)));
+        const declined: DeclinedPayment = {
+          reason: 'PAYMENT_DECLINED',
+          message: `支付被拒绝：${outcome.message}`,
+          orderId: order.id,
+          gateway: input.gateway,
+          declineCode: outcome.code,
+        };
+        return respond(402, declined);
+      });
+      return phase.response;
+    }
+    case 'retryable':
+      throw new CheckoutError(
+        503,
+        'GATEWAY_UNAVAILABLE',
+        `The payment gateway is unavailable (${outcome.code}); retry with the same Idempotency-Key.`,
+        1,
+      );
+    case 'indeterminate':
+      // Maybe charged, maybe not: the retry calls the gateway again with the same out_trade_no and
+      // the gateway's own dedupe answers with the original outcome.
+      throw new CheckoutError(
+        503,
+        'PAYMENT_OUTCOME_UNKNOWN',
+        `The gateway did not confirm the outcome (${outcome.code}); retry with the same Idempotency-Key.`,
+        1,
+      );
+    default: {
+      const unreachable: never = outcome;
+      throw new Error(`unknown charge outcome ${JSON.stringify(unreachable)}`);
+    }
+  }
+}

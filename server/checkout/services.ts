@@ -1,0 +1,21 @@
+/**
+ * Everything the checkout needs from the outside, passed in rather than imported, so tests and the
+ * benchmark can build a checkout on their own database and sandbox.
+ */
+import type { Database, Transaction } from '../../db/client';
+import type { IdempotencyOptions, IdempotencyStore } from '../idempotency';
+import type { GatewayId, PaymentGateway } from '../payments/gateway';
+
+export interface CheckoutServices {
+  db: Database;
+  idempotencyStore: IdempotencyStore<Transaction>;
+  idempotencyOptions: IdempotencyOptions;
+  /** The gateways this deployment is configured for; the others answer GATEWAY_NOT_CONFIGURED. */
+  gateways: Partial<Record<GatewayId, PaymentGateway>>;
+  /** The app's public base URL, where gateways deliver notifications (…/api/webhooks/{gateway}). */
+  publicBaseUrl: string;
+}
+
+export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {
+  return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();
+}

@@ -1,0 +1,50 @@
+/**
+ * The only tRPC-aware glue around the idempotency core: one call to executeIdempotent per request,
+ * with the key from the Idempotency-Key header and the scope from the customer's session.
+ *
+ * Usage: `idempotentProcedure(inputSchema).mutation(({ ctx, input }) => …ctx.idempotencyKey…)`.
+ * The input is validated before the key is claimed, so bad input costs no write at all.
+ */
+import type { StandardSchemaV1 } from '@trpc/server/unstable-core-do-not-import';
+import { executeIdempotent, type OwnedKey } from '../idempotency';
+import type { Transaction } from '../../db/client';
+import { StoredErrorResponse } from './errors';
+import { middleware, publicProcedure } from './init';
+
+const idempotency = middleware(async ({ ctx, path, input, next }) => {
+  const result = await executeIdempotent<Transaction>(
+    ctx.services.idempotencyStore,
+    {
+      scope: `customer:${ctx.customerId}`,
+      key: ctx.headers.get('idempotency-key'),
+      path,
+      input,
+    },
+    async (key: OwnedKey<Transaction>) => {
+      const inner = await next({ ctx: { idempotencyKey: key } });
+      // A thrown error after the key was completed (a stored 402) is resolved by the core to the
+      // stored response; any other error releases the key.
+      if (!inner.ok) throw inner.error;
+      return key.completed ?? { status: 200, body: inner.data };
+    },
+    ctx.services.idempotencyOptions,
+  );
+
+  ctx.response.status = result.status;
+  if (result.replayed) ctx.response.headers['Idempotency-Replayed'] = 'true';
+  if (result.status >= 400) {
+    throw new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>);
+  }
+  // The stored body is the answer, whether it was produced just now or replayed.
+  return { ok: true as const, data: result.body, marker: 'middlewareMarker' as never, ctx: undefined };
+});
+
+export function idempotentProcedure<TSchema extends StandardSchemaV1>(input: TSchema) {
+  return publicProcedure
+    .input(input)
+    .use(idempotency)
+    .use(({ ctx, next }) =>
+      // Narrow the context for resolvers: the key is always there past the guard.
+      next({ ctx: { idempotencyKey: (ctx as { idempotencyKey?: OwnedKey<Transaction> }).idempotencyKey! } }),
+    );
+}

@@ -1,0 +1,73 @@
+/**
+ * tRPC set-up: the context every procedure sees, the error shape, `publicProcedure`.
+ *
+ * You probably don't need to edit this file unless you add something to the context. Plain JSON on
+ * the wire (no transformer), so curl and mobile clients can call every procedure.
+ */
+import { initTRPC, TRPCError } from '@trpc/server';
+import type { CheckoutServices } from '../checkout/services';
+import { issueSession, verifySession } from '../session';
+import { reasonOf, toTRPCError } from './errors';
+
+/**
+ * Status and headers a procedure wants on its HTTP response. A mutable holder, because tRPC copies
+ * `ctx` at every `next({ ctx })`: a status set on a copy would be lost, a field of this object is not.
+ */
+export interface ResponseMetaHolder {
+  status?: number;
+  headers: Record<string, string>;
+}
+
+export interface CreateContextOptions {
+  headers: Headers;
+  resHeaders: Headers;
+  services: CheckoutServices;
+  sessionSecret: string;
+  /** Mark the session cookie Secure (the app is served over https). */
+  secureCookies: boolean;
+}
+
+export function createTRPCContext(opts: CreateContextOptions) {
+  let customerId = verifySession(opts.sessionSecret, opts.headers.get('cookie'));
+  if (!customerId) {
+    const session = issueSession(opts.sessionSecret, { secure: opts.secureCookies });
+    customerId = session.customerId;
+    opts.resHeaders.append('set-cookie', session.setCookie);
+  }
+  const response: ResponseMetaHolder = { headers: {} };
+  return { services: opts.services, headers: opts.headers, customerId, response };
+}
+
+export type TRPCContext = ReturnType<typeof createTRPCContext>;
+
+const t = initTRPC.context<TRPCContext>().create({
+  errorFormatter({ shape, error }) {
+    const { reason, details } = reasonOf(error);
+    const issues =
+      error.code === 'BAD_REQUEST' && error.cause && 'issues' in error.cause ? error.cause.issues : undefined;
+    // No stack traces on the wire, in any environment: bodies are stored and replayed verbatim.
+    const { stack: _stack, ...data } = shape.data;
+    return { ...shape, data: { ...data, reason, ...(details ? { details } : {}), ...(issues ? { issues } : {}) } };
+  },
+});
+
+export const createTRPCRouter = t.router;
+export const middleware = t.middleware;
+
+/**
+ * Turns the checkout's and the guard's errors into the HTTP status the contract promises, and keeps
+ * any Retry-After they carry.
+ */
+const domainErrors = t.middleware(async ({ ctx, next }) => {
+  const result = await next();
+  if (result.ok) return result;
+  const mapped = toTRPCError(result.error) ?? result.error;
+  const cause = mapped.cause as { retryAfterSeconds?: number } | undefined;
+  if (cause?.retryAfterSeconds !== undefined) {
+    ctx.response.headers['Retry-After'] = String(cause.retryAfterSeconds);
+  }
+  if (mapped.code === 'INTERNAL_SERVER_ERROR') console.error('[trpc] unexpected error', mapped.cause ?? mapped);
+  throw mapped satisfies TRPCError;
+});
+
+export const publicProcedure = t.procedure.use(domainErrors);

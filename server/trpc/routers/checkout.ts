@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { listProducts } from '../../checkout/catalogue';
+import { createOrder, getOrder, type CreatedOrder } from '../../checkout/orders';
+import { payOrder } from '../../checkout/pay';
+import type { PaidOrder } from '../../checkout/settle';
+import { idempotentProcedure } from '../idempotency';
+import { createTRPCRouter, publicProcedure } from '../init';
+
+const createOrderInput = z.object({
+  items: z
+    .array(
+      z.object({
+        sku: z.string().min(1).max(64),
+        quantity: z.number().int().min(1).max(99),
+      }),
+    )
+    .min(1)
+    .max(20),
+});
+
+const payInput = z.object({
+  orderId: z.uuid(),
+  gateway: z.enum(['alipay', 'wechatpay', 'stripe', '2c2p']),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).optional(),
+});
+
+export const checkoutRouter = createTRPCRouter({
+  products: publicProcedure.query(({ ctx }) => listProducts(ctx.services.db)),
+
+  createOrder: idempotentProcedure(createOrderInput).mutation(async ({ ctx, input }) => {
+    const response = await createOrder(ctx.idempotencyKey, ctx.customerId, input.items);
+    return response.body as CreatedOrder;
+  }),
+
+  /** 201 with the paid order; 402 for a terminal decline — both stored and replayed per key. */
+  pay: idempotentProcedure(payInput).mutation(async ({ ctx, input }) => {
+    const response = await payOrder(ctx.services, ctx.idempotencyKey, ctx.customerId, input);
+    return response.body as PaidOrder;
+  }),
+
+  order: publicProcedure
+    .input(z.object({ orderId: z.uuid() }))
+    .query(({ ctx, input }) => getOrder(ctx.services.db, ctx.customerId, input.orderId)),
+});

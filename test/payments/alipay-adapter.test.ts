@@ -1,0 +1,461 @@
+/**
+ * The Alipay adapter against the PSP sandbox over HTTP (real PostgreSQL behind it), plus a few
+ * misbehaving local HTTP servers for the transport failures a healthy sandbox never produces.
+ *
+ *   DATABASE_URL=postgres://… node --import tsx --test test/payments/alipay-adapter.test.ts
+ */
+import assert from 'node:assert/strict';
+import { createSign, generateKeyPairSync, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { AlipaySdk } from 'alipay-sdk';
+import { createAlipayGateway, type AlipayGatewayConfig } from '../../server/payments/alipay';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import { decimalToMinor, minorToDecimal } from '../../server/payments/money';
+import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+
+const DATABASE_URL = process.env.DATABASE_URL;
+if (!DATABASE_URL) {
+  throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/sandbox_dev)');
+}
+const databaseUrl: string = DATABASE_URL;
+
+interface Credentials {
+  appId: string;
+  appPrivateKey: string;
+  alipayPublicKey: string;
+  gateway: string;
+  testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
+}
+
+interface Ledger {
+  charges: { outTradeNo: string; amountMinor: number; status: string; gatewayTradeNo: string | null }[];
+  notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+}
+
+let sandbox: RunningSandbox;
+let creds: Credentials;
+let gateway: PaymentGateway;
+
+function config(overrides: Partial<AlipayGatewayConfig> = {}): AlipayGatewayConfig {
+  return {
+    appId: creds.appId,
+    appPrivateKey: creds.appPrivateKey,
+    alipayPublicKey: creds.alipayPublicKey,
+    gatewayUrl: creds.gateway,
+    testBuyerAuthCodes: creds.testBuyers,
+    ...overrides,
+  };
+}
+
+function newOutTradeNo(): string {
+  return `A${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
+}
+
+function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {}): ChargeRequest {
+  return {
+    outTradeNo,
+    amountMinor: 1230,
+    currency: 'CNY',
+    subject: 'PayOnce 订单 测试',
+    attempt: 1,
+    notifyUrl: 'http://127.0.0.1:9/unused', // discard port: deliveries fail fast, nothing listens
+    ...overrides,
+  };
+}
+
+async function ledger(outTradeNo: string): Promise<Ledger> {
+  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
+  assert.equal(res.status, 200);
+  return (await res.json()) as Ledger;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A throwaway HTTP server; `handler` decides how to misbehave. */
+async function startServer(handler: http.RequestListener): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+before(async () => {
+  sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
+  creds = ((await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as { alipay: Credentials }).alipay;
+  gateway = createAlipayGateway(config());
+});
+
+after(async () => {
+  await sandbox.close();
+});
+
+describe('money', () => {
+  it('converts without floating point', () => {
+    assert.equal(minorToDecimal(1999), '19.99');
+    assert.equal(minorToDecimal(5), '0.05');
+    assert.equal(minorToDecimal(10_000_000_000), '100000000.00');
+    assert.throws(() => minorToDecimal(1.5), RangeError);
+    assert.equal(decimalToMinor('19.99'), 1999);
+    assert.equal(decimalToMinor('0.3'), 30);
+    assert.equal(decimalToMinor('20'), 2000);
+    assert.equal(decimalToMinor('0.30000000000000004'), null);
+    assert.equal(decimalToMinor('-1.00'), null);
+    assert.equal(decimalToMinor('1e3'), null);
+  });
+});
+
+describe('charge', () => {
+  it('succeeds with the ok buyer', async () => {
+    const outTradeNo = newOutTradeNo();
+    const outcome = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1999 }));
+    assert.equal(outcome.kind, 'succeeded');
+    assert.ok(outcome.kind === 'succeeded');
+    assert.equal(outcome.amountMinor, 1999);
+    assert.equal(outcome.currency, 'CNY');
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]),
+      [['succeeded', 1999, outcome.gatewayTradeNo]],
+    );
+  });
+
+  it('declines both test buyers, then succeeds with the ok buyer on the same out_trade_no', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.deepEqual(
+      await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })),
+      { kind: 'declined', code: 'ACQ.BUYER_BALANCE_NOT_ENOUGH', message: '买家余额不足' },
+    );
+    const restricted = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 }));
+    assert.equal(restricted.kind, 'declined');
+    assert.ok(restricted.kind === 'declined');
+    assert.equal(restricted.code, 'ACQ.BUYER_ENABLE_STATUS_FORBID');
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+
+    const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
+    assert.equal(ok.kind, 'succeeded');
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+  });
+
+  it('reports a repeated charge of a paid order as succeeded (TRADE_HAS_SUCCESS + query), charging once', async () => {
+    const outTradeNo = newOutTradeNo();
+    const first = await gateway.charge(chargeRequest(outTradeNo));
+    const second = await gateway.charge(chargeRequest(outTradeNo));
+    assert.equal(first.kind, 'succeeded');
+    assert.deepEqual(second, first);
+    const { charges } = await ledger(outTradeNo);
+    assert.equal(charges.filter((c) => c.status === 'succeeded').length, 1);
+    assert.equal(charges.length, 1);
+  });
+
+  it('does not call a paid order succeeded for another amount', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await gateway.charge(chargeRequest(outTradeNo))).kind, 'succeeded');
+    const other = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1231 }));
+    assert.equal(other.kind, 'indeterminate');
+    assert.ok(other.kind === 'indeterminate');
+    assert.equal(other.code, 'ACQ.TRADE_HAS_SUCCESS');
+  });
+
+  it('declines a changed amount on an open trade with ACQ.CONTEXT_INCONSISTENT', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
+    const changed = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1300, attempt: 2 }));
+    assert.equal(changed.kind, 'declined');
+    assert.ok(changed.kind === 'declined');
+    assert.equal(changed.code, 'ACQ.CONTEXT_INCONSISTENT');
+  });
+
+  it('has a hyphenated out_trade_no refused by the gateway', async () => {
+    const outTradeNo = `ORDER-${newOutTradeNo()}`;
+    const outcome = await gateway.charge(chargeRequest(outTradeNo));
+    assert.equal(outcome.kind, 'declined');
+    assert.ok(outcome.kind === 'declined');
+    assert.equal(outcome.code, 'ACQ.INVALID_PARAMETER');
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('turns 50 concurrent charges of one order into exactly one charge', async () => {
+    const outTradeNo = newOutTradeNo();
+    const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
+    const tradeNos = new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : o.kind)));
+    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.equal(tradeNos.size, 1);
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+  });
+
+  it('is refused (retryable, nothing charged) when signing with the wrong key or app id', async () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const wrongKey = createAlipayGateway(config({ appPrivateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() }));
+    const outTradeNo = newOutTradeNo();
+    const outcome = await wrongKey.charge(chargeRequest(outTradeNo));
+    assert.equal(outcome.kind, 'retryable');
+    assert.ok(outcome.kind === 'retryable');
+    assert.equal(outcome.code, 'isv.invalid-signature');
+    const wrongApp = await createAlipayGateway(config({ appId: '2021000000000000' })).charge(chargeRequest(outTradeNo));
+    assert.ok(wrongApp.kind === 'retryable');
+    assert.equal(wrongApp.code, 'isv.invalid-app-id');
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('accepts keys as bare base64, the way Alipay’s key tool prints them', async () => {
+    const bare = (pem: string) => pem.split('\n').filter((l) => !l.startsWith('-----')).join('');
+    const g = createAlipayGateway(config({ appPrivateKey: bare(creds.appPrivateKey), alipayPublicKey: bare(creds.alipayPublicKey) }));
+    assert.equal((await g.charge(chargeRequest(newOutTradeNo()))).kind, 'succeeded');
+    assert.throws(() => createAlipayGateway(config({ appPrivateKey: 'not a key' })), /appPrivateKey/);
+  });
+
+  it('refuses to send what cannot be right', async () => {
+    assert.deepEqual((await gateway.charge(chargeRequest(newOutTradeNo(), { currency: 'USD' }))).kind, 'declined');
+    assert.deepEqual((await gateway.charge(chargeRequest(newOutTradeNo(), { amountMinor: 0 }))).kind, 'declined');
+    assert.deepEqual((await gateway.charge(chargeRequest(newOutTradeNo(), { amountMinor: 12.5 }))).kind, 'declined');
+  });
+});
+
+describe('charge transport failures', () => {
+  it('is retryable when the connection is refused', async () => {
+    const server = await startServer(() => {});
+    const url = `${server.url}/gateway.do`;
+    await server.close(); // nothing listens on that port now
+    const outcome = await createAlipayGateway(config({ gatewayUrl: url })).charge(chargeRequest(newOutTradeNo()));
+    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'ECONNREFUSED');
+  });
+
+  it('is retryable on HTTP 5xx', async () => {
+    const server = await startServer((_req, res) => {
+      res.writeHead(502, { 'content-type': 'text/html' });
+      res.end('<html>Bad Gateway</html>');
+    });
+    try {
+      const outcome = await createAlipayGateway(config({ gatewayUrl: `${server.url}/gateway.do` })).charge(chargeRequest(newOutTradeNo()));
+      assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'HTTP_502');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate on a timeout after sending', async () => {
+    const server = await startServer(() => {}); // reads the request, never answers
+    try {
+      const g = createAlipayGateway(config({ gatewayUrl: `${server.url}/gateway.do`, timeoutMs: 200 }));
+      const outcome = await g.charge(chargeRequest(newOutTradeNo()));
+      assert.equal(outcome.kind, 'indeterminate', JSON.stringify(outcome));
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate when the connection drops after sending (urllib re-sends the POST once first)', async () => {
+    let requests = 0;
+    const server = await startServer((req) => {
+      requests += 1;
+      req.socket.destroy();
+    });
+    try {
+      const outcome = await createAlipayGateway(config({ gatewayUrl: `${server.url}/gateway.do` })).charge(chargeRequest(newOutTradeNo()));
+      assert.equal(outcome.kind, 'indeterminate', JSON.stringify(outcome));
+      assert.equal(requests, 2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate when the response signature does not verify, even for a success', async () => {
+    const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const g = createAlipayGateway(config({ alipayPublicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString() }));
+    const outTradeNo = newOutTradeNo();
+    const outcome = await g.charge(chargeRequest(outTradeNo));
+    assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'INVALID_RESPONSE_SIGNATURE');
+    // It did charge: exactly the case that must be settled by a query, never by guessing.
+    assert.equal((await ledger(outTradeNo)).charges[0]?.status, 'succeeded');
+    const settled = await gateway.query(outTradeNo);
+    assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded');
+  });
+});
+
+describe('query', () => {
+  it('maps not found, pending, succeeded and closed', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'not_found' } });
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    const paid = await gateway.charge(chargeRequest(outTradeNo));
+    assert.ok(paid.kind === 'succeeded');
+    assert.deepEqual(await gateway.query(outTradeNo), {
+      kind: 'answered',
+      trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
+    });
+
+    const closing = newOutTradeNo();
+    await gateway.charge(chargeRequest(closing, { buyer: 'account_restricted' }));
+    const sdk = new AlipaySdk({ appId: creds.appId, privateKey: creds.appPrivateKey, alipayPublicKey: creds.alipayPublicKey, gateway: creds.gateway });
+    const closed = await sdk.exec('alipay.trade.close', { bizContent: { out_trade_no: closing } }, { validateSign: true });
+    assert.equal(closed.code, '10000');
+    assert.deepEqual(await gateway.query(closing), { kind: 'answered', trade: { kind: 'closed' } });
+    const afterClose = await gateway.charge(chargeRequest(closing));
+    assert.ok(afterClose.kind === 'declined');
+    assert.equal(afterClose.code, 'ACQ.TRADE_HAS_CLOSE');
+  });
+
+  it('is unavailable when the gateway cannot be reached', async () => {
+    const g = createAlipayGateway(config({ gatewayUrl: 'http://127.0.0.1:9/gateway.do' }));
+    const outcome = await g.query(newOutTradeNo());
+    assert.equal(outcome.kind, 'unavailable');
+  });
+});
+
+describe('notifications', () => {
+  /** The merchant's webhook: verifies with the adapter, answers from a per-trade script. */
+  const verdicts = new Map<string, NotificationVerdict[]>();
+  const scripts = new Map<string, string[]>();
+  let receiver: { url: string; close(): Promise<void> };
+
+  before(async () => {
+    receiver = await startServer((req, res) => {
+      let rawBody = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => (rawBody += chunk));
+      req.on('end', () => {
+        const key = (req.url ?? '/').split('/').pop() ?? '';
+        void gateway.verifyNotification({ headers: new Headers(), rawBody }).then((verdict) => {
+          verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
+          const script = scripts.get(key) ?? [];
+          const next = script.length > 1 ? script.shift() : script[0];
+          const reply = next === undefined || next === 'success' ? gateway.notificationReply(verdict.kind === 'verified') : { status: 200, headers: {}, body: next };
+          res.writeHead(reply.status, reply.headers);
+          res.end(reply.body);
+        });
+      });
+    });
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('verifies the sandbox’s notification and is retried until it answers `success`', async () => {
+    const outTradeNo = newOutTradeNo();
+    scripts.set(outTradeNo, ['fail', 'fail', 'success']);
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: `${receiver.url}/alipay/${outTradeNo}` }));
+    assert.ok(paid.kind === 'succeeded');
+
+    const { notifications } = await waitFor('the acknowledgement', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.some((n) => n.acknowledged) ? l : undefined;
+    });
+    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    const received = verdicts.get(outTradeNo) ?? [];
+    assert.equal(received.length, 3);
+    for (const verdict of received) {
+      assert.deepEqual(verdict, {
+        kind: 'verified',
+        notification: {
+          gateway: 'alipay',
+          eventId: outTradeNo,
+          merchantId: creds.appId,
+          outTradeNo,
+          status: 'succeeded',
+          gatewayTradeNo: paid.gatewayTradeNo,
+          amountMinor: 5000,
+          currency: 'CNY',
+        },
+      });
+    }
+  });
+
+  it('verifies a validly signed tampered amount (the app’s amount check must catch it) and sends copies at once', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: `${receiver.url}/alipay/${outTradeNo}` }));
+    await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
+    const res = await fetch(`${sandbox.url}/sandbox/alipay/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo, copies: 5, overrides: { total_amount: '0.01' } }),
+    });
+    assert.equal(res.status, 200);
+    const { deliveries } = (await res.json()) as { deliveries: { status: number; body: string }[] };
+    assert.deepEqual(deliveries, Array.from({ length: 5 }, () => ({ status: 200, body: 'success' })));
+    const tampered = (verdicts.get(outTradeNo) ?? []).slice(1);
+    assert.equal(tampered.length, 5);
+    for (const verdict of tampered) {
+      assert.ok(verdict.kind === 'verified');
+      assert.equal(verdict.notification.amountMinor, 1);
+    }
+    const { notifications } = await ledger(outTradeNo);
+    assert.deepEqual(notifications.map((n) => n.attempt), [1, 2, 3, 4, 5, 6]);
+  });
+
+  it('rejects a notification signed by another key, a tampered one and one missing a field', async () => {
+    const outTradeNo = newOutTradeNo();
+    const fields: Record<string, string> = {
+      notify_time: '2024-01-01 12:00:00',
+      notify_type: 'trade_status_sync',
+      notify_id: 'abc',
+      app_id: creds.appId,
+      charset: 'utf-8',
+      version: '1.0',
+      trade_no: '2024010122000000000000000001',
+      out_trade_no: outTradeNo,
+      trade_status: 'TRADE_SUCCESS',
+      total_amount: '12.30',
+      subject: 'x',
+    };
+    const sign = (data: Record<string, string>, privateKeyPem: string) => {
+      const content = Object.keys(data).sort().map((k) => `${k}=${data[k]}`).join('&');
+      return createSign('RSA-SHA256').update(content, 'utf8').sign(privateKeyPem, 'base64');
+    };
+    const body = (data: Record<string, string>) => new URLSearchParams(data).toString();
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const forgerPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+
+    const forged = await gateway.verifyNotification({ headers: new Headers(), rawBody: body({ ...fields, sign_type: 'RSA2', sign: sign(fields, forgerPem) }) });
+    assert.deepEqual(forged, { kind: 'rejected', reason: 'invalid signature' });
+    const unsigned = await gateway.verifyNotification({ headers: new Headers(), rawBody: body(fields) });
+    assert.deepEqual(unsigned, { kind: 'rejected', reason: 'missing sign' });
+
+    // Real ones from the sandbox's tool: a field removed before signing, a bad signature, RSA (SHA-1).
+    await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: `${receiver.url}/alipay/${outTradeNo}` }));
+    // Let the scheduled delivery land (and be acknowledged) so the verdicts below are the tool's.
+    await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
+    const tool = async (overrides: Record<string, string>) => {
+      const res = await fetch(`${sandbox.url}/sandbox/alipay/notify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ outTradeNo, overrides }),
+      });
+      assert.equal(res.status, 200);
+      return ((verdicts.get(outTradeNo) ?? []).at(-1)) as NotificationVerdict;
+    };
+    assert.deepEqual(await tool({ trade_no: '' }), { kind: 'rejected', reason: 'missing trade_no' });
+    assert.deepEqual(await tool({ sign: 'AAAA' }), { kind: 'rejected', reason: 'invalid signature' });
+    assert.deepEqual(await tool({ sign_type: 'RSA' }), { kind: 'rejected', reason: 'unsupported sign_type RSA' });
+    assert.deepEqual(await tool({ total_amount: '1.001' }), { kind: 'rejected', reason: 'invalid total_amount 1.001' });
+  });
+
+  it('replies exactly what Alipay expects', () => {
+    assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'success' });
+    const nack = gateway.notificationReply(false);
+    assert.notEqual(nack.body, 'success');
+    assert.equal(nack.status, 503);
+  });
+});

@@ -1,0 +1,420 @@
+/**
+ * The PSP sandbox's Alipay gateway, driven the way a merchant would drive the real one: with the
+ * official alipay-sdk (only `gateway` pointed at the sandbox) and plain HTTP. Real PostgreSQL.
+ *
+ *   DATABASE_URL=postgres://… node --import tsx --test test/sandbox/alipay-sandbox.test.ts
+ */
+import assert from 'node:assert/strict';
+import { createVerify, generateKeyPairSync, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { AlipaySdk } from 'alipay-sdk';
+import { ALIPAY_TEST_BUYERS } from '../../sandbox/alipay';
+import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+
+const DATABASE_URL = process.env.DATABASE_URL;
+if (!DATABASE_URL) {
+  throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/sandbox_dev)');
+}
+const databaseUrl: string = DATABASE_URL;
+
+interface Credentials {
+  appId: string;
+  appPrivateKey: string;
+  alipayPublicKey: string;
+  gateway: string;
+  testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
+}
+
+interface Ledger {
+  charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
+  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+}
+
+type Response = Record<string, unknown>;
+
+let sandbox: RunningSandbox;
+let creds: Credentials;
+let sdk: AlipaySdk;
+
+function newOutTradeNo(): string {
+  return `T${Date.now().toString(36)}${randomBytes(6).toString('hex')}`;
+}
+
+function makeSdk(overrides: Partial<{ appId: string; privateKey: string; alipayPublicKey: string }> = {}): AlipaySdk {
+  return new AlipaySdk({
+    appId: overrides.appId ?? creds.appId,
+    privateKey: overrides.privateKey ?? creds.appPrivateKey,
+    alipayPublicKey: overrides.alipayPublicKey ?? creds.alipayPublicKey,
+    gateway: creds.gateway,
+    camelcase: false,
+  });
+}
+
+async function exec(method: string, bizContent: Record<string, unknown>, extra: Record<string, string> = {}, client = sdk): Promise<Response> {
+  // validateSign: every answer, errors included, must carry a platform signature the SDK accepts.
+  return (await client.exec(method, { ...extra, bizContent }, { validateSign: true })) as unknown as Response;
+}
+
+function pay(outTradeNo: string, authCode: string, totalAmount = '12.30', extra: Record<string, string> = {}, subject = 'PayOnce 订单') {
+  return exec('alipay.trade.pay', { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: authCode, total_amount: totalAmount, subject }, extra);
+}
+
+async function ledger(outTradeNo: string): Promise<Ledger> {
+  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
+  assert.equal(res.status, 200);
+  return (await res.json()) as Ledger;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A merchant's notify_url: records every delivery, answers from a per-path script. */
+interface Receiver {
+  url: string;
+  received: Map<string, Record<string, string>[]>;
+  script(path: string, replies: string[]): void;
+  close(): Promise<void>;
+}
+
+async function startReceiver(): Promise<Receiver> {
+  const received = new Map<string, Record<string, string>[]>();
+  const scripts = new Map<string, string[]>();
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      const list = received.get(path) ?? [];
+      list.push(Object.fromEntries(new URLSearchParams(body)));
+      received.set(path, list);
+      const script = scripts.get(path) ?? [];
+      const reply = script.length > 1 ? (script.shift() ?? 'success') : (script[0] ?? 'success');
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(reply);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    script: (path, replies) => scripts.set(path, [...replies]),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+before(async () => {
+  sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
+  const res = await fetch(`${sandbox.url}/sandbox/credentials`);
+  creds = ((await res.json()) as { alipay: Credentials }).alipay;
+  sdk = makeSdk();
+});
+
+after(async () => {
+  await sandbox.close();
+});
+
+describe('developer console endpoints', () => {
+  it('serves health and credentials', async () => {
+    const health = await fetch(`${sandbox.url}/health`);
+    assert.equal(health.status, 200);
+    assert.deepEqual(await health.json(), { ok: true });
+    assert.match(creds.appId, /^\d{16}$/);
+    assert.equal(creds.gateway, `${sandbox.url}/gateway.do`);
+    assert.match(creds.appPrivateKey, /^-----BEGIN RSA PRIVATE KEY-----\n[\s\S]+\n-----END RSA PRIVATE KEY-----$/);
+    assert.match(creds.alipayPublicKey, /^-----BEGIN PUBLIC KEY-----\n[\s\S]+\n-----END PUBLIC KEY-----$/);
+    assert.deepEqual(creds.testBuyers, {
+      ok: '280000000000000001',
+      insufficient_funds: '280000000000000002',
+      account_restricted: '280000000000000003',
+    });
+  });
+
+  it('answers unknown routes and bad tool requests with JSON 4xx', async () => {
+    const notFound = await fetch(`${sandbox.url}/nope`);
+    assert.equal(notFound.status, 404);
+    assert.equal(((await notFound.json()) as { error: { code: string } }).error.code, 'NOT_FOUND');
+
+    const post = (body: string, type = 'application/json') =>
+      fetch(`${sandbox.url}/sandbox/alipay/notify`, { method: 'POST', headers: { 'content-type': type }, body });
+    const badJson = await post('{');
+    assert.equal(badJson.status, 400);
+    assert.equal(((await badJson.json()) as { error: { code: string } }).error.code, 'INVALID_JSON');
+    const badCopies = await post(JSON.stringify({ outTradeNo: 'X1', copies: 0 }));
+    assert.equal(badCopies.status, 400);
+    assert.equal(((await badCopies.json()) as { error: { code: string } }).error.code, 'INVALID_REQUEST');
+    const unknownTrade = await post(JSON.stringify({ outTradeNo: newOutTradeNo() }));
+    assert.equal(unknownTrade.status, 404);
+    assert.equal(((await unknownTrade.json()) as { error: { code: string } }).error.code, 'TRADE_NOT_FOUND');
+    assert.equal((await post('x', 'text/plain')).status, 415);
+    assert.equal((await fetch(`${sandbox.url}/ledger?outTradeNo=`)).status, 400);
+  });
+});
+
+describe('alipay.trade.pay', () => {
+  it('charges the ok buyer and records it in the ledger in fen', async () => {
+    const outTradeNo = newOutTradeNo();
+    const res = await pay(outTradeNo, creds.testBuyers.ok, '1999.99');
+    assert.equal(res.code, '10000');
+    assert.equal(res.msg, 'Success');
+    assert.equal(res.out_trade_no, outTradeNo);
+    assert.equal(res.total_amount, '1999.99');
+    assert.equal(res.receipt_amount, '1999.99');
+    assert.match(String(res.trade_no), /^\d{28}$/);
+    assert.match(String(res.gmt_payment), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/);
+    assert.equal(typeof res.buyer_logon_id, 'string');
+
+    const { charges, notifications } = await ledger(outTradeNo);
+    assert.deepEqual(
+      charges.map(({ createdAt, ...rest }) => (assert.ok(!Number.isNaN(Date.parse(createdAt))), rest)),
+      [{ gateway: 'alipay', outTradeNo, amountMinor: 199999, currency: 'CNY', status: 'succeeded', gatewayTradeNo: res.trade_no }],
+    );
+    assert.deepEqual(notifications, []); // no notify_url, no notification
+  });
+
+  it('declines both test buyers, keeps the trade open, then charges the ok buyer once', async () => {
+    const outTradeNo = newOutTradeNo();
+    const poor = await pay(outTradeNo, creds.testBuyers.insufficient_funds);
+    assert.equal(poor.code, '40004');
+    assert.equal(poor.sub_code, 'ACQ.BUYER_BALANCE_NOT_ENOUGH');
+    const restricted = await pay(outTradeNo, creds.testBuyers.account_restricted);
+    assert.equal(restricted.sub_code, 'ACQ.BUYER_ENABLE_STATUS_FORBID');
+    const unknown = await pay(outTradeNo, '289999999999999999');
+    assert.equal(unknown.sub_code, 'ACQ.PAYMENT_AUTH_CODE_INVALID');
+
+    const open = await exec('alipay.trade.query', { out_trade_no: outTradeNo });
+    assert.equal(open.trade_status, 'WAIT_BUYER_PAY');
+
+    const ok = await pay(outTradeNo, creds.testBuyers.ok);
+    assert.equal(ok.code, '10000');
+    assert.equal(ok.trade_no, open.trade_no); // the same trade, reopened
+    const again = await pay(outTradeNo, creds.testBuyers.ok);
+    assert.equal(again.sub_code, 'ACQ.TRADE_HAS_SUCCESS');
+
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'declined', 'succeeded']);
+  });
+
+  it('refuses a changed amount or subject for the same out_trade_no', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await pay(outTradeNo, creds.testBuyers.insufficient_funds, '10.00')).sub_code, 'ACQ.BUYER_BALANCE_NOT_ENOUGH');
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok, '10.01')).sub_code, 'ACQ.CONTEXT_INCONSISTENT');
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok, '10.00', {}, 'another subject')).sub_code, 'ACQ.CONTEXT_INCONSISTENT');
+    // "10" is the same amount as "10.00": amounts are compared in fen, not as text.
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok, '10')).code, '10000');
+  });
+
+  it('enforces the out_trade_no and amount formats with the gateway parameter error', async () => {
+    const hyphenated = `ORDER-${newOutTradeNo()}`; // the seed's format
+    for (const [outTradeNo, amount] of [
+      [hyphenated, '1.00'],
+      ['A'.repeat(65), '1.00'],
+      [newOutTradeNo(), '1.001'],
+      [newOutTradeNo(), '0.00'],
+      [newOutTradeNo(), '100000000.01'],
+      [newOutTradeNo(), '-1'],
+    ] as const) {
+      const res = await pay(outTradeNo, creds.testBuyers.ok, amount);
+      assert.equal(res.code, '40004', `${outTradeNo} ${amount}`);
+      assert.equal(res.sub_code, 'ACQ.INVALID_PARAMETER', `${outTradeNo} ${amount}`);
+    }
+    const max = await pay(newOutTradeNo(), creds.testBuyers.ok, '100000000');
+    assert.equal(max.code, '10000');
+    assert.deepEqual((await ledger(hyphenated)).charges, []);
+  });
+
+  it('serializes 50 concurrent payments of one out_trade_no into exactly one charge', async () => {
+    const outTradeNo = newOutTradeNo();
+    const results = await Promise.all(Array.from({ length: 50 }, () => pay(outTradeNo, creds.testBuyers.ok, '88.88')));
+    assert.equal(results.filter((r) => r.code === '10000').length, 1);
+    assert.equal(results.filter((r) => r.sub_code === 'ACQ.TRADE_HAS_SUCCESS').length, 49);
+    const { charges } = await ledger(outTradeNo);
+    assert.equal(charges.length, 1);
+    assert.equal(charges[0]?.status, 'succeeded');
+  });
+});
+
+describe('gateway public checks', () => {
+  it('refuses a request signed with the wrong key (and signs the refusal)', async () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const forger = makeSdk({ privateKey: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString().trim() });
+    const outTradeNo = newOutTradeNo();
+    const res = await exec('alipay.trade.pay', { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: creds.testBuyers.ok, total_amount: '1.00', subject: 's' }, {}, forger);
+    assert.equal(res.code, '40002');
+    assert.equal(res.sub_code, 'isv.invalid-signature');
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('refuses an unknown app_id', async () => {
+    const res = await exec('alipay.trade.query', { out_trade_no: 'X1' }, {}, makeSdk({ appId: '2021000000000000' }));
+    assert.equal(res.code, '40002');
+    assert.equal(res.sub_code, 'isv.invalid-app-id');
+  });
+
+  it('refuses missing public parameters and unknown methods', async () => {
+    const raw = await fetch(`${creds.gateway}?method=alipay.trade.query&app_id=${creds.appId}&charset=utf-8&version=1.0&sign_type=RSA2&timestamp=2024-01-01%2000:00:00`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'biz_content=%7B%7D',
+    });
+    const text = await raw.text();
+    const body = JSON.parse(text) as { alipay_trade_query_response: Response; sign: string };
+    assert.equal(body.alipay_trade_query_response.code, '40001');
+    assert.equal(body.alipay_trade_query_response.sub_code, 'isv.missing-signature');
+    // The signature covers the exact inner JSON text of the body.
+    const inner = text.slice(text.indexOf(':') + 1, text.lastIndexOf(',"sign"'));
+    assert.ok(createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64'));
+
+    const unknown = await exec('alipay.trade.nonexistent', {});
+    assert.equal(unknown.code, '40002');
+    assert.equal(unknown.sub_code, 'isv.invalid-method');
+  });
+});
+
+describe('trade.create, trade.query, trade.close', () => {
+  it('creates, reopens, closes, and refuses a closed or unknown trade', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).sub_code, 'ACQ.TRADE_NOT_EXIST');
+
+    const created = await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.00', subject: 's' });
+    assert.equal(created.code, '10000');
+    const reopened = await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.00', subject: 's' });
+    assert.equal(reopened.trade_no, created.trade_no);
+    const changed = await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.01', subject: 's' });
+    assert.equal(changed.sub_code, 'ACQ.CONTEXT_INCONSISTENT');
+
+    const byTradeNo = await exec('alipay.trade.query', { trade_no: created.trade_no });
+    assert.equal(byTradeNo.out_trade_no, outTradeNo);
+    assert.equal(byTradeNo.trade_status, 'WAIT_BUYER_PAY');
+    assert.equal(byTradeNo.total_amount, '5.00');
+
+    assert.equal((await exec('alipay.trade.close', { out_trade_no: outTradeNo })).code, '10000');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_CLOSED');
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok, '5.00', {}, 's')).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.equal((await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.00', subject: 's' })).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+  });
+
+  it('binds a trade to the buyer it was created for', async () => {
+    const outTradeNo = newOutTradeNo();
+    const poorBuyerId = ALIPAY_TEST_BUYERS[creds.testBuyers.insufficient_funds]?.buyerId;
+    assert.ok(poorBuyerId);
+    await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '3.00', subject: 's', buyer_id: poorBuyerId });
+    const other = await pay(outTradeNo, creds.testBuyers.ok, '3.00', {}, 's');
+    assert.equal(other.sub_code, 'ACQ.TRADE_BUYER_NOT_MATCH');
+    const rebind = await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '3.00', subject: 's', buyer_id: '2088102000000001' });
+    assert.equal(rebind.sub_code, 'ACQ.TRADE_BUYER_NOT_MATCH');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'WAIT_BUYER_PAY');
+  });
+
+  it('refuses to close a paid trade', async () => {
+    const outTradeNo = newOutTradeNo();
+    await pay(outTradeNo, creds.testBuyers.ok);
+    assert.equal((await exec('alipay.trade.close', { out_trade_no: outTradeNo })).sub_code, 'ACQ.TRADE_STATUS_ERROR');
+  });
+});
+
+describe('asynchronous notifications', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('sends Alipay fields, signed so that checkNotifySignV2 (and V1) verify, and retries until `success`', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/notify/${outTradeNo}`;
+    receiver.script(path, ['fail', 'success']);
+    const res = await pay(outTradeNo, creds.testBuyers.ok, '20.00', { notify_url: `${receiver.url}${path}` });
+    assert.equal(res.code, '10000');
+
+    const deliveries = await waitFor('two deliveries', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 2 ? list : undefined;
+    });
+    const [first, second] = deliveries;
+    assert.ok(first && second);
+    assert.deepEqual(Object.keys(first).sort(), [
+      'app_id', 'buyer_id', 'buyer_pay_amount', 'charset', 'gmt_create', 'gmt_payment', 'notify_id', 'notify_time',
+      'notify_type', 'out_trade_no', 'receipt_amount', 'seller_id', 'sign', 'sign_type', 'subject', 'total_amount',
+      'trade_no', 'trade_status', 'version',
+    ]);
+    for (const [key, value] of Object.entries(first)) assert.notEqual(value, '', `${key} is empty`);
+    assert.equal(first.notify_type, 'trade_status_sync');
+    assert.equal(first.trade_status, 'TRADE_SUCCESS');
+    assert.equal(first.total_amount, '20.00');
+    assert.equal(first.app_id, creds.appId);
+    assert.equal(first.trade_no, res.trade_no);
+    assert.equal(first.subject, 'PayOnce 订单');
+    assert.equal(second.notify_id, first.notify_id); // one notification, retried
+    assert.ok(sdk.checkNotifySignV2(first));
+    assert.ok(sdk.checkNotifySign(first));
+
+    const { notifications } = await waitFor('the ack in the ledger', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.some((n) => n.acknowledged) ? l : undefined;
+    });
+    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, true]]);
+    await new Promise((resolve) => setTimeout(resolve, 400)); // past the next retry: none comes
+    assert.equal((receiver.received.get(path) ?? []).length, 2);
+  });
+
+  it('only checkNotifySignV2 survives a `%` in a field (V1 URI-decodes the values)', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/notify/${outTradeNo}`;
+    await pay(outTradeNo, creds.testBuyers.ok, '1.00', { notify_url: `${receiver.url}${path}` });
+    const tool = await fetch(`${sandbox.url}/sandbox/alipay/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo, overrides: { subject: '满100减5% 优惠' } }),
+    });
+    assert.equal(tool.status, 200);
+    const fields = await waitFor('the tool delivery', async () =>
+      (receiver.received.get(path) ?? []).find((f) => f.subject === '满100减5% 优惠'),
+    );
+    assert.ok(sdk.checkNotifySignV2(fields));
+    assert.throws(() => sdk.checkNotifySign(fields), URIError);
+  });
+
+  it('keeps the schedule across a restart of the sandbox', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/notify/${outTradeNo}`;
+    receiver.script(path, ['fail', 'fail', 'success']);
+    await pay(outTradeNo, creds.testBuyers.ok, '7.00', { notify_url: `${receiver.url}${path}` });
+    await waitFor('the first delivery', async () => ((await ledger(outTradeNo)).notifications.length >= 1 ? true : undefined));
+
+    const appId = creds.appId;
+    await sandbox.close();
+    await assert.rejects(fetch(`${sandbox.url}/health`));
+    // Longer than the next retry interval (4 min × 0.001): the retry is due while no sandbox runs here.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
+
+    const restartedCreds = ((await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as { alipay: Credentials }).alipay;
+    assert.equal(restartedCreds.appId, appId); // keys survive the restart too
+    const { notifications } = await waitFor('the acknowledgement after the restart', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.some((n) => n.acknowledged) ? l : undefined;
+    });
+    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    // The trade survived as well.
+    creds = restartedCreds;
+    sdk = makeSdk();
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_SUCCESS');
+  });
+});

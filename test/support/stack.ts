@@ -1,0 +1,200 @@
+/**
+ * A whole PayOnce for one test file: real PostgreSQL (DATABASE_URL, set by `npm test` to a fresh
+ * database), the PSP sandbox, and the app's own HTTP handlers served on a real socket. Only the Next
+ * shell around the handlers is left out here; the browser tests cover it.
+ */
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { openDatabase, type Database, type Transaction } from '../../db/client';
+import { runMigrations } from '../../db/migrate';
+import { startSandbox } from '../../sandbox/server';
+import { handleGatewayNotification } from '../../server/checkout/notifications';
+import type { CheckoutServices } from '../../server/checkout/services';
+import {
+  createPostgresIdempotencyStore,
+  DEFAULT_IDEMPOTENCY_OPTIONS,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+} from '../../server/idempotency';
+import { createAlipayGateway } from '../../server/payments/alipay';
+import type { TestBuyer } from '../../server/payments/gateway';
+import { createTrpcHandler } from '../../server/trpc/http';
+import { serveFetch } from './serve-fetch';
+
+export function requireDatabaseUrl(): string {
+  const url = process.env.DATABASE_URL;
+  if (!url) {
+    throw new Error('DATABASE_URL is not set: run the tests with `npm test`, which provides a fresh database.');
+  }
+  return url;
+}
+
+export interface LedgerCharge {
+  gateway: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  status: string;
+  gatewayTradeNo: string | null;
+  createdAt: string;
+}
+
+export interface Ledger {
+  charges: LedgerCharge[];
+  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+}
+
+export interface ApiResponse<T = unknown> {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: T;
+}
+
+/** One anonymous customer: a cookie jar over raw HTTP, so every status and header is visible. */
+export class ApiCustomer {
+  cookie: string | undefined;
+
+  constructor(private readonly baseUrl: string) {}
+
+  async send<T = any>(
+    method: 'GET' | 'POST',
+    procedure: string,
+    options: { input?: unknown; key?: string | null; rawBody?: string; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...options.headers };
+    if (this.cookie) headers.cookie = this.cookie;
+    if (options.key !== undefined && options.key !== null) headers['idempotency-key'] = options.key;
+    let url = `${this.baseUrl}/api/trpc/${procedure}`;
+    let body: string | undefined;
+    if (method === 'GET') {
+      if (options.input !== undefined) url += `?input=${encodeURIComponent(JSON.stringify(options.input))}`;
+    } else {
+      headers['content-type'] = 'application/json';
+      body = options.rawBody ?? JSON.stringify(options.input ?? null);
+    }
+    const response = await fetch(url, { method, headers, body, signal: options.signal });
+    const setCookie = response.headers.getSetCookie()[0];
+    if (setCookie) this.cookie = setCookie.split(';')[0];
+    const text = await response.text();
+    let json: any;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, headers: response.headers, text, json };
+  }
+
+  mutate<T = any>(procedure: string, input: unknown, key: string | null = randomUUID()) {
+    return this.send<T>('POST', procedure, { input, key });
+  }
+
+  query<T = any>(procedure: string, input?: unknown) {
+    return this.send<T>('GET', procedure, { input });
+  }
+
+  /** Creates an order for `items` and returns its id and out_trade_no (asserting success). */
+  async createOrder(items: { sku: string; quantity: number }[] = [{ sku: 'MUG-CELADON', quantity: 1 }]) {
+    const response = await this.mutate('checkout.createOrder', { items });
+    if (response.status !== 201) throw new Error(`createOrder answered ${response.status}: ${response.text}`);
+    return response.json.result.data as { orderId: string; outTradeNo: string; amountMinor: number; currency: string };
+  }
+
+  pay(orderId: string, options: { buyer?: TestBuyer; key?: string; gateway?: string } = {}) {
+    return this.mutate(
+      'checkout.pay',
+      { orderId, gateway: options.gateway ?? 'alipay', ...(options.buyer ? { buyer: options.buyer } : {}) },
+      options.key ?? randomUUID(),
+    );
+  }
+}
+
+export interface TestStack {
+  appUrl: string;
+  sandboxUrl: string;
+  db: Database;
+  /** Raw SQL for assertions on tables. */
+  sql: postgres.Sql;
+  services: CheckoutServices;
+  store: IdempotencyStore<Transaction>;
+  customer(): ApiCustomer;
+  ledger(outTradeNo?: string): Promise<Ledger>;
+  succeededCharges(outTradeNo: string): Promise<LedgerCharge[]>;
+  close(): Promise<void>;
+}
+
+export async function startTestStack(options: { idempotency?: Partial<IdempotencyOptions> } = {}): Promise<TestStack> {
+  const databaseUrl = requireDatabaseUrl();
+  await runMigrations(databaseUrl);
+  // Notifications are retried on Alipay's schedule compressed a thousandfold: 4 min → 240 ms.
+  const sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
+  const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as {
+    alipay: {
+      appId: string;
+      appPrivateKey: string;
+      alipayPublicKey: string;
+      gateway: string;
+      testBuyers: Record<TestBuyer, string>;
+    };
+  };
+
+  const handle = openDatabase(databaseUrl, { max: 20 });
+  const store = createPostgresIdempotencyStore(handle.db);
+  const services: CheckoutServices = {
+    db: handle.db,
+    idempotencyStore: store,
+    idempotencyOptions: { ...DEFAULT_IDEMPOTENCY_OPTIONS, ...options.idempotency },
+    gateways: {
+      alipay: createAlipayGateway({
+        appId: credentials.alipay.appId,
+        appPrivateKey: credentials.alipay.appPrivateKey,
+        alipayPublicKey: credentials.alipay.alipayPublicKey,
+        gatewayUrl: credentials.alipay.gateway,
+        testBuyerAuthCodes: credentials.alipay.testBuyers,
+      }),
+    },
+    publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
+  };
+  const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
+  const app = await serveFetch((pathname) => {
+    if (pathname.startsWith('/api/trpc/')) return trpc;
+    if (pathname === '/api/webhooks/alipay') return (request) => handleGatewayNotification(services, 'alipay', request);
+    return undefined;
+  });
+  services.publicBaseUrl = app.url;
+
+  const ledger = async (outTradeNo?: string): Promise<Ledger> => {
+    const query = outTradeNo ? `?outTradeNo=${encodeURIComponent(outTradeNo)}` : '';
+    return (await (await fetch(`${sandbox.url}/ledger${query}`)).json()) as Ledger;
+  };
+
+  return {
+    appUrl: app.url,
+    sandboxUrl: sandbox.url,
+    db: handle.db,
+    sql: handle.sql,
+    services,
+    store,
+    customer: () => new ApiCustomer(app.url),
+    ledger,
+    succeededCharges: async (outTradeNo) =>
+      (await ledger(outTradeNo)).charges.filter((charge) => charge.status === 'succeeded'),
+    async close() {
+      await app.close();
+      await sandbox.close();
+      await handle.sql.end({ timeout: 5 });
+    },
+  };
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

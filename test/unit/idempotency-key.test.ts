@@ -1,0 +1,23 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { InvalidKeyError, MissingKeyError } from '../../server/idempotency/errors';
+import { parseIdempotencyKey } from '../../server/idempotency/key';
+
+describe('Idempotency-Key validation', () => {
+  it('rejects a missing key with IDEMPOTENCY_KEY_MISSING', () => {
+    assert.throws(() => parseIdempotencyKey(undefined), MissingKeyError);
+    assert.throws(() => parseIdempotencyKey(null), (e: MissingKeyError) => e.httpStatus === 400 && e.reason === 'IDEMPOTENCY_KEY_MISSING');
+  });
+
+  it('rejects empty, over-long and non-printable-ASCII keys with IDEMPOTENCY_KEY_INVALID', () => {
+    for (const bad of ['', '   ', 'x'.repeat(256), '支付', 'a\tb', 'a\u0000b']) {
+      assert.throws(() => parseIdempotencyKey(bad), InvalidKeyError, JSON.stringify(bad));
+    }
+  });
+
+  it('accepts a UUID and any printable ASCII up to 255 characters', () => {
+    assert.equal(parseIdempotencyKey('8c5c2d4e-1f0a-4d1b-9b61-3f1f6e3b9a10'), '8c5c2d4e-1f0a-4d1b-9b61-3f1f6e3b9a10');
+    assert.equal(parseIdempotencyKey('x'.repeat(255)).length, 255);
+    assert.equal(parseIdempotencyKey('order 42/attempt#1'), 'order 42/attempt#1');
+  });
+});
