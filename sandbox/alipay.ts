@@ -18,10 +18,13 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { signRsa2, verifyRsa2 } from './keys';
+import { z } from 'zod';
+import { json, type SandboxGatewayModule } from './gateway-module';
 import {
   enqueueNotification,
   findNotification,
   insertAttempt,
+  loadOrCreateAlipayIdentity,
   recordCharge,
   type AlipayIdentity,
   type DeliveryResult,
@@ -392,7 +395,13 @@ export function alipayNotifier(platformPrivateKeyPem: string): GatewayNotifier {
   return {
     retryIntervalsMs: [4, 10, 10, 60, 120, 360, 900].map((m) => m * minute),
     buildRequest: (fields, now) => buildAlipayNotification(fields, platformPrivateKeyPem, now),
+    isAcknowledged: isAlipayAck,
   };
+}
+
+/** "Reply with the plain text `success`; anything else makes Alipay retry." */
+export function isAlipayAck(status: number, body: string): boolean {
+  return status >= 200 && status < 300 && body === 'success';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -752,7 +761,7 @@ export async function sendToolNotifications(
     Array.from({ length: request.copies }, async () => {
       const startedAt = new Date();
       const delivery = buildAlipayNotification(fields, ctx.identity.platformPrivateKeyPem, startedAt, request.overrides);
-      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt);
+      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt, isAlipayAck);
       await insertAttempt(
         ctx.sql,
         { id: scheduled?.id ?? null, gateway: 'alipay', outTradeNo: trade.out_trade_no },
@@ -763,3 +772,82 @@ export async function sendToolNotifications(
     }),
   );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The module: Alipay's paths on the sandbox's one port
+
+const notifyToolBody = z.object({
+  outTradeNo: z.string().min(1).max(64),
+  copies: z.number().int().min(1).max(100).default(1),
+  overrides: z.record(z.string(), z.string()).default({}),
+});
+
+export const alipayModule: SandboxGatewayModule = {
+  gateway: 'alipay',
+  // Alipay's tables are part of the shared schema (store.ts), which predates the module split.
+  schemaSql: '',
+  async setUp(tx, moduleContext) {
+    const identity = await loadOrCreateAlipayIdentity(tx);
+    const ctx: AlipayContext = {
+      sql: moduleContext.sql,
+      identity,
+      wakeNotifier: moduleContext.wakeNotifier,
+      deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+    };
+    return {
+      notifier: alipayNotifier(identity.platformPrivateKeyPem),
+      credentials: (baseUrl) => ({
+        appId: identity.appId,
+        appPrivateKey: identity.appPrivateKeyPem,
+        alipayPublicKey: identity.platformPublicKeyPem,
+        gateway: `${baseUrl}/gateway.do`,
+        testBuyers: alipayTestBuyerAuthCodes(),
+      }),
+      async handle(request) {
+        const path = request.url.pathname;
+        if (path === '/gateway.do') {
+          if (request.method !== 'POST' && request.method !== 'GET') {
+            return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+          }
+          const answer = await handleGateway(
+            ctx,
+            gatewayParams(request.url, request.method === 'POST' ? request.body : '', request.headers['content-type']),
+          );
+          return { status: answer.status, headers: { 'content-type': answer.contentType }, body: answer.body };
+        }
+        if (path === '/sandbox/alipay/notify') {
+          if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+          if (!(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+            return json(415, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json' } });
+          }
+          let body: unknown;
+          try {
+            body = JSON.parse(request.body);
+          } catch {
+            return json(400, { error: { code: 'INVALID_JSON', message: 'the body is not valid JSON' } });
+          }
+          const parsed = notifyToolBody.safeParse(body);
+          if (!parsed.success) {
+            const issue = parsed.error.issues[0];
+            const message = issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid';
+            return json(400, { error: { code: 'INVALID_REQUEST', message } });
+          }
+          try {
+            const deliveries = await sendToolNotifications(ctx, parsed.data);
+            return json(200, {
+              deliveries: deliveries.map((d) => ({
+                status: d.httpStatus,
+                body: d.responseBody,
+                ...(d.error ? { error: d.error } : {}),
+              })),
+            });
+          } catch (error) {
+            if (error instanceof ToolError) return json(error.status, { error: { code: error.code, message: error.message } });
+            throw error;
+          }
+        }
+        return undefined;
+      },
+    };
+  },
+};

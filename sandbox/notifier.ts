@@ -17,6 +17,8 @@ import {
 export interface NotificationRequest {
   contentType: string;
   body: string;
+  /** Extra headers, e.g. WeChat Pay's Wechatpay-Signature or Stripe-Signature. */
+  headers?: Record<string, string>;
 }
 
 /** What the loop needs to know about one gateway's notifications. */
@@ -25,27 +27,28 @@ export interface GatewayNotifier {
   retryIntervalsMs: readonly number[];
   /** Builds (and signs) one delivery at `now`: fields such as notify_time change per delivery. */
   buildRequest(fields: Record<string, string>, now: Date): NotificationRequest;
+  /** Whether the receiver's answer acknowledges the delivery, by this gateway's own rule. */
+  isAcknowledged(status: number, body: string): boolean;
 }
 
 /** Longest stored reply body; enough to see what a receiver said. */
 const MAX_STORED_BODY = 2000;
 
 /**
- * POSTs one delivery. Acknowledged only by a 2xx whose body is exactly the gateway's ack word
- * (`success` for Alipay: "anything else makes Alipay retry"); a timeout or a network error is a
- * failed delivery like any other.
+ * POSTs one delivery. Acknowledged only when the gateway's own rule says so (Alipay: a 2xx whose body
+ * is exactly `success`); a timeout or a network error is a failed delivery like any other.
  */
 export async function postNotification(
   url: string,
   request: NotificationRequest,
   timeoutMs: number,
   startedAt: Date,
-  ackBody = 'success',
+  isAcknowledged: (status: number, body: string) => boolean,
 ): Promise<DeliveryResult> {
   try {
     const response = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': request.contentType },
+      headers: { ...request.headers, 'content-type': request.contentType },
       body: request.body,
       redirect: 'manual',
       // Covers the whole exchange, body included: a receiver that stalls mid-reply is not an ack.
@@ -56,7 +59,7 @@ export async function postNotification(
       httpStatus: response.status,
       responseBody: text.slice(0, MAX_STORED_BODY),
       error: null,
-      acknowledged: response.status >= 200 && response.status < 300 && text === ackBody,
+      acknowledged: isAcknowledged(response.status, text),
       startedAt,
     };
   } catch (err) {
@@ -109,7 +112,13 @@ export function startNotifier(options: NotifierOptions): Notifier {
     if (!gateway) return; // Another sandbox build's gateway: leave it for the lease to expire.
     const startedAt = new Date();
     const request = gateway.buildRequest(notification.fields, startedAt);
-    const result = await postNotification(notification.notifyUrl, request, deliveryTimeoutMs, startedAt);
+    const result = await postNotification(
+      notification.notifyUrl,
+      request,
+      deliveryTimeoutMs,
+      startedAt,
+      (status, body) => gateway.isAcknowledged(status, body),
+    );
     const deliveryNumber = notification.deliveries + 1;
     const interval = gateway.retryIntervalsMs[deliveryNumber - 1];
     const nextDelayMs = interval === undefined ? null : Math.round(interval * timeScale);

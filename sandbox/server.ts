@@ -3,28 +3,20 @@
  * HTTP, exactly as it would reach the real ones (only the gateway URL differs).
  *
  *   GET  /health                  → { ok: true }
- *   GET  /sandbox/credentials     → the merchant's sandbox keys, like a developer console
- *   POST /gateway.do              → Alipay OpenAPI 2.0 gateway (see ./alipay)
+ *   GET  /sandbox/credentials     → each gateway's merchant keys, like a developer console
  *   GET  /ledger[?outTradeNo=]    → every charge attempt and notification delivery (ground truth)
- *   POST /sandbox/alipay/notify   → test tool: send a trade's notification N times at once
+ *   everything else               → the gateway modules (sandbox/modules.ts), each on its real paths:
+ *                                   Alipay POST /gateway.do and POST /sandbox/alipay/notify (test tool)
  *
  * It shares no code with the app on purpose: a test that passes against it proves the app speaks the
  * gateway's protocol, not that two halves of the same code agree with each other.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { z } from 'zod';
-import {
-  alipayNotifier,
-  alipayTestBuyerAuthCodes,
-  gatewayParams,
-  handleGateway,
-  sendToolNotifications,
-  ToolError,
-  type AlipayContext,
-} from './alipay';
-import { startNotifier } from './notifier';
-import { migrate, openSql, readLedger, type AlipayIdentity } from './store';
+import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule } from './gateway-module';
+import { ALL_GATEWAY_MODULES } from './modules';
+import { startNotifier, type GatewayNotifier, type Notifier } from './notifier';
+import { migrate, openSql, readLedger } from './store';
 
 export interface SandboxOptions {
   /** 0 picks a free port. */
@@ -33,6 +25,8 @@ export interface SandboxOptions {
   databaseUrl: string;
   /** Multiplies every notification retry interval; 1 is real time. */
   timeScale: number;
+  /** The gateways to emulate; all of them by default. */
+  modules?: readonly SandboxGatewayModule[];
 }
 
 export interface RunningSandbox {
@@ -52,12 +46,6 @@ class HttpError extends Error {
     super(message);
   }
 }
-
-const notifyToolBody = z.object({
-  outTradeNo: z.string().min(1).max(64),
-  copies: z.number().int().min(1).max(100).default(1),
-  overrides: z.record(z.string(), z.string()).default({}),
-});
 
 function readBody(req: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -95,27 +83,40 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     throw new Error(`timeScale must be a positive number, got ${options.timeScale}`);
   }
   const host = options.host ?? '127.0.0.1';
+  const modules = options.modules ?? ALL_GATEWAY_MODULES;
   const sql = openSql(options.databaseUrl);
-  let identity: AlipayIdentity;
+  let notifier: Notifier | undefined;
+  const moduleContext: ModuleContext = {
+    sql,
+    // Late-bound: the notification loop starts once every module has loaded its keys.
+    wakeNotifier: () => notifier?.wake(),
+    deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
+    timeScale: options.timeScale,
+  };
+  let gateways: { gateway: string; instance: SandboxGatewayInstance }[];
   try {
-    identity = await migrate(sql);
+    gateways = await migrate(sql, async (tx) => {
+      const loaded: { gateway: string; instance: SandboxGatewayInstance }[] = [];
+      for (const module of modules) {
+        if (module.schemaSql) await tx.unsafe(module.schemaSql).simple();
+        loaded.push({ gateway: module.gateway, instance: await module.setUp(tx, moduleContext) });
+      }
+      return loaded;
+    });
   } catch (err) {
     await sql.end({ timeout: 1 });
     throw err;
   }
 
-  const notifier = startNotifier({
+  const notifiers: Record<string, GatewayNotifier> = {};
+  for (const { gateway, instance } of gateways) notifiers[gateway] = instance.notifier;
+  notifier = startNotifier({
     sql,
-    gateways: { alipay: alipayNotifier(identity.platformPrivateKeyPem) },
+    gateways: notifiers,
     timeScale: options.timeScale,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
   });
-  const alipay: AlipayContext = {
-    sql,
-    identity,
-    wakeNotifier: () => notifier.wake(),
-    deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
-  };
+  const activeNotifier = notifier;
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, baseUrl: string): Promise<void> {
     const url = new URL(req.url ?? '/', baseUrl);
@@ -127,22 +128,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       return;
     }
     if (path === '/sandbox/credentials' && method === 'GET') {
-      sendJson(res, 200, {
-        alipay: {
-          appId: identity.appId,
-          appPrivateKey: identity.appPrivateKeyPem,
-          alipayPublicKey: identity.platformPublicKeyPem,
-          gateway: `${baseUrl}/gateway.do`,
-          testBuyers: alipayTestBuyerAuthCodes(),
-        },
-      });
-      return;
-    }
-    if (path === '/gateway.do') {
-      if (method !== 'POST' && method !== 'GET') throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'use POST');
-      const body = method === 'POST' ? await readBody(req) : '';
-      const answer = await handleGateway(alipay, gatewayParams(url, body, req.headers['content-type']));
-      send(res, answer.status, answer.contentType, answer.body);
+      const credentials: Record<string, unknown> = {};
+      for (const { gateway, instance } of gateways) credentials[gateway] = instance.credentials(baseUrl);
+      sendJson(res, 200, credentials);
       return;
     }
     if (path === '/ledger' && method === 'GET') {
@@ -151,33 +139,16 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       sendJson(res, 200, await readLedger(sql, outTradeNo));
       return;
     }
-    if (path === '/sandbox/alipay/notify' && method === 'POST') {
-      if (!(req.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
-        throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', 'send application/json');
-      }
-      let json: unknown;
-      try {
-        json = JSON.parse(await readBody(req));
-      } catch (err) {
-        if (err instanceof HttpError) throw err;
-        throw new HttpError(400, 'INVALID_JSON', 'the body is not valid JSON');
-      }
-      const parsed = notifyToolBody.safeParse(json);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        throw new HttpError(400, 'INVALID_REQUEST', issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid');
-      }
-      const deliveries = await sendToolNotifications(alipay, parsed.data);
-      sendJson(res, 200, {
-        deliveries: deliveries.map((d) => ({
-          status: d.httpStatus,
-          body: d.responseBody,
-          ...(d.error ? { error: d.error } : {}),
-        })),
-      });
+    const body = method === 'GET' || method === 'HEAD' ? '' : await readBody(req);
+    for (const { instance } of gateways) {
+      const answer = await instance.handle({ method, url, headers: req.headers, body, baseUrl });
+      if (!answer) continue;
+      const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) };
+      res.writeHead(answer.status, headers);
+      res.end(answer.body);
       return;
     }
-    const known = ['/health', '/sandbox/credentials', '/ledger', '/sandbox/alipay/notify'];
+    const known = ['/health', '/sandbox/credentials', '/ledger'];
     if (known.includes(path)) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
     throw new HttpError(404, 'NOT_FOUND', `no route for ${method} ${path}`);
   }
@@ -191,7 +162,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         res.destroy();
         return;
       }
-      if (err instanceof HttpError || err instanceof ToolError) {
+      if (err instanceof HttpError) {
         sendError(res, err.status, err.code, err.message);
         return;
       }
@@ -207,7 +178,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       resolve();
     });
   }).catch(async (err: unknown) => {
-    await notifier.stop();
+    await activeNotifier.stop();
     await sql.end({ timeout: 1 });
     throw err;
   });
@@ -227,7 +198,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         const forceTimer = setTimeout(() => server.closeAllConnections(), 2000);
         await serverClosed;
         clearTimeout(forceTimer);
-        await notifier.stop();
+        await activeNotifier.stop();
         await sql.end({ timeout: 5 });
       })();
       return closing;

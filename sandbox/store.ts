@@ -141,17 +141,25 @@ function randomDigits(count: number): string {
 }
 
 /**
- * Creates the schema and, on the very first start, the signing keys and one merchant app.
+ * Creates the shared schema, then runs `setUp` (each gateway module's own DDL and key loading) in the
+ * same transaction.
  *
  * Guarded by a transaction-scoped advisory lock: two sandbox processes starting at once would
  * otherwise race on CREATE TABLE IF NOT EXISTS (which is not concurrency-safe in PostgreSQL) and each
  * generate their own "first" key pair.
  */
-export async function migrate(sql: Sql): Promise<AlipayIdentity> {
-  return sql.begin(async (tx) => {
+export async function migrate<T>(sql: Sql, setUp: (tx: Tx) => Promise<T>): Promise<T> {
+  const result = await sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK_KEY})`;
     await tx.unsafe(SCHEMA_SQL).simple();
+    return { value: await setUp(tx) };
+  });
+  return result.value as T;
+}
 
+/** Alipay's platform key and the merchant app, created on the very first start and kept. */
+export async function loadOrCreateAlipayIdentity(tx: Tx): Promise<AlipayIdentity> {
+  {
     const existingPlatform = await tx<{ private_key_pem: string; public_key_pem: string }[]>`
       SELECT private_key_pem, public_key_pem FROM psp_sandbox.platform_keys WHERE gateway = 'alipay'`;
     let platform = existingPlatform[0];
@@ -191,7 +199,7 @@ export async function migrate(sql: Sql): Promise<AlipayIdentity> {
       platformPrivateKeyPem: platform.private_key_pem,
       platformPublicKeyPem: platform.public_key_pem,
     };
-  });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,5 @@
+/** The gateways the sandbox emulates, each on its own real paths on the sandbox's one port. */
+import { alipayModule } from './alipay';
+import type { SandboxGatewayModule } from './gateway-module';
+
+export const ALL_GATEWAY_MODULES: readonly SandboxGatewayModule[] = [alipayModule];
