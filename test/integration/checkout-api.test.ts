@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { requestFingerprint } from '../../server/idempotency';
 import type { ChargeRequest, PaymentGateway } from '../../server/payments/gateway';
+import { serveFetch } from '../support/serve-fetch';
 import { eventually, startTestStack, type ApiCustomer, type TestStack } from '../support/stack';
 
 let stack: TestStack;
@@ -355,6 +356,51 @@ describe('Alipay notifications at /api/webhooks/alipay', () => {
     const [key] = await stack.sql<{ n: number }[]>`
       select count(*)::int as n from idempotency_keys where scope = 'webhook:alipay' and key = ${order.outTradeNo} and completed_at is not null`;
     assert.equal(key!.n, 1);
+  });
+
+  it('4. does not acknowledge a duplicate that arrives while the first copy is still being processed', async () => {
+    // A relay in front of the app that stays shut until the first copy is "in flight".
+    let open = false;
+    const relay = await serveFetch(() => async (request) => {
+      if (!open) return new Response('relay closed', { status: 502 });
+      return fetch(`${stack.appUrl}/api/webhooks/alipay`, {
+        method: 'POST',
+        headers: { 'content-type': request.headers.get('content-type') ?? '' },
+        body: await request.text(),
+      });
+    });
+    after(() => relay.close());
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    await stack.sql`update orders set status = 'paying', payment_attempt = 1 where id = ${order.orderId}`;
+    const outcome = await stack.services.gateways.alipay!.charge({
+      outTradeNo: order.outTradeNo,
+      amountMinor: order.amountMinor,
+      currency: 'CNY',
+      subject: 'in flight',
+      attempt: 1,
+      buyer: 'ok',
+      notifyUrl: `${relay.url}/api/webhooks/alipay`,
+    });
+    assert.equal(outcome.kind, 'succeeded');
+    if (outcome.kind !== 'succeeded') return;
+    // The first copy holds the key's lease (it is "still processing").
+    await stack.sql`
+      insert into idempotency_keys (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token)
+      values ('webhook:alipay', ${order.outTradeNo}, 'webhook.alipay',
+              ${requestFingerprint('webhook.alipay', { outTradeNo: order.outTradeNo, gatewayTradeNo: outcome.gatewayTradeNo, amountMinor: order.amountMinor, currency: 'CNY' })},
+              now(), now() + interval '30 seconds', gen_random_uuid())`;
+    open = true;
+    const response = await fetch(`${stack.sandboxUrl}/sandbox/alipay/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo: order.outTradeNo, overrides: {} }),
+    });
+    const { deliveries } = (await response.json()) as { deliveries: { status: number; body: string }[] };
+    assert.notEqual(deliveries[0]!.body, 'success', 'Alipay must come back later');
+    assert.equal(deliveries[0]!.status, 503);
+    assert.equal((await orderRow(order.orderId)).status, 'paying');
+    assert.equal(await paymentsFor(order.orderId), 0);
   });
 
   it('2. rejects a forged notification with 400 and records nothing', async () => {
