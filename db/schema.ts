@@ -208,3 +208,19 @@ export const outbox = pgTable(
       .where(sql`${t.deliveredAt} is null`),
   ],
 );
+
+/**
+ * The demo's mail server: the outbox relay "sends" confirmation emails here, and /mail lists them.
+ * `outboxId` is unique, so a message can be delivered at most once per outbox row.
+ */
+export const mailSink = pgTable('mail_sink', {
+  id: uuid().primaryKey().defaultRandom(),
+  outboxId: uuid()
+    .notNull()
+    .unique()
+    .references(() => outbox.id),
+  recipient: text().notNull(),
+  subject: text().notNull(),
+  body: text().notNull(),
+  sentAt: timestamptz('sent_at').notNull().defaultNow(),
+});

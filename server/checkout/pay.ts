@@ -13,7 +13,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
-import { recoveryPoint, respond, STARTED, type OwnedKey, type StoredResponse } from '../idempotency';
+import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
 import type { ChargeOutcome, GatewayId, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
@@ -49,63 +49,19 @@ export async function payOrder(
 
   // Phase 1 — start the attempt, unless a previous owner of this key already did.
   if (key.recoveryPoint === STARTED) {
-    const phase = await key.atomicPhase(async (tx) => {
-      const [order] = await tx
-        .select()
-        .from(orders)
-        .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
-        .for('update');
-      if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
-      switch (order.status) {
-        case 'paid': {
-          // Already paid (by another tab, another gateway, a notification): answer with that
-          // payment and call no gateway at all.
-          const paid = await paidOrderView(tx, order.id);
-          if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
-          return respond(201, paid);
-        }
-        case 'paying':
-          // Only the order sees two tabs or two gateways: they hold different keys.
-          if (order.attemptKeyId !== key.id) {
-            throw new CheckoutError(
-              409,
-              'ORDER_PAYMENT_IN_PROGRESS',
-              'Another payment attempt for this order is in progress.',
-              2,
-            );
-          }
-          return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
-        case 'failed':
-        case 'expired':
-          throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
-        case 'awaiting_payment':
-          await tx
-            .update(orders)
-            .set({
-              status: 'paying',
-              paymentAttempt: sql`${orders.paymentAttempt} + 1`,
-              attemptKeyId: key.id,
-              attemptGateway: input.gateway,
-              attemptStartedAt: sql`now()`,
-              updatedAt: sql`now()`,
-            })
-            .where(eq(orders.id, order.id));
-          return recoveryPoint(ATTEMPT_STARTED);
-        default: {
-          const unreachable: never = order.status;
-          throw new Error(`unknown order status ${String(unreachable)}`);
-        }
-      }
-    });
+    const phase = await startAttempt(key, customerId, input);
     if (phase.kind === 'response') return phase.response;
   }
 
   // Phase 2 — the charge, outside any transaction.
-  const [order] = await services.db
-    .select()
-    .from(orders)
-    .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)));
-  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  let order = await loadOrder(services, customerId, input.orderId);
+  if (order.status === 'awaiting_payment') {
+    // This key's attempt was closed while nobody worked on it (the reconciler found no charge at the
+    // gateway): the retry starts a new attempt instead of failing.
+    const phase = await startAttempt(key, customerId, input);
+    if (phase.kind === 'response') return phase.response;
+    order = await loadOrder(services, customerId, input.orderId);
+  }
   if (order.status === 'paid') {
     // Settled meanwhile, e.g. by the gateway's notification racing this request.
     return (
@@ -116,9 +72,11 @@ export async function payOrder(
       })
     ).response;
   }
-  if (order.status !== 'paying' || order.attemptKeyId !== key.id) {
-    // The attempt this key started was settled as declined or expired by someone else.
-    throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', 'This payment attempt is no longer open.');
+  if (order.status === 'paying' && order.attemptKeyId !== key.id) {
+    throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
+  }
+  if (order.status !== 'paying') {
+    throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
   }
 
   const outcome: ChargeOutcome = await gateway.charge({
@@ -203,4 +161,63 @@ export async function payOrder(
       throw new Error(`unknown charge outcome ${JSON.stringify(unreachable)}`);
     }
   }
+}
+
+async function loadOrder(services: CheckoutServices, customerId: string, orderId: string) {
+  const [order] = await services.db
+    .select()
+    .from(orders)
+    .where(and(eq(orders.id, orderId), eq(orders.customerId, customerId)));
+  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  return order;
+}
+
+/**
+ * Phase 1: the order-level guard. At most one attempt in flight per order, owned by one key; a paid
+ * order answers with its payment and calls no gateway.
+ */
+function startAttempt(key: OwnedKey<Transaction>, customerId: string, input: PayInput): Promise<PhaseResult> {
+  return key.atomicPhase(async (tx): Promise<PhaseResult> => {
+    const [order] = await tx
+      .select()
+      .from(orders)
+      .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
+      .for('update');
+    if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+    switch (order.status) {
+      case 'paid': {
+        // Already paid (by another tab, another gateway, a notification): answer with that
+        // payment and call no gateway at all.
+        const paid = await paidOrderView(tx, order.id);
+        if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
+        return respond(201, paid);
+      }
+      case 'paying':
+        // Only the order sees two tabs or two gateways: they hold different keys.
+        if (order.attemptKeyId !== key.id) {
+          throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
+        }
+        return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
+      case 'failed':
+      case 'expired':
+        throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
+      case 'awaiting_payment':
+        await tx
+          .update(orders)
+          .set({
+            status: 'paying',
+            paymentAttempt: sql`${orders.paymentAttempt} + 1`,
+            attemptKeyId: key.id,
+            attemptGateway: input.gateway,
+            attemptStartedAt: sql`now()`,
+            updatedAt: sql`now()`,
+          })
+          .where(eq(orders.id, order.id));
+        return recoveryPoint(ATTEMPT_STARTED);
+      default: {
+        const unreachable: never = order.status;
+        throw new Error(`unknown order status ${String(unreachable)}`);
+      }
+    }
+  });
 }

@@ -1,0 +1,7 @@
+import type { CheckoutServices } from '../checkout/services';
+import { deleteExpiredKeys } from '../idempotency';
+
+/** Deletes expired idempotency keys in bounded batches (design.md §3.7). */
+export function cleanUpExpiredKeys(services: CheckoutServices): Promise<number> {
+  return deleteExpiredKeys(services.idempotencyStore, { batchSize: 1000, maxBatches: 50 });
+}

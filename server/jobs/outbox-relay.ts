@@ -1,0 +1,44 @@
+/**
+ * The outbox relay: delivers each confirmation email once.
+ *
+ * The demo's mail server is a table in the same database (mail_sink), so claiming an outbox row,
+ * "sending" it and marking it delivered is one transaction: exactly once. Against a real mail
+ * service the send would sit between a claim and a mark, at least once, with the outbox id as the
+ * message's idempotency key so the provider drops the repeat.
+ */
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../db/client';
+import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
+
+interface PendingEmail extends Record<string, unknown> {
+  id: string;
+  payload: { orderId: string; customerId: string; outTradeNo: string; amountMinor: number; currency: string; gateway: string };
+}
+
+function formatAmount(minor: number, currency: string): string {
+  return `${currency === 'CNY' ? '¥' : `${currency} `}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
+}
+
+/** Relays up to `limit` pending emails; returns how many were delivered. Safe on many instances. */
+export async function relayOutbox(db: Database, limit = 100): Promise<number> {
+  return db.transaction(async (tx) => {
+    // SKIP LOCKED: instances relaying at once take disjoint rows instead of queueing on each other.
+    const pending = await tx.execute<PendingEmail>(sql`
+      select id, payload from outbox
+       where delivered_at is null and topic = ${ORDER_PAID_EMAIL_TOPIC}
+       order by created_at
+       limit ${limit}
+       for update skip locked`);
+    for (const email of pending) {
+      const p = email.payload;
+      await tx.execute(sql`
+        insert into mail_sink (outbox_id, recipient, subject, body)
+        values (${email.id}::uuid, ${`customer-${p.customerId.slice(0, 8)}@payonce.test`},
+                ${`支付成功：订单 ${p.outTradeNo}`},
+                ${`您的订单 ${p.outTradeNo} 已通过 ${p.gateway} 支付 ${formatAmount(p.amountMinor, p.currency)}。感谢惠顾！`})
+        on conflict (outbox_id) do nothing`);
+      await tx.execute(sql`update outbox set delivered_at = now(), attempts = attempts + 1 where id = ${email.id}::uuid`);
+    }
+    return pending.length;
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * Background work on a PostgreSQL-backed job queue (pg-boss), never on in-process timers: the
+ * schedule lives in the database, so any number of app instances can run workers, a crashed
+ * instance's job is retried by another, and nothing is lost with a process.
+ *
+ * Each recurring job re-enqueues its next run (startAfter) when it finishes. Queues use pg-boss's
+ * `stately` policy — at most one job waiting and one running per queue across all instances — so
+ * the chain never multiplies however many instances seed it at start-up.
+ */
+import PgBoss from 'pg-boss';
+import type { CheckoutServices } from '../checkout/services';
+import { cleanUpExpiredKeys } from './key-cleanup';
+import { relayOutbox } from './outbox-relay';
+import { reconcilePayments } from './reconciler';
+
+export interface JobIntervals {
+  /** How often stuck payments are reconciled and unpaid orders expired. */
+  reconcileSeconds: number;
+  /** How often the outbox is relayed (confirmation emails). */
+  outboxSeconds: number;
+  /** How often expired idempotency keys are deleted. */
+  keyCleanupSeconds: number;
+}
+
+/** Production pace: emails within seconds, reconciliation twice a lease, keys pruned hourly. */
+export const DEFAULT_JOB_INTERVALS: JobIntervals = { reconcileSeconds: 15, outboxSeconds: 2, keyCleanupSeconds: 3600 };
+
+export interface RunningJobs {
+  stop(): Promise<void>;
+}
+
+type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup';
+
+export async function startJobs(
+  services: CheckoutServices,
+  options: { connectionString: string; intervals?: Partial<JobIntervals>; log?: (message: string) => void },
+): Promise<RunningJobs> {
+  const intervals: JobIntervals = {
+    reconcileSeconds: options.intervals?.reconcileSeconds ?? DEFAULT_JOB_INTERVALS.reconcileSeconds,
+    outboxSeconds: options.intervals?.outboxSeconds ?? DEFAULT_JOB_INTERVALS.outboxSeconds,
+    keyCleanupSeconds: options.intervals?.keyCleanupSeconds ?? DEFAULT_JOB_INTERVALS.keyCleanupSeconds,
+  };
+  const log = options.log ?? ((message: string) => console.log(`[jobs] ${message}`));
+  const boss = new PgBoss({
+    connectionString: options.connectionString,
+    schema: 'pgboss',
+    // Its own small pool: background work must never starve the request path of connections.
+    max: 3,
+    application_name: 'payonce-jobs',
+  });
+  boss.on('error', (error) => log(`queue error: ${error.message}`));
+  await boss.start();
+
+  const jobs: { name: JobName; everySeconds: number; run: () => Promise<string | undefined> }[] = [
+    {
+      name: 'payments.reconcile',
+      everySeconds: intervals.reconcileSeconds,
+      run: async () => {
+        const s = await reconcilePayments(services);
+        return s.examined + s.expired > 0
+          ? `reconciled ${s.examined} (settled ${s.settled}, reopened ${s.reopened}, undecided ${s.undecided}); expired ${s.expired}`
+          : undefined;
+      },
+    },
+    {
+      name: 'outbox.relay',
+      everySeconds: intervals.outboxSeconds,
+      run: async () => {
+        let total = 0;
+        for (let batch = await relayOutbox(services.db); batch > 0; batch = await relayOutbox(services.db)) total += batch;
+        return total > 0 ? `delivered ${total} email(s)` : undefined;
+      },
+    },
+    {
+      name: 'idempotency.cleanup',
+      everySeconds: intervals.keyCleanupSeconds,
+      run: async () => {
+        const deleted = await cleanUpExpiredKeys(services);
+        return deleted > 0 ? `deleted ${deleted} expired idempotency key(s)` : undefined;
+      },
+    },
+  ];
+
+  for (const job of jobs) {
+    // A job that outlives this is presumed dead with its instance and retried elsewhere.
+    await boss.createQueue(job.name, { name: job.name, policy: 'stately', expireInSeconds: 300, retryLimit: 3, retryDelay: 1 });
+    const next = () =>
+      boss.send(job.name, {}, { startAfter: job.everySeconds }).catch((error: Error) => {
+        log(`could not schedule ${job.name}: ${error.message}`);
+        return null;
+      });
+    await boss.work(job.name, { pollingIntervalSeconds: Math.max(0.5, Math.min(2, job.everySeconds / 2)) }, async () => {
+      try {
+        const report = await job.run();
+        if (report) log(`${job.name}: ${report}`);
+      } finally {
+        await next();
+      }
+    });
+    // Seed the chain; with the stately policy a seed from every instance still leaves one job waiting.
+    await boss.send(job.name, {});
+  }
+
+  return {
+    async stop() {
+      await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+    },
+  };
+}
