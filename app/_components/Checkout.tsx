@@ -22,11 +22,11 @@ const browserStorage: CheckoutStorage = {
   },
 };
 
-const GATEWAYS: { id: GatewayId; label: string; available: boolean }[] = [
-  { id: 'alipay', label: '支付宝', available: true },
-  { id: 'wechatpay', label: '微信支付', available: false },
-  { id: 'stripe', label: 'Stripe 银行卡', available: false },
-  { id: '2c2p', label: '2C2P', available: false },
+const GATEWAYS: { id: GatewayId; label: string }[] = [
+  { id: 'alipay', label: '支付宝' },
+  { id: 'wechatpay', label: '微信支付' },
+  { id: 'stripe', label: 'Stripe 银行卡' },
+  { id: '2c2p', label: '2C2P' },
 ];
 
 const BUYERS: { id: TestBuyer; label: string }[] = [
@@ -59,6 +59,8 @@ export function Checkout() {
 
 function CheckoutForm({ client }: { client: CheckoutClient }) {
   const products = useQuery({ queryKey: ['products'], queryFn: () => client.checkout.products.query() });
+  const configured = useQuery({ queryKey: ['gateways'], queryFn: () => client.checkout.gateways.query() });
+  const isAvailable = (id: GatewayId) => configured.data?.some((g) => g.id === id && g.available) ?? false;
   const [quantities, setQuantities] = useState<Record<string, number>>({ 'TEA-LONGJING': 1 });
   const [gateway, setGateway] = useState<GatewayId>('alipay');
   const [buyer, setBuyer] = useState<TestBuyer>('ok');
@@ -158,11 +160,11 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
                   name="gateway"
                   value={g.id}
                   checked={gateway === g.id}
-                  disabled={!g.available}
+                  disabled={!isAvailable(g.id)}
                   onChange={() => setGateway(g.id)}
                 />{' '}
                 {g.label}
-                {!g.available && '（即将支持）'}
+                {configured.data && !isAvailable(g.id) && '（未配置）'}
               </label>
             ))}
           </div>

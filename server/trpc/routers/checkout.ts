@@ -18,14 +18,21 @@ const createOrderInput = z.object({
     .max(20),
 });
 
+const GATEWAY_IDS = ['alipay', 'wechatpay', 'stripe', '2c2p'] as const;
+
 const payInput = z.object({
   orderId: z.uuid(),
-  gateway: z.enum(['alipay', 'wechatpay', 'stripe', '2c2p']),
+  gateway: z.enum(GATEWAY_IDS),
   buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).optional(),
 });
 
 export const checkoutRouter = createTRPCRouter({
   products: publicProcedure.query(({ ctx }) => listProducts(ctx.services.db)),
+
+  /** Which gateways this deployment is configured for, so the page offers only those. */
+  gateways: publicProcedure.query(({ ctx }) =>
+    GATEWAY_IDS.map((id) => ({ id, available: ctx.services.gateways[id] !== undefined })),
+  ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(async ({ ctx, input }) => {
     const response = await createOrder(ctx.idempotencyKey, ctx.customerId, input.items);
