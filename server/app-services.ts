@@ -6,6 +6,7 @@
  */
 import { getDb } from '../db/client';
 import type { CheckoutServices } from './checkout/services';
+import { FaultInjector, faultsEnabled } from './faults';
 import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { gatewaysFromEnv } from './payments';
 
@@ -23,6 +24,7 @@ export function appServices(): CheckoutServices {
     },
     gateways: gatewaysFromEnv(),
     publicBaseUrl: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`,
+    ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
   globalForServices.__payonceServices = services;
   return services;

@@ -15,7 +15,8 @@ export type CheckoutReason =
   | 'GATEWAY_UNAVAILABLE'
   | 'PAYMENT_OUTCOME_UNKNOWN'
   | 'AMOUNT_MISMATCH'
-  | 'MERCHANT_MISMATCH';
+  | 'MERCHANT_MISMATCH'
+  | 'INJECTED_FAULT';
 
 export class CheckoutError extends Error {
   constructor(

@@ -89,6 +89,9 @@ export async function payOrder(
     notifyUrl: notifyUrlFor(services, input.gateway),
   });
 
+  // The gateway has answered (money may have moved) and nothing is committed: the drills crash here.
+  await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway });
+
   // Phase 3 — record what the gateway said.
   switch (outcome.kind) {
     case 'succeeded': {

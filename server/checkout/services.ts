@@ -4,6 +4,7 @@
  */
 import type { Database, Transaction } from '../../db/client';
 import type { IdempotencyOptions, IdempotencyStore } from '../idempotency';
+import type { FaultInjector } from '../faults';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
 
 export interface CheckoutServices {
@@ -14,6 +15,8 @@ export interface CheckoutServices {
   gateways: Partial<Record<GatewayId, PaymentGateway>>;
   /** The app's public base URL, where gateways deliver notifications (…/api/webhooks/{gateway}). */
   publicBaseUrl: string;
+  /** Present only with CHECKOUT_FAULTS=1 (failure drills); undefined in every real deployment. */
+  faults?: FaultInjector;
 }
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {

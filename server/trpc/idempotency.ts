@@ -12,6 +12,8 @@ import { StoredErrorResponse } from './errors';
 import { middleware, publicProcedure } from './init';
 
 const idempotency = middleware(async ({ ctx, path, input, next }) => {
+  const at = { procedure: path, gateway: (input as { gateway?: string } | undefined)?.gateway };
+  await ctx.services.faults?.hit('before_claim', at);
   const result = await executeIdempotent<Transaction>(
     ctx.services.idempotencyStore,
     {
@@ -21,6 +23,7 @@ const idempotency = middleware(async ({ ctx, path, input, next }) => {
       input,
     },
     async (key: OwnedKey<Transaction>) => {
+      await ctx.services.faults?.hit('after_claim', at);
       const inner = await next({ ctx: { idempotencyKey: key } });
       // A thrown error after the key was completed (a stored 402) is resolved by the core to the
       // stored response; any other error releases the key.
@@ -30,6 +33,8 @@ const idempotency = middleware(async ({ ctx, path, input, next }) => {
     ctx.services.idempotencyOptions,
   );
 
+  // Committed (or replayed); the answer has not left yet: the drills lose it here.
+  await ctx.services.faults?.hit('after_commit', at);
   ctx.response.status = result.status;
   if (result.replayed) ctx.response.headers['Idempotency-Replayed'] = 'true';
   if (result.status >= 400) {

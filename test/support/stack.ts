@@ -9,6 +9,7 @@ import { openDatabase, type Database, type Transaction } from '../../db/client';
 import { runMigrations } from '../../db/migrate';
 import { startSandbox } from '../../sandbox/server';
 import { handleGatewayNotification } from '../../server/checkout/notifications';
+import { FaultInjector } from '../../server/faults';
 import type { CheckoutServices } from '../../server/checkout/services';
 import {
   createPostgresIdempotencyStore,
@@ -124,7 +125,9 @@ export interface TestStack {
   close(): Promise<void>;
 }
 
-export async function startTestStack(options: { idempotency?: Partial<IdempotencyOptions> } = {}): Promise<TestStack> {
+export async function startTestStack(
+  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean } = {},
+): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
   await runMigrations(databaseUrl);
   // Notifications are retried on Alipay's schedule compressed a thousandfold: 4 min → 240 ms.
@@ -155,6 +158,7 @@ export async function startTestStack(options: { idempotency?: Partial<Idempotenc
       }),
     },
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
+    ...(options.faults ? { faults: new FaultInjector() } : {}),
   };
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {

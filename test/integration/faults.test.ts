@@ -1,0 +1,100 @@
+/**
+ * The fault points of the pay flow, fired in-process: what each failure leaves behind and how the
+ * retry with the same key recovers — one charge in the ledger every time.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { faultsEnabled } from '../../server/faults';
+import { startTestStack, type TestStack } from '../support/stack';
+
+let stack: TestStack;
+before(async () => {
+  stack = await startTestStack({ faults: true });
+});
+after(async () => {
+  await stack?.close();
+});
+
+async function keyRow(key: string) {
+  const [row] = await stack.sql<{ recovery_point: string; completed_at: Date | null; lease_token: string | null }[]>`
+    select recovery_point, completed_at, lease_token from idempotency_keys where key = ${key}`;
+  return row;
+}
+
+describe('fault points of checkout.pay', () => {
+  it('is off unless CHECKOUT_FAULTS=1', () => {
+    assert.equal(faultsEnabled({}), false);
+    assert.equal(faultsEnabled({ CHECKOUT_FAULTS: '0' }), false);
+    assert.equal(faultsEnabled({ CHECKOUT_FAULTS: '1' }), true);
+  });
+
+  for (const point of ['before_claim', 'after_claim'] as const) {
+    it(`${point}: a thrown error leaves nothing behind and the retry pays once`, async () => {
+      const customer = stack.customer();
+      const order = await customer.createOrder();
+      const key = randomUUID();
+      stack.services.faults!.arm({ point, action: { kind: 'throw' } });
+      const failed = await customer.pay(order.orderId, { key });
+      assert.equal(failed.status, 503);
+      assert.equal(failed.json.error.data.reason, 'INJECTED_FAULT');
+      assert.equal(await keyRow(key), undefined, 'no key is left behind');
+      assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 0);
+      const retry = await customer.pay(order.orderId, { key });
+      assert.equal(retry.status, 201, retry.text);
+      assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+    });
+  }
+
+  it('after_gateway_call: charged but not committed; the key keeps its recovery point and the retry settles the same charge', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    stack.services.faults!.arm({ point: 'after_gateway_call', action: { kind: 'throw' } });
+    const failed = await customer.pay(order.orderId, { key });
+    assert.equal(failed.status, 503);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1, 'the money moved');
+    const row = await keyRow(key);
+    assert.equal(row?.recovery_point, 'attempt_started');
+    assert.equal(row?.lease_token, null, 'released at once, no lease to wait out');
+    const retry = await customer.pay(order.orderId, { key });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1, 'still one charge');
+  });
+
+  it('after_commit: the answer is lost after the commit; the retry gets it replayed', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    stack.services.faults!.arm({ point: 'after_commit', action: { kind: 'throw' } });
+    const lost = await customer.pay(order.orderId, { key });
+    assert.equal(lost.status, 503);
+    assert.ok((await keyRow(key))?.completed_at);
+    const retry = await customer.pay(order.orderId, { key });
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers.get('idempotency-replayed'), 'true');
+    assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 1);
+  });
+
+  it('delay: a slow request holds its lease, a concurrent retry gets 409, one charge', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 600 } });
+    const slow = customer.pay(order.orderId, { key });
+    await new Promise((r) => setTimeout(r, 150));
+    const concurrent = await customer.pay(order.orderId, { key });
+    assert.equal(concurrent.status, 409);
+    assert.equal((await slow).status, 201);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
+  it('fires only where it is aimed: another procedure or gateway is untouched', async () => {
+    const customer = stack.customer();
+    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'throw' }, gateway: 'wechatpay' });
+    const order = await customer.createOrder();
+    assert.equal((await customer.pay(order.orderId)).status, 201);
+    assert.equal(stack.services.faults!.list().length, 1, 'still armed, never fired');
+    stack.services.faults!.clear();
+  });
+});
