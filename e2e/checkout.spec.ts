@@ -40,3 +40,9 @@ test.describe('立即支付 with Alipay', () => {
     expect(entries.charges.map((c) => c.status).sort()).toEqual(['declined', 'succeeded']);
   });
 });
+
+test('the fault-injection endpoint does not exist unless CHECKOUT_FAULTS=1', async ({ request }) => {
+  expect((await request.get('/api/faults')).status()).toBe(404);
+  const arm = await request.post('/api/faults', { data: { point: 'after_claim', action: { kind: 'crash' } } });
+  expect(arm.status()).toBe(404);
+});

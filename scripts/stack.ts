@@ -87,7 +87,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const log = options.log ?? ((line: string) => console.log(line));
   const database = await resolveDatabase(options.databaseName ?? 'payonce', log);
   const children: ChildProcess[] = [];
+  let stopping = false;
   const stop = async () => {
+    stopping = true;
     await Promise.all(children.reverse().map(stopChild));
     await database.embedded?.stop();
   };
@@ -136,8 +138,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       options.mode === 'dev'
         ? ['dev', '--port', String(options.appPort), '--hostname', '127.0.0.1']
         : ['start', '--port', String(options.appPort), '--hostname', '127.0.0.1'];
-    const app = run('app', nextBin, nextArgs, appEnv, log);
-    children.push(app);
+    // The supervisor: like Kubernetes restarting a Pod, an app process that dies (a crash drill's
+    // SIGKILL, an out-of-memory kill) is started again, on the same port, with the same environment.
+    let restarts = 0;
+    const startApp = (): ChildProcess => {
+      const child = run('app', nextBin, nextArgs, appEnv, log);
+      children.push(child);
+      child.once('exit', (code, signal) => {
+        children.splice(children.indexOf(child), 1);
+        if (stopping) return;
+        restarts++;
+        log(`[supervisor] the app exited (${signal ?? `code ${code}`}); restarting it (restart #${restarts})`);
+        setTimeout(() => {
+          if (!stopping) startApp();
+        }, 200);
+      });
+      return child;
+    };
+    const app = startApp();
     // The first request also compiles the route in dev mode, hence the generous wait.
     await waitForHttp(`${appUrl}/api/health`, app, 180_000);
 
