@@ -14,6 +14,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule } from './gateway-module';
+import { SandboxFaults, sandboxFaultSpec } from './faults';
 import { ALL_GATEWAY_MODULES } from './modules';
 import { startNotifier, type GatewayNotifier, type Notifier } from './notifier';
 import { migrate, openSql, readLedger } from './store';
@@ -117,6 +118,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
   });
   const activeNotifier = notifier;
+  const faults = new SandboxFaults();
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, baseUrl: string): Promise<void> {
     const url = new URL(req.url ?? '/', baseUrl);
@@ -140,15 +142,47 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       return;
     }
     const body = method === 'GET' || method === 'HEAD' ? '' : await readBody(req);
+    if (path === '/sandbox/faults') {
+      if (method === 'GET') return sendJson(res, 200, { faults: faults.list() });
+      if (method === 'DELETE') {
+        faults.clear();
+        res.writeHead(204).end();
+        return;
+      }
+      if (method !== 'POST') throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'use GET, POST or DELETE');
+      let parsed;
+      try {
+        parsed = sandboxFaultSpec.safeParse(JSON.parse(body));
+      } catch {
+        throw new HttpError(400, 'INVALID_JSON', 'the body is not valid JSON');
+      }
+      if (!parsed.success) throw new HttpError(400, 'INVALID_FAULT', parsed.error.issues.map((i) => i.message).join('; '));
+      return sendJson(res, 201, { fault: faults.arm(parsed.data) });
+    }
+    const request = { method, url, headers: req.headers, body, baseUrl };
+    const fault = faults.take(request);
+    if (fault?.action === 'fail_before_charge') {
+      return sendJson(res, 500, { code: 'SYSTEM_ERROR', message: 'sandbox fault: failed before charging' });
+    }
+    if (fault?.action === 'slow') await new Promise((resolve) => setTimeout(resolve, fault.delayMs ?? 3000));
     for (const { instance } of gateways) {
-      const answer = await instance.handle({ method, url, headers: req.headers, body, baseUrl });
+      const answer = await instance.handle(request);
       if (!answer) continue;
+      if (fault?.action === 'drop_after_charge') {
+        req.socket.destroy(); // charged, and the caller never hears of it
+        return;
+      }
+      if (fault?.action === 'timeout_after_charge') {
+        await new Promise((resolve) => setTimeout(resolve, fault.delayMs ?? 30_000));
+        req.socket.destroy();
+        return;
+      }
       const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) };
       res.writeHead(answer.status, headers);
       res.end(answer.body);
       return;
     }
-    const known = ['/health', '/sandbox/credentials', '/ledger'];
+    const known = ['/health', '/sandbox/credentials', '/ledger', '/sandbox/faults'];
     if (known.includes(path)) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
     throw new HttpError(404, 'NOT_FOUND', `no route for ${method} ${path}`);
   }

@@ -10,7 +10,8 @@ import { startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 before(async () => {
-  stack = await startTestStack({ faults: true });
+  // A short gateway timeout, so that a gateway that hangs after charging is seen to time out quickly.
+  stack = await startTestStack({ faults: true, gatewayTimeoutMs: 1500 });
 });
 after(async () => {
   await stack?.close();
@@ -96,5 +97,49 @@ describe('fault points of checkout.pay', () => {
     assert.equal((await customer.pay(order.orderId)).status, 201);
     assert.equal(stack.services.faults!.list().length, 1, 'still armed, never fired');
     stack.services.faults!.clear();
+  });
+});
+
+describe('sandbox faults: a flaky gateway', () => {
+  it('5xx before charging: 503 GATEWAY_UNAVAILABLE, nothing charged, the retry pays once', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    await stack.sandboxFault({ gateway: 'alipay', action: 'fail_before_charge' });
+    const failed = await customer.pay(order.orderId, { key });
+    assert.equal(failed.status, 503, failed.text);
+    assert.equal(failed.json.error.data.reason, 'GATEWAY_UNAVAILABLE');
+    assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 0);
+    const retry = await customer.pay(order.orderId, { key });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
+  it('timeout after charging: the outcome is unknown, the retry asks the gateway again, one charge', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    await stack.sandboxFault({ gateway: 'alipay', action: 'timeout_after_charge', delayMs: 3000 });
+    const failed = await customer.pay(order.orderId, { key });
+    assert.equal(failed.status, 503, failed.text);
+    assert.equal(failed.json.error.data.reason, 'PAYMENT_OUTCOME_UNKNOWN');
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1, 'the money moved');
+    const retry = await customer.pay(order.orderId, { key });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
+  it('connection dropped after charging: still one charge, settled by the gateway\'s own dedupe', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    await stack.sandboxFault({ gateway: 'alipay', action: 'drop_after_charge' });
+    const first = await customer.pay(order.orderId, { key });
+    if (first.status !== 201) {
+      assert.equal(first.status, 503, first.text);
+      const retry = await customer.pay(order.orderId, { key });
+      assert.equal(retry.status, 201, retry.text);
+    }
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
   });
 });

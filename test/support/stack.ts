@@ -121,12 +121,14 @@ export interface TestStack {
   store: IdempotencyStore<Transaction>;
   customer(): ApiCustomer;
   ledger(outTradeNo?: string): Promise<Ledger>;
+  /** Arms a fault on the sandbox (POST /sandbox/faults). */
+  sandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number }): Promise<void>;
   succeededCharges(outTradeNo: string): Promise<LedgerCharge[]>;
   close(): Promise<void>;
 }
 
 export async function startTestStack(
-  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean } = {},
+  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean; gatewayTimeoutMs?: number } = {},
 ): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
   await runMigrations(databaseUrl);
@@ -155,6 +157,7 @@ export async function startTestStack(
         alipayPublicKey: credentials.alipay.alipayPublicKey,
         gatewayUrl: credentials.alipay.gateway,
         testBuyerAuthCodes: credentials.alipay.testBuyers,
+        ...(options.gatewayTimeoutMs ? { timeoutMs: options.gatewayTimeoutMs } : {}),
       }),
     },
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
@@ -182,6 +185,14 @@ export async function startTestStack(
     store,
     customer: () => new ApiCustomer(app.url),
     ledger,
+    async sandboxFault(spec) {
+      const response = await fetch(`${sandbox.url}/sandbox/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(spec),
+      });
+      if (response.status !== 201) throw new Error(`arming a sandbox fault failed: ${await response.text()}`);
+    },
     succeededCharges: async (outTradeNo) =>
       (await ledger(outTradeNo)).charges.filter((charge) => charge.status === 'succeeded'),
     async close() {
