@@ -2,7 +2,8 @@
  * `npm run dev`: the embedded PostgreSQL (or DATABASE_URL), the PSP sandbox on :4010 and the app on
  * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
  *
- * Flags: --prod, --port N (app), --sandbox-port N, --database NAME (embedded cluster only).
+ * Flags: --prod (builds first when there is no build), --build (rebuild), --port N (app),
+ * --sandbox-port N, --database NAME (embedded cluster only), --dist-dir DIR.
  */
 import { parseArgs } from 'node:util';
 import { startStack } from './stack';
@@ -10,6 +11,7 @@ import { startStack } from './stack';
 const { values } = parseArgs({
   options: {
     prod: { type: 'boolean', default: false },
+    build: { type: 'boolean', default: false },
     port: { type: 'string', default: process.env.PORT ?? '3000' },
     'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
     database: { type: 'string', default: 'payonce' },
@@ -23,6 +25,7 @@ const stack = await startStack({
   mode: values.prod ? 'prod' : 'dev',
   databaseName: values.database,
   distDir: values['dist-dir'],
+  build: values.build,
 });
 
 console.log(`

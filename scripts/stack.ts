@@ -6,9 +6,12 @@
  * Used by `npm run dev`, `npm start` and the browser tests' web server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import { runMigrations } from '../db/migrate';
+import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 
 export interface StackOptions {
   appPort: number;
@@ -21,6 +24,8 @@ export interface StackOptions {
   /** Extra environment for the app process (e.g. a shorter lease for drills). */
   appEnv?: Record<string, string>;
   distDir?: string;
+  /** With mode `prod`: build first even if a build exists (otherwise only when there is none). */
+  build?: boolean;
   log?: (line: string) => void;
 }
 
@@ -113,10 +118,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     children.push(sandbox);
     await waitForHttp(`${sandboxUrl}/health`, sandbox, 30_000);
 
-    // Like downloading keys from a gateway's developer console: the sandbox made them on first start.
-    const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as {
-      alipay: { appId: string; appPrivateKey: string; alipayPublicKey: string; gateway: string; testBuyers: Record<string, string> };
-    };
+    // Like copying keys from each gateway's developer console: the sandbox made them on first start.
+    const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as Parameters<
+      typeof sandboxCredentialsToEnv
+    >[0];
 
     const appUrl = `http://127.0.0.1:${options.appPort}`;
     const appEnv: NodeJS.ProcessEnv = {
@@ -125,15 +130,18 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       PORT: String(options.appPort),
       PUBLIC_BASE_URL: appUrl,
       PSP_SANDBOX_URL: sandboxUrl,
-      ALIPAY_APP_ID: credentials.alipay.appId,
-      ALIPAY_APP_PRIVATE_KEY: credentials.alipay.appPrivateKey,
-      ALIPAY_PUBLIC_KEY: credentials.alipay.alipayPublicKey,
-      ALIPAY_GATEWAY_URL: credentials.alipay.gateway,
-      ALIPAY_TEST_BUYERS: JSON.stringify(credentials.alipay.testBuyers),
+      ...sandboxCredentialsToEnv(credentials),
       NEXT_TELEMETRY_DISABLED: '1',
       ...(options.distDir ? { NEXT_DIST_DIR: options.distDir } : {}),
       ...options.appEnv,
     };
+    const distDir = options.distDir ?? '.next';
+    if (options.mode === 'prod' && (options.build || !existsSync(path.join(distDir, 'BUILD_ID')))) {
+      log(`[build] next build into ${distDir}`);
+      const builder = run('build', nextBin, ['build'], appEnv, log);
+      const code = await new Promise<number | null>((resolve) => builder.once('exit', resolve));
+      if (code !== 0) throw new Error(`next build failed with code ${code}`);
+    }
     const nextArgs =
       options.mode === 'dev'
         ? ['dev', '--port', String(options.appPort), '--hostname', '127.0.0.1']

@@ -40,6 +40,22 @@ const FIXTURES: GatewayFixture[] = [
       },
     },
   },
+  {
+    id: 'wechatpay',
+    lie: (victim) => ({ out_trade_no: victim, 'amount.total': '1' }),
+    ownIdempotencyRule: {
+      name: 'the same out_trade_no with another amount is refused with 403 OUT_TRADE_NO_USED',
+      check: async ({ stack, gateway }) => {
+        const outTradeNo = `PO${randomUUID().replaceAll('-', '').slice(0, 18).toUpperCase()}`;
+        const base = { outTradeNo, currency: 'CNY', subject: 'rule', attempt: 1, notifyUrl: 'http://127.0.0.1:9/x' };
+        const declined = await gateway.charge({ ...base, amountMinor: 100, buyer: 'insufficient_funds' });
+        assert.equal(declined.kind, 'declined');
+        const changed = await gateway.charge({ ...base, amountMinor: 200, buyer: 'ok' });
+        assert.deepEqual(changed.kind === 'declined' ? changed.code : changed.kind, 'OUT_TRADE_NO_USED');
+        assert.equal((await stack.succeededCharges(outTradeNo)).length, 0);
+      },
+    },
+  },
 ];
 
 let stack: TestStack;

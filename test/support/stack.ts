@@ -17,8 +17,9 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
 } from '../../server/idempotency';
-import { createAlipayGateway } from '../../server/payments/alipay';
-import type { TestBuyer } from '../../server/payments/gateway';
+import { gatewaysFromEnv } from '../../server/payments';
+import { sandboxCredentialsToEnv } from '../../server/payments/sandbox-credentials';
+import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
 import { createTrpcHandler } from '../../server/trpc/http';
 import { serveFetch } from './serve-fetch';
 
@@ -134,15 +135,12 @@ export async function startTestStack(
   await runMigrations(databaseUrl);
   // Notifications are retried on Alipay's schedule compressed a thousandfold: 4 min → 240 ms.
   const sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
-  const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as {
-    alipay: {
-      appId: string;
-      appPrivateKey: string;
-      alipayPublicKey: string;
-      gateway: string;
-      testBuyers: Record<TestBuyer, string>;
-    };
-  };
+  // Configured exactly as the app is: the sandbox console's credentials, as environment variables.
+  const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as Parameters<
+    typeof sandboxCredentialsToEnv
+  >[0];
+  const gatewayEnv: Record<string, string> = sandboxCredentialsToEnv(credentials);
+  if (options.gatewayTimeoutMs) gatewayEnv.GATEWAY_TIMEOUT_MS = String(options.gatewayTimeoutMs);
 
   const handle = openDatabase(databaseUrl, { max: 20 });
   const store = createPostgresIdempotencyStore(handle.db);
@@ -150,23 +148,15 @@ export async function startTestStack(
     db: handle.db,
     idempotencyStore: store,
     idempotencyOptions: { ...DEFAULT_IDEMPOTENCY_OPTIONS, ...options.idempotency },
-    gateways: {
-      alipay: createAlipayGateway({
-        appId: credentials.alipay.appId,
-        appPrivateKey: credentials.alipay.appPrivateKey,
-        alipayPublicKey: credentials.alipay.alipayPublicKey,
-        gatewayUrl: credentials.alipay.gateway,
-        testBuyerAuthCodes: credentials.alipay.testBuyers,
-        ...(options.gatewayTimeoutMs ? { timeoutMs: options.gatewayTimeoutMs } : {}),
-      }),
-    },
+    gateways: gatewaysFromEnv(gatewayEnv),
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(options.faults ? { faults: new FaultInjector() } : {}),
   };
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {
     if (pathname.startsWith('/api/trpc/')) return trpc;
-    if (pathname === '/api/webhooks/alipay') return (request) => handleGatewayNotification(services, 'alipay', request);
+    const webhook = /^\/api\/webhooks\/(alipay|wechatpay|stripe|2c2p)$/.exec(pathname)?.[1] as GatewayId | undefined;
+    if (webhook) return (request) => handleGatewayNotification(services, webhook, request);
     return undefined;
   });
   services.publicBaseUrl = app.url;

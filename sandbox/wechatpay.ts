@@ -1,0 +1,1080 @@
+/**
+ * The sandbox's WeChat Pay: an emulation of API v3 (直连商户, "basic payment") on its real paths:
+ *
+ *   POST /v3/pay/transactions/native                          → 200 { code_url }
+ *   POST /v3/pay/transactions/jsapi                           → 200 { prepay_id }
+ *   GET  /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=…  → the transaction
+ *   GET  /v3/pay/transactions/id/{transaction_id}?mchid=…          → the transaction
+ *   POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close    → 204
+ *   POST /sandbox/wechatpay/notify   the notification test tool (see sendToolNotifications)
+ *   POST /sandbox/wechatpay/scan     a test buyer pays an open trade later (see scanTool)
+ *
+ * Every /v3 request must carry WeChat's `Authorization: WECHATPAY2-SHA256-RSA2048 …` header signed by
+ * the merchant's API key (wechatpay-protocol.ts); every answer to an authenticated request is signed
+ * with the platform key in the Wechatpay-* headers. Like WeChat, a request that fails authentication
+ * gets an UNSIGNED 401 ("如果验证商户的请求签名正确，微信支付会在应答的HTTP头部中包括应答签名").
+ *
+ * Test buyers. Native pay has no payer in the request: whoever scans the code_url pays. So the sandbox
+ * reads its test buyer from the merchant-defined `attach` field, as `&`-separated `key=value` pairs:
+ *
+ *   sandbox_buyer=ok                   the buyer scans and pays at once → trade_state SUCCESS
+ *   sandbox_buyer=insufficient_funds   the payment fails → PAYERROR "支付失败，用户余额不足"
+ *   sandbox_buyer=account_restricted   the payment fails → PAYERROR "支付失败，用户账户异常…"
+ *   sandbox_fault=FREQUENCY_LIMITED    the request is refused before anything happens: 429
+ *   sandbox_fault=SYSTEM_ERROR         the request fails before anything happens: 500
+ *
+ * Without `sandbox_buyer` nobody scans: the trade stays NOTPAY (as on the real gateway until the
+ * buyer shows up; POST /sandbox/wechatpay/scan plays that buyer later). A real deployment sends its
+ * own `attach` (or none). A failed payment leaves the trade payable: creating it again with the same
+ * out_trade_no and the same parameters reopens it for another buyer.
+ *
+ * Where WeChat's documentation leaves a behaviour open, the nearest documented behaviour is used and
+ * a comment says so.
+ */
+import { createPrivateKey, randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { json, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
+import { generateRsaKeyPair } from './keys';
+import { postNotification, type GatewayNotifier } from './notifier';
+import {
+  enqueueNotification,
+  findNotification,
+  insertAttempt,
+  recordCharge,
+  type DeliveryResult,
+  type Queryable,
+  type Sql,
+  type Tx,
+} from './store';
+import {
+  MAX_CLOCK_SKEW_SECONDS,
+  OUT_TRADE_NO_RE,
+  beijingDate,
+  beijingRfc3339,
+  encryptResource,
+  newCodeUrl,
+  newPrepayId,
+  newTransactionId,
+  parseAuthorization,
+  platformHeaders,
+  randomAlnum,
+  randomDigits,
+  randomHexUpper,
+  requestMessage,
+  verifyRequestSignature,
+  type PlatformSigner,
+} from './wechatpay-protocol';
+
+const GATEWAY = 'wechatpay';
+
+// ---------------------------------------------------------------------------------------------
+// Schema and identity
+
+const SCHEMA_SQL = `
+-- The merchant (商户号) and its keys. The sandbox emulates WeChat's "微信支付公钥" mode: the platform
+-- key that signs answers and notifications is per merchant and identified by a PUB_KEY_ID_… serial.
+-- The merchant's private key and APIv3 key are kept only because the sandbox doubles as the
+-- merchant platform (商户平台) that hands them out (GET /sandbox/credentials).
+CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_merchants (
+  mchid                     text PRIMARY KEY,
+  appid                     text NOT NULL,
+  merchant_serial_no        text NOT NULL,
+  merchant_private_key_pem  text NOT NULL,
+  merchant_public_key_pem   text NOT NULL,
+  api_v3_key                text NOT NULL CHECK (octet_length(api_v3_key) = 32),
+  platform_serial_no        text NOT NULL,
+  platform_private_key_pem  text NOT NULL,
+  platform_public_key_pem   text NOT NULL,
+  created_at                timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_trades (
+  mchid             text NOT NULL REFERENCES psp_sandbox.wechatpay_merchants (mchid),
+  out_trade_no      text NOT NULL,
+  appid             text NOT NULL,
+  trade_type        text NOT NULL CHECK (trade_type IN ('NATIVE', 'JSAPI')),
+  description       text NOT NULL,
+  total             bigint NOT NULL CHECK (total > 0),
+  currency          text NOT NULL,
+  notify_url        text NOT NULL,
+  attach            text,
+  -- JSAPI: the payer named in the request; NATIVE: whoever scanned last.
+  payer_openid      text,
+  trade_state       text NOT NULL
+                    CHECK (trade_state IN ('SUCCESS', 'REFUND', 'NOTPAY', 'CLOSED', 'REVOKED', 'USERPAYING', 'PAYERROR')),
+  trade_state_desc  text NOT NULL,
+  transaction_id    text UNIQUE,
+  bank_type         text,
+  success_time      timestamptz,
+  created_at        timestamptz NOT NULL DEFAULT now(),
+  updated_at        timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (mchid, out_trade_no)
+);
+`;
+
+export interface WechatPayIdentity {
+  mchid: string;
+  appid: string;
+  merchantSerialNo: string;
+  /** PKCS#8 PEM, the format of the apiclient_key.pem WeChat's certificate tool produces. */
+  merchantPrivateKeyPem: string;
+  merchantPublicKeyPem: string;
+  /** 32 ASCII characters; its UTF-8 bytes are the AES-256 key. */
+  apiV3Key: string;
+  platformSerialNo: string;
+  platformPrivateKeyPem: string;
+  /** SPKI PEM, the format of WeChat's pub_key.pem. */
+  platformPublicKeyPem: string;
+}
+
+interface MerchantRow {
+  mchid: string;
+  appid: string;
+  merchant_serial_no: string;
+  merchant_private_key_pem: string;
+  merchant_public_key_pem: string;
+  api_v3_key: string;
+  platform_serial_no: string;
+  platform_private_key_pem: string;
+  platform_public_key_pem: string;
+}
+
+function toIdentity(row: MerchantRow): WechatPayIdentity {
+  return {
+    mchid: row.mchid,
+    appid: row.appid,
+    merchantSerialNo: row.merchant_serial_no,
+    merchantPrivateKeyPem: row.merchant_private_key_pem,
+    merchantPublicKeyPem: row.merchant_public_key_pem,
+    apiV3Key: row.api_v3_key,
+    platformSerialNo: row.platform_serial_no,
+    platformPrivateKeyPem: row.platform_private_key_pem,
+    platformPublicKeyPem: row.platform_public_key_pem,
+  };
+}
+
+/** The merchant, created on the very first start and kept (under the start-up advisory lock). */
+async function loadOrCreateIdentity(tx: Tx): Promise<WechatPayIdentity> {
+  const existing = await tx<MerchantRow[]>`
+    SELECT mchid, appid, merchant_serial_no, merchant_private_key_pem, merchant_public_key_pem, api_v3_key,
+           platform_serial_no, platform_private_key_pem, platform_public_key_pem
+      FROM psp_sandbox.wechatpay_merchants ORDER BY created_at, mchid LIMIT 1`;
+  if (existing[0]) return toIdentity(existing[0]);
+
+  const [merchantPair, platformPair] = await Promise.all([generateRsaKeyPair(), generateRsaKeyPair()]);
+  // mchid: 10 digits (WeChat's examples: 1230000109, 1900000109). appid: wx + 16 hex. Serials: a
+  // merchant API certificate serial is 40 upper-case hex digits; a WeChat Pay public key id is
+  // PUB_KEY_ID_ + digits. The APIv3 key is 32 characters set by the merchant.
+  const mchid = `19${randomDigits(8)}`;
+  const row: MerchantRow = {
+    mchid,
+    appid: `wx${randomHexUpper(8).toLowerCase()}`,
+    merchant_serial_no: randomHexUpper(20),
+    merchant_private_key_pem: createPrivateKey(merchantPair.privateKeyPem)
+      .export({ type: 'pkcs8', format: 'pem' })
+      .toString()
+      .trim(),
+    merchant_public_key_pem: merchantPair.publicKeyPem,
+    api_v3_key: randomAlnum(32),
+    platform_serial_no: `PUB_KEY_ID_01${mchid}${beijingDate(new Date())}${randomDigits(14)}`,
+    platform_private_key_pem: platformPair.privateKeyPem,
+    platform_public_key_pem: platformPair.publicKeyPem,
+  };
+  await tx`
+    INSERT INTO psp_sandbox.wechatpay_merchants
+      (mchid, appid, merchant_serial_no, merchant_private_key_pem, merchant_public_key_pem, api_v3_key,
+       platform_serial_no, platform_private_key_pem, platform_public_key_pem)
+    VALUES (${row.mchid}, ${row.appid}, ${row.merchant_serial_no}, ${row.merchant_private_key_pem},
+            ${row.merchant_public_key_pem}, ${row.api_v3_key}, ${row.platform_serial_no},
+            ${row.platform_private_key_pem}, ${row.platform_public_key_pem})`;
+  return toIdentity(row);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test buyers
+
+export type TestBuyerName = 'ok' | 'insufficient_funds' | 'account_restricted';
+
+interface TestBuyer {
+  name: TestBuyerName;
+  /** The buyer's openid under the merchant's appid (28 characters, like WeChat's). */
+  openid: string;
+  /**
+   * Why this buyer's payment fails, or null when it succeeds. `code` is the v3 error code WeChat
+   * uses for the same failure where the payer is known up front (付款码支付: 403 NOT_ENOUGH /
+   * ACCOUNT_ERROR); a Native/JSAPI payment only shows it as trade_state PAYERROR + trade_state_desc.
+   */
+  decline: { code: 'NOT_ENOUGH' | 'ACCOUNT_ERROR'; desc: string } | null;
+}
+
+export const WECHATPAY_TEST_BUYERS: Readonly<Record<TestBuyerName, TestBuyer>> = {
+  ok: { name: 'ok', openid: 'oSandbox_TestBuyer_Ok_000001', decline: null },
+  insufficient_funds: {
+    name: 'insufficient_funds',
+    openid: 'oSandbox_TestBuyer_Poor_0002',
+    decline: { code: 'NOT_ENOUGH', desc: '支付失败，用户余额不足' },
+  },
+  account_restricted: {
+    name: 'account_restricted',
+    openid: 'oSandbox_TestBuyer_Restr_003',
+    decline: { code: 'ACCOUNT_ERROR', desc: '支付失败，用户账户异常，已被限制支付' },
+  },
+};
+
+/** What the adapter must send as `attach` for each test buyer (served by GET /sandbox/credentials). */
+export function wechatpayTestBuyerAttach(): Record<TestBuyerName, string> {
+  return {
+    ok: 'sandbox_buyer=ok',
+    insufficient_funds: 'sandbox_buyer=insufficient_funds',
+    account_restricted: 'sandbox_buyer=account_restricted',
+  };
+}
+
+function isTestBuyerName(value: string): value is TestBuyerName {
+  return Object.hasOwn(WECHATPAY_TEST_BUYERS, value);
+}
+
+type SandboxFault = 'FREQUENCY_LIMITED' | 'SYSTEM_ERROR';
+
+interface Directives {
+  buyer: TestBuyer | null;
+  fault: SandboxFault | null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/** An answer before signing: WeChat's error body is `{ code, message[, detail] }`. */
+interface Answer {
+  status: number;
+  body?: unknown;
+}
+
+function errorAnswer(status: number, code: string, message: string, detail?: Record<string, unknown>): Answer {
+  return { status, body: detail ? { code, message, detail } : { code, message } };
+}
+
+/** PARAM_ERROR with WeChat's `detail` (where in the request, which field). */
+function paramError(field: string, issue: string, location: 'body' | 'query' | 'uri_template' = 'body'): Answer {
+  return errorAnswer(400, 'PARAM_ERROR', `参数错误: ${field} ${issue}`, { location, field, issue });
+}
+
+function isAnswer(value: unknown): value is Answer {
+  return typeof value === 'object' && value !== null && 'status' in value && typeof (value as Answer).status === 'number';
+}
+
+function signedResponse(signer: PlatformSigner, answer: Answer, now = new Date()): SandboxResponse {
+  const body = answer.body === undefined ? '' : JSON.stringify(answer.body);
+  const headers: Record<string, string> = {
+    ...platformHeaders(signer, body, now),
+    'Request-ID': randomUUID(),
+  };
+  if (body !== '') headers['content-type'] = 'application/json; charset=utf-8';
+  return { status: answer.status, headers, body };
+}
+
+/** An answer to a request whose signature did not verify: WeChat does not sign those. */
+function unsignedError(status: number, code: string, message: string): SandboxResponse {
+  return json(status, { code, message }, { 'Request-ID': randomUUID() });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trades
+
+type TradeState = 'SUCCESS' | 'REFUND' | 'NOTPAY' | 'CLOSED' | 'REVOKED' | 'USERPAYING' | 'PAYERROR';
+type TradeType = 'NATIVE' | 'JSAPI';
+
+interface TradeRow {
+  mchid: string;
+  out_trade_no: string;
+  appid: string;
+  trade_type: TradeType;
+  description: string;
+  total: string;
+  currency: string;
+  notify_url: string;
+  attach: string | null;
+  payer_openid: string | null;
+  trade_state: TradeState;
+  trade_state_desc: string;
+  transaction_id: string | null;
+  bank_type: string | null;
+  success_time: Date | null;
+  created_at: Date;
+}
+
+const STATE_DESC: Readonly<Record<TradeState, string>> = {
+  SUCCESS: '支付成功',
+  REFUND: '转入退款',
+  NOTPAY: '订单未支付',
+  CLOSED: '订单已关闭',
+  REVOKED: '已撤销',
+  USERPAYING: '用户支付中',
+  PAYERROR: '支付失败',
+};
+
+/**
+ * Serializes everything that touches one merchant order, across requests and sandbox processes. A
+ * row lock cannot: before the first create there is no row, so 50 concurrent first creates would all
+ * insert-or-pay. The transaction-scoped advisory lock exists before the row and ends at commit.
+ */
+async function lockTrade(tx: Tx, mchid: string, outTradeNo: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`${GATEWAY}:${mchid}:${outTradeNo}`}, 0))`;
+}
+
+async function selectTrade(
+  db: Queryable,
+  mchid: string,
+  by: { outTradeNo: string } | { transactionId: string },
+): Promise<TradeRow | undefined> {
+  const rows =
+    'outTradeNo' in by
+      ? await db<TradeRow[]>`SELECT * FROM psp_sandbox.wechatpay_trades
+                              WHERE mchid = ${mchid} AND out_trade_no = ${by.outTradeNo}`
+      : await db<TradeRow[]>`SELECT * FROM psp_sandbox.wechatpay_trades
+                              WHERE mchid = ${mchid} AND transaction_id = ${by.transactionId}`;
+  return rows[0];
+}
+
+function isPaid(trade: TradeRow): boolean {
+  return trade.trade_state === 'SUCCESS' || trade.trade_state === 'REFUND';
+}
+
+/** The transaction as the query API and the decrypted notification resource show it. */
+function transactionView(trade: TradeRow): Record<string, unknown> {
+  const total = Number(trade.total);
+  const view: Record<string, unknown> = {
+    appid: trade.appid,
+    mchid: trade.mchid,
+    out_trade_no: trade.out_trade_no,
+  };
+  if (trade.transaction_id) view.transaction_id = trade.transaction_id;
+  view.trade_type = trade.trade_type;
+  view.trade_state = trade.trade_state;
+  view.trade_state_desc = trade.trade_state_desc;
+  if (trade.bank_type) view.bank_type = trade.bank_type;
+  if (trade.attach !== null) view.attach = trade.attach;
+  if (trade.success_time) view.success_time = beijingRfc3339(trade.success_time);
+  if (trade.payer_openid) view.payer = { openid: trade.payer_openid };
+  // payer_total only exists once someone paid; no coupons in the sandbox, so it equals total.
+  view.amount = isPaid(trade)
+    ? { total, payer_total: total, currency: trade.currency, payer_currency: trade.currency }
+    : { total, currency: trade.currency, payer_currency: trade.currency };
+  return view;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request body readers
+
+type Body = Record<string, unknown>;
+
+function readString(body: Body, field: string, max: number, required: true, parent?: string): string | Answer;
+function readString(body: Body, field: string, max: number, required: false, parent?: string): string | null | Answer;
+function readString(body: Body, field: string, max: number, required: boolean, parent = ''): string | null | Answer {
+  const value = body[field];
+  const path = `${parent}/${field}`;
+  if (value === undefined || value === null) return required ? paramError(path, '为必填项') : null;
+  if (typeof value !== 'string') return paramError(path, '必须是字符串');
+  // WeChat's string(n) limits count characters (描述"不能超过127个字符").
+  const length = [...value].length;
+  if (length < 1 || length > max) return paramError(path, `长度须在 1-${max} 个字符之间`);
+  return value;
+}
+
+/** WeChat's attach is opaque to it; the sandbox reads its own `sandbox_*` pairs out of it. */
+function readDirectives(attach: string | null): Directives | Answer {
+  const directives: Directives = { buyer: null, fault: null };
+  if (attach === null) return directives;
+  for (const part of attach.split('&')) {
+    const eq = part.indexOf('=');
+    const key = eq < 0 ? part : part.slice(0, eq);
+    const value = eq < 0 ? '' : part.slice(eq + 1);
+    if (key === 'sandbox_buyer') {
+      if (!isTestBuyerName(value)) {
+        return paramError('/attach', `sandbox_buyer 只能是 ok、insufficient_funds 或 account_restricted，收到 "${value}"`);
+      }
+      directives.buyer = WECHATPAY_TEST_BUYERS[value];
+    } else if (key === 'sandbox_fault') {
+      if (value !== 'FREQUENCY_LIMITED' && value !== 'SYSTEM_ERROR') {
+        return paramError('/attach', `sandbox_fault 只能是 FREQUENCY_LIMITED 或 SYSTEM_ERROR，收到 "${value}"`);
+      }
+      directives.fault = value;
+    }
+  }
+  return directives;
+}
+
+/** amount.total is an `int` in WeChat's schema: at most 2^31 − 1 fen (21,474,836.47 yuan). */
+const MAX_TOTAL = 2_147_483_647;
+
+interface CreateParams {
+  tradeType: TradeType;
+  appid: string;
+  description: string;
+  outTradeNo: string;
+  notifyUrl: string;
+  total: number;
+  currency: string;
+  attach: string | null;
+  payerOpenid: string | null;
+  directives: Directives;
+}
+
+function parseCreate(tradeType: TradeType, body: Body, authMchid: string, identity: WechatPayIdentity): CreateParams | Answer {
+  const appid = readString(body, 'appid', 32, true);
+  if (isAnswer(appid)) return appid;
+  const mchid = readString(body, 'mchid', 32, true);
+  if (isAnswer(mchid)) return mchid;
+  // WeChat's own wording for this one.
+  if (mchid !== authMchid) return errorAnswer(400, 'PARAM_ERROR', 'http header中的mchid与post payload中的mchid不匹配');
+  const description = readString(body, 'description', 127, true);
+  if (isAnswer(description)) return description;
+  const outTradeNo = readString(body, 'out_trade_no', 32, true);
+  if (isAnswer(outTradeNo)) return outTradeNo;
+  if (!OUT_TRADE_NO_RE.test(outTradeNo)) {
+    return paramError('/out_trade_no', '要求6-32个字符内，只能是数字、大小写字母_-|*');
+  }
+  const notifyUrl = readString(body, 'notify_url', 255, true);
+  if (isAnswer(notifyUrl)) return notifyUrl;
+  let parsedUrl: URL | null = null;
+  try {
+    parsedUrl = new URL(notifyUrl);
+  } catch {
+    parsedUrl = null;
+  }
+  // "通知URL必须为外网可访问的URL，不能携带参数" (and HTTPS on the public internet, which a local
+  // sandbox cannot ask of a developer's machine: http is accepted here).
+  if (!parsedUrl || (parsedUrl.protocol !== 'https:' && parsedUrl.protocol !== 'http:')) {
+    return paramError('/notify_url', '必须是 http(s) 的绝对 URL');
+  }
+  if (parsedUrl.search !== '' || parsedUrl.hash !== '') return paramError('/notify_url', '不能携带参数');
+
+  const amount = body.amount;
+  if (typeof amount !== 'object' || amount === null || Array.isArray(amount)) return paramError('/amount', '为必填项');
+  const total = (amount as Body).total;
+  if (typeof total !== 'number' || !Number.isInteger(total) || total < 1 || total > MAX_TOTAL) {
+    return paramError('/amount/total', `必须是 1-${MAX_TOTAL} 之间的整数（单位：分）`);
+  }
+  const currencyValue = (amount as Body).currency;
+  if (currencyValue !== undefined && typeof currencyValue !== 'string') return paramError('/amount/currency', '必须是字符串');
+  const currency = currencyValue ?? 'CNY';
+  // 境内直连商户 collect CNY only.
+  if (currency !== 'CNY') return paramError('/amount/currency', '境内商户号仅支持人民币 CNY');
+
+  const attach = readString(body, 'attach', 128, false);
+  if (isAnswer(attach)) return attach;
+  const directives = readDirectives(attach);
+  if (isAnswer(directives)) return directives;
+
+  let payerOpenid: string | null = null;
+  if (tradeType === 'JSAPI') {
+    const payer = body.payer;
+    if (typeof payer !== 'object' || payer === null || Array.isArray(payer)) return paramError('/payer', '为必填项');
+    const openid = readString(payer as Body, 'openid', 128, true, '/payer');
+    if (isAnswer(openid)) return openid;
+    payerOpenid = openid;
+  }
+  // Checked after the shape, like WeChat: a well-formed request for an appid not bound to the mchid.
+  if (appid !== identity.appid) return errorAnswer(400, 'APPID_MCHID_NOT_MATCH', 'AppID和mch_id不匹配');
+  // time_expire, goods_tag, detail, scene_info, settle_info…: accepted and ignored.
+  return { tradeType, appid, description, outTradeNo, notifyUrl, total, currency, attach, payerOpenid, directives };
+}
+
+/**
+ * WeChat's rule for a repeated out_trade_no: the same parameters while unpaid get a new
+ * code_url/prepay_id; changed parameters, or a closed or paid trade, are 403 OUT_TRADE_NO_USED.
+ * (Whether v3 has a separate ORDER_PAID is unverified; OUT_TRADE_NO_USED is used for a paid trade as
+ * well, and a merchant tells "already paid" apart by querying.)
+ *
+ * `attach` is deliberately NOT compared: in this sandbox it carries the test buyer, which differs
+ * between the attempts of one order by design (a declined buyer, then another), and WeChat returns
+ * attach as data rather than treating it as part of the order's terms. `notify_url` is not compared
+ * either (WeChat notifies the latest one), nor the optional fields that are ignored.
+ */
+function repeatedTradeError(trade: TradeRow, params: CreateParams): Answer | null {
+  if (isPaid(trade)) return errorAnswer(403, 'OUT_TRADE_NO_USED', '商户订单号重复：该订单已支付');
+  if (trade.trade_state === 'CLOSED' || trade.trade_state === 'REVOKED') {
+    return errorAnswer(403, 'OUT_TRADE_NO_USED', '商户订单号重复：该订单已关闭，请使用新的商户订单号下单');
+  }
+  const same =
+    trade.trade_type === params.tradeType &&
+    trade.appid === params.appid &&
+    trade.description === params.description &&
+    BigInt(trade.total) === BigInt(params.total) &&
+    trade.currency === params.currency &&
+    (params.tradeType !== 'JSAPI' || trade.payer_openid === params.payerOpenid);
+  if (!same) return errorAnswer(403, 'OUT_TRADE_NO_USED', '商户订单号重复：同一商户订单号的下单参数不一致');
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notifications
+
+const NOTIFICATION_SUMMARY = '支付成功';
+
+/**
+ * What a notification is made of, stored with it (a Record<string, string>): the envelope's constant
+ * parts and the transaction resource as JSON. `id` is the notification id, constant across retries.
+ */
+function notificationFields(trade: TradeRow, id: string, createTime: string): Record<string, string> {
+  return {
+    id,
+    create_time: createTime,
+    event_type: 'TRANSACTION.SUCCESS',
+    summary: NOTIFICATION_SUMMARY,
+    transaction: JSON.stringify(transactionView(trade)),
+  };
+}
+
+const ENVELOPE_OVERRIDES = new Set(['id', 'create_time', 'event_type', 'resource_type', 'summary']);
+const RESOURCE_OVERRIDES = new Set(['resource.original_type', 'resource.algorithm', 'resource.associated_data', 'resource.nonce']);
+const HEADER_OVERRIDES = new Set(['Wechatpay-Timestamp', 'Wechatpay-Nonce', 'Wechatpay-Signature', 'Wechatpay-Serial']);
+
+/**
+ * Sets a dotted path ("amount.total") in the decrypted transaction. An empty string removes the
+ * field; a numeric string replaces a number with a number, so `{"amount.total": "1"}` tampers the
+ * amount without changing its type.
+ */
+function applyTransactionOverride(target: Record<string, unknown>, path: string, value: string): void {
+  const keys = path.split('.');
+  let node: Record<string, unknown> = target;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  const last = keys.at(-1) ?? path;
+  if (value === '') {
+    delete node[last];
+  } else if (typeof node[last] === 'number' && /^-?\d+$/.test(value)) {
+    node[last] = Number(value);
+  } else {
+    node[last] = value;
+  }
+}
+
+export interface NotificationKeys {
+  apiV3Key: string;
+  signer: PlatformSigner;
+}
+
+/**
+ * Builds one delivery: encrypts the transaction with the APIv3 key (a fresh 12-character nonce each
+ * time: an AES-GCM nonce must never be reused under one key for different plaintexts, and overrides
+ * change the plaintext) and signs the body with the platform key.
+ *
+ * Overrides (the notification tool's), applied BEFORE encrypting and signing:
+ *   - transaction fields by dotted path: `out_trade_no`, `amount.total`, `trade_state`, `mchid`, …
+ *   - envelope fields: `id`, `create_time`, `event_type`, `resource_type`, `summary`
+ *   - resource metadata: `resource.original_type`, `resource.algorithm`, `resource.associated_data`,
+ *     `resource.nonce` (encrypted under the given values, so they are consistent, not broken)
+ *   - headers: `Wechatpay-Timestamp` / `Wechatpay-Nonce` / `Wechatpay-Serial` (signed as given, e.g. a
+ *     stale timestamp with a valid signature) and `Wechatpay-Signature` (replaces the signature: a
+ *     forgery)
+ */
+export function buildWechatPayNotification(
+  fields: Record<string, string>,
+  keys: NotificationKeys,
+  now: Date,
+  overrides: Record<string, string> = {},
+): { contentType: string; body: string; headers: Record<string, string> } {
+  const transaction = JSON.parse(fields.transaction ?? '{}') as Record<string, unknown>;
+  const envelope: Record<string, string> = {
+    id: fields.id ?? randomUUID(),
+    create_time: fields.create_time ?? beijingRfc3339(now),
+    resource_type: 'encrypt-resource',
+    event_type: fields.event_type ?? 'TRANSACTION.SUCCESS',
+    summary: fields.summary ?? NOTIFICATION_SUMMARY,
+  };
+  const resourceMeta: Record<string, string> = {
+    original_type: 'transaction',
+    algorithm: 'AEAD_AES_256_GCM',
+    associated_data: 'transaction',
+    nonce: randomAlnum(12),
+  };
+  const headerOverrides: Record<string, string> = {};
+  for (const [key, value] of Object.entries(overrides)) {
+    if (ENVELOPE_OVERRIDES.has(key)) envelope[key] = value;
+    else if (RESOURCE_OVERRIDES.has(key)) resourceMeta[key.slice('resource.'.length)] = value;
+    else if (HEADER_OVERRIDES.has(key)) headerOverrides[key] = value;
+    else applyTransactionOverride(transaction, key, value);
+  }
+  // A nonce that is not 12 bytes cannot be an AES-GCM IV here; encrypt under a valid one and put the
+  // overridden text in the body, which is what a receiver would then fail to decrypt.
+  const ivNonce = Buffer.byteLength(resourceMeta.nonce ?? '') === 12 ? (resourceMeta.nonce ?? '') : randomAlnum(12);
+  const ciphertext = encryptResource(JSON.stringify(transaction), keys.apiV3Key, ivNonce, resourceMeta.associated_data ?? '');
+  const body = JSON.stringify({
+    ...envelope,
+    resource: {
+      original_type: resourceMeta.original_type,
+      algorithm: resourceMeta.algorithm,
+      ciphertext,
+      associated_data: resourceMeta.associated_data,
+      nonce: resourceMeta.nonce,
+    },
+  });
+  const fixed: { timestamp?: string; nonce?: string } = {};
+  if (headerOverrides['Wechatpay-Timestamp'] !== undefined) fixed.timestamp = headerOverrides['Wechatpay-Timestamp'];
+  if (headerOverrides['Wechatpay-Nonce'] !== undefined) fixed.nonce = headerOverrides['Wechatpay-Nonce'];
+  const headers = platformHeaders(keys.signer, body, now, fixed);
+  if (headerOverrides['Wechatpay-Serial'] !== undefined) headers['Wechatpay-Serial'] = headerOverrides['Wechatpay-Serial'];
+  if (headerOverrides['Wechatpay-Signature'] !== undefined) headers['Wechatpay-Signature'] = headerOverrides['Wechatpay-Signature'];
+  return { contentType: 'application/json', body, headers };
+}
+
+/** "接收成功：HTTP应答状态码需返回200或204，无需返回应答报文。" Anything else is a failure. */
+export function isWechatPayAck(status: number): boolean {
+  return status === 200 || status === 204;
+}
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+/** 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h — 16 deliveries over 24h4m. */
+export const WECHATPAY_RETRY_INTERVALS_MS: readonly number[] = [
+  15 * SECOND, 15 * SECOND, 30 * SECOND, 3 * MINUTE, 10 * MINUTE, 20 * MINUTE, 30 * MINUTE, 30 * MINUTE,
+  30 * MINUTE, 60 * MINUTE, 3 * HOUR, 3 * HOUR, 3 * HOUR, 6 * HOUR, 6 * HOUR,
+];
+
+export function wechatpayNotifier(keys: NotificationKeys): GatewayNotifier {
+  return {
+    retryIntervalsMs: WECHATPAY_RETRY_INTERVALS_MS,
+    buildRequest: (fields, now) => buildWechatPayNotification(fields, keys, now),
+    isAcknowledged: (status) => isWechatPayAck(status),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+interface Context {
+  sql: Sql;
+  identity: WechatPayIdentity;
+  signer: PlatformSigner;
+  keys: NotificationKeys;
+  wakeNotifier(): void;
+  deliveryTimeoutMs: number;
+}
+
+/**
+ * A test buyer pays (or fails to pay) the trade, under the trade's lock, in the caller's transaction:
+ * the ledger row, the trade's state and the notification commit together or not at all.
+ */
+async function payTrade(tx: Tx, ctx: Context, trade: TradeRow, buyer: TestBuyer): Promise<{ trade: TradeRow; charged: boolean }> {
+  // Native: whoever scans is the payer. JSAPI: the payer was fixed by the request's openid.
+  const payerOpenid = trade.trade_type === 'JSAPI' ? trade.payer_openid : buyer.openid;
+  const base = {
+    gateway: GATEWAY,
+    merchantId: trade.mchid,
+    outTradeNo: trade.out_trade_no,
+    amountMinor: BigInt(trade.total),
+    currency: trade.currency,
+    buyerId: payerOpenid,
+  };
+  if (buyer.decline) {
+    const rows = await tx<TradeRow[]>`
+      UPDATE psp_sandbox.wechatpay_trades
+         SET trade_state = 'PAYERROR', trade_state_desc = ${buyer.decline.desc}, payer_openid = ${payerOpenid},
+             updated_at = now()
+       WHERE mchid = ${trade.mchid} AND out_trade_no = ${trade.out_trade_no}
+      RETURNING *`;
+    await recordCharge(tx, { ...base, status: 'declined', gatewayTradeNo: null, declineCode: buyer.decline.code });
+    const updated = rows[0];
+    if (!updated) throw new Error('trade vanished under its lock');
+    return { trade: updated, charged: false };
+  }
+
+  const now = new Date();
+  const rows = await tx<TradeRow[]>`
+    UPDATE psp_sandbox.wechatpay_trades
+       SET trade_state = 'SUCCESS', trade_state_desc = ${STATE_DESC.SUCCESS}, payer_openid = ${payerOpenid},
+           transaction_id = ${newTransactionId(now)}, bank_type = 'OTHERS', success_time = now(), updated_at = now()
+     WHERE mchid = ${trade.mchid} AND out_trade_no = ${trade.out_trade_no}
+       AND trade_state IN ('NOTPAY', 'PAYERROR', 'USERPAYING')
+    RETURNING *`;
+  const paid = rows[0];
+  if (!paid || !paid.transaction_id) throw new Error('trade left its payable state under its lock');
+  await recordCharge(tx, { ...base, status: 'succeeded', gatewayTradeNo: paid.transaction_id, declineCode: null });
+  const id = randomUUID();
+  await enqueueNotification(tx, {
+    gateway: GATEWAY,
+    merchantId: paid.mchid,
+    outTradeNo: paid.out_trade_no,
+    notifyId: id,
+    notifyUrl: paid.notify_url,
+    fields: notificationFields(paid, id, beijingRfc3339(now)),
+  });
+  return { trade: paid, charged: true };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API
+
+async function createTransaction(ctx: Context, tradeType: TradeType, authMchid: string, rawBody: string): Promise<Answer> {
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody);
+  } catch {
+    return errorAnswer(400, 'PARAM_ERROR', '请求体不是合法的 JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return errorAnswer(400, 'PARAM_ERROR', '请求体必须是 JSON 对象');
+  }
+  const params = parseCreate(tradeType, body as Body, authMchid, ctx.identity);
+  if (isAnswer(params)) return params;
+  // The sandbox's injected faults, answered before anything is read or written.
+  if (params.directives.fault === 'FREQUENCY_LIMITED') return errorAnswer(429, 'FREQUENCY_LIMITED', '频率超限，请降低请求频率');
+  if (params.directives.fault === 'SYSTEM_ERROR') return errorAnswer(500, 'SYSTEM_ERROR', '系统异常，请用相同参数重新调用');
+
+  const mchid = ctx.identity.mchid;
+  let charged = false;
+  const answer = await ctx.sql.begin(async (tx): Promise<Answer> => {
+    await lockTrade(tx, mchid, params.outTradeNo);
+    let trade = await selectTrade(tx, mchid, { outTradeNo: params.outTradeNo });
+    if (trade) {
+      const refusal = repeatedTradeError(trade, params);
+      if (refusal) return refusal;
+      // Reopened: a new code_url is a new chance to pay, so the previous attempt's PAYERROR no longer
+      // describes the trade; until someone pays it is NOTPAY again. (Unverified: WeChat documents
+      // reopening but not what a query shows between a failed payment and the next one; NOTPAY is
+      // what a fresh code_url shows.)
+      const rows = await tx<TradeRow[]>`
+        UPDATE psp_sandbox.wechatpay_trades
+           SET notify_url = ${params.notifyUrl}, attach = ${params.attach}, trade_state = 'NOTPAY',
+               trade_state_desc = ${STATE_DESC.NOTPAY}, updated_at = now()
+         WHERE mchid = ${mchid} AND out_trade_no = ${params.outTradeNo}
+        RETURNING *`;
+      trade = rows[0];
+    } else {
+      const rows = await tx<TradeRow[]>`
+        INSERT INTO psp_sandbox.wechatpay_trades
+          (mchid, out_trade_no, appid, trade_type, description, total, currency, notify_url, attach, payer_openid,
+           trade_state, trade_state_desc)
+        VALUES (${mchid}, ${params.outTradeNo}, ${params.appid}, ${params.tradeType}, ${params.description},
+                ${String(params.total)}, ${params.currency}, ${params.notifyUrl}, ${params.attach}, ${params.payerOpenid},
+                'NOTPAY', ${STATE_DESC.NOTPAY})
+        RETURNING *`;
+      trade = rows[0];
+    }
+    if (!trade) throw new Error('INSERT/UPDATE … RETURNING returned no row');
+    if (params.directives.buyer) {
+      // The test buyer scans / confirms at once. Create itself still answers 200 either way, as on
+      // WeChat: the payment's outcome is read by querying (or from the notification).
+      const result = await payTrade(tx, ctx, trade, params.directives.buyer);
+      charged = result.charged;
+    }
+    const now = new Date();
+    return { status: 200, body: tradeType === 'NATIVE' ? { code_url: newCodeUrl() } : { prepay_id: newPrepayId(now) } };
+  });
+  if (charged) ctx.wakeNotifier();
+  return answer;
+}
+
+function readMchidQuery(url: URL, authMchid: string): Answer | null {
+  const mchid = url.searchParams.get('mchid');
+  if (!mchid) return paramError('/mchid', '为必填项', 'query');
+  if (mchid !== authMchid) return errorAnswer(400, 'PARAM_ERROR', 'http header中的mchid与query中的mchid不匹配');
+  return null;
+}
+
+async function queryTransaction(ctx: Context, by: { outTradeNo: string } | { transactionId: string }, url: URL, authMchid: string): Promise<Answer> {
+  const mchidError = readMchidQuery(url, authMchid);
+  if (mchidError) return mchidError;
+  if ('outTradeNo' in by && !OUT_TRADE_NO_RE.test(by.outTradeNo)) {
+    return paramError('/out_trade_no', '要求6-32个字符内，只能是数字、大小写字母_-|*', 'uri_template');
+  }
+  if ('transactionId' in by && !/^\d{1,32}$/.test(by.transactionId)) {
+    return paramError('/transaction_id', '格式错误', 'uri_template');
+  }
+  const trade = await selectTrade(ctx.sql, ctx.identity.mchid, by);
+  if (!trade) return errorAnswer(404, 'ORDER_NOT_EXIST', '订单不存在');
+  return { status: 200, body: transactionView(trade) };
+}
+
+async function closeTransaction(ctx: Context, outTradeNo: string, authMchid: string, rawBody: string): Promise<Answer> {
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody);
+  } catch {
+    return errorAnswer(400, 'PARAM_ERROR', '请求体不是合法的 JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return errorAnswer(400, 'PARAM_ERROR', '请求体必须是 JSON 对象');
+  const mchid = readString(body as Body, 'mchid', 32, true);
+  if (isAnswer(mchid)) return mchid;
+  if (mchid !== authMchid) return errorAnswer(400, 'PARAM_ERROR', 'http header中的mchid与post payload中的mchid不匹配');
+  if (!OUT_TRADE_NO_RE.test(outTradeNo)) {
+    return paramError('/out_trade_no', '要求6-32个字符内，只能是数字、大小写字母_-|*', 'uri_template');
+  }
+  return ctx.sql.begin(async (tx): Promise<Answer> => {
+    await lockTrade(tx, mchid, outTradeNo);
+    const trade = await selectTrade(tx, mchid, { outTradeNo });
+    // The close API's error table lists 404 ORDER_NOT_EXIST; (merchants report the live gateway
+    // answering 204 even then; the documented answer is the more useful one for a sandbox).
+    if (!trade) return errorAnswer(404, 'ORDER_NOT_EXIST', '订单不存在');
+    // v3 lists no ORDERPAID; TRADE_ERROR ("因业务原因交易失败") is the nearest documented code.
+    if (isPaid(trade)) return errorAnswer(403, 'TRADE_ERROR', '订单已支付，不能关闭');
+    // Closing a closed trade is 204 again: closing is idempotent for the caller.
+    if (trade.trade_state !== 'CLOSED') {
+      await tx`
+        UPDATE psp_sandbox.wechatpay_trades
+           SET trade_state = 'CLOSED', trade_state_desc = ${STATE_DESC.CLOSED}, updated_at = now()
+         WHERE mchid = ${mchid} AND out_trade_no = ${outTradeNo}`;
+    }
+    return { status: 204 };
+  });
+}
+
+type Route =
+  | { kind: 'create'; tradeType: TradeType }
+  | { kind: 'query'; by: { outTradeNo: string } | { transactionId: string } }
+  | { kind: 'close'; outTradeNo: string };
+
+function decodeSegment(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
+/** Matches a /v3 path and method to one of the emulated APIs. */
+function matchRoute(method: string, path: string): Route | { notFound: true } | { wrongMethod: string } {
+  const create = /^\/v3\/pay\/transactions\/(native|jsapi)$/.exec(path);
+  if (create) {
+    if (method !== 'POST') return { wrongMethod: 'POST' };
+    return { kind: 'create', tradeType: create[1] === 'native' ? 'NATIVE' : 'JSAPI' };
+  }
+  const close = /^\/v3\/pay\/transactions\/out-trade-no\/([^/]+)\/close$/.exec(path);
+  if (close) {
+    if (method !== 'POST') return { wrongMethod: 'POST' };
+    const outTradeNo = decodeSegment(close[1] ?? '');
+    return outTradeNo === null ? { notFound: true } : { kind: 'close', outTradeNo };
+  }
+  const query = /^\/v3\/pay\/transactions\/(out-trade-no|id)\/([^/]+)$/.exec(path);
+  if (query) {
+    if (method !== 'GET') return { wrongMethod: 'GET' };
+    const value = decodeSegment(query[2] ?? '');
+    if (value === null) return { notFound: true };
+    return { kind: 'query', by: query[1] === 'id' ? { transactionId: value } : { outTradeNo: value } };
+  }
+  return { notFound: true };
+}
+
+/** The merchant's request authentication; a SandboxResponse is the (unsigned) refusal. */
+function authenticate(ctx: Context, request: SandboxRequest): { mchid: string } | SandboxResponse {
+  const header = request.headers.authorization;
+  const auth = parseAuthorization(Array.isArray(header) ? header[0] : header);
+  if (!auth) {
+    return unsignedError(401, 'SIGN_ERROR', `Authorization 缺失或格式错误，应为 WECHATPAY2-SHA256-RSA2048 mchid="…",nonce_str="…",timestamp="…",serial_no="…",signature="…"`);
+  }
+  if (auth.mchid !== ctx.identity.mchid) return unsignedError(401, 'SIGN_ERROR', `商户号 ${auth.mchid} 不存在或未开通 API v3`);
+  if (auth.serialNo !== ctx.identity.merchantSerialNo) {
+    // WeChat's own wording for a serial that does not match the merchant's API certificate.
+    return unsignedError(401, 'SIGN_ERROR', '商户证书序列号有误。请使用签名私钥匹配的证书序列号');
+  }
+  const message = requestMessage(request.method, `${request.url.pathname}${request.url.search}`, auth.timestamp, auth.nonceStr, request.body);
+  if (!verifyRequestSignature(message, auth.signature, ctx.identity.merchantPublicKeyPem)) {
+    return unsignedError(401, 'SIGN_ERROR', `签名错误，验签串为: ${JSON.stringify(message)}`);
+  }
+  const skew = /^\d{1,12}$/.test(auth.timestamp) ? Math.abs(Date.now() / 1000 - Number(auth.timestamp)) : Infinity;
+  if (skew > MAX_CLOCK_SKEW_SECONDS) {
+    return unsignedError(401, 'SIGN_ERROR', `timestamp 与微信支付服务器时间相差超过 ${MAX_CLOCK_SKEW_SECONDS} 秒`);
+  }
+  return { mchid: auth.mchid };
+}
+
+async function handleApi(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  const route = matchRoute(request.method, request.url.pathname);
+  if ('notFound' in route) return unsignedError(404, 'NOT_FOUND', `no WeChat Pay API at ${request.method} ${request.url.pathname}`);
+  if ('wrongMethod' in route) {
+    return unsignedError(400, 'INVALID_REQUEST', `HTTP 请求不符合微信支付 APIv3 接口规则：${request.url.pathname} 只接受 ${route.wrongMethod}`);
+  }
+  const auth = authenticate(ctx, request);
+  if ('status' in auth) return auth;
+
+  if (request.method === 'POST' && !(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+    return signedResponse(ctx.signer, errorAnswer(400, 'INVALID_REQUEST', 'Content-Type 须为 application/json'));
+  }
+  let answer: Answer;
+  try {
+    switch (route.kind) {
+      case 'create':
+        answer = await createTransaction(ctx, route.tradeType, auth.mchid, request.body);
+        break;
+      case 'query':
+        answer = await queryTransaction(ctx, route.by, request.url, auth.mchid);
+        break;
+      case 'close':
+        answer = await closeTransaction(ctx, route.outTradeNo, auth.mchid, request.body);
+        break;
+      default:
+        return assertNever(route);
+    }
+  } catch (err) {
+    // A failure mid-request rolled its transaction back: nothing happened, "请用相同参数重新调用".
+    console.error('[psp-sandbox] wechatpay %s %s failed:', request.method, request.url.pathname, err);
+    answer = errorAnswer(500, 'SYSTEM_ERROR', '系统异常，请用相同参数重新调用');
+  }
+  return signedResponse(ctx.signer, answer);
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sandbox tools (not WeChat's: JSON errors in the sandbox's own `{ error: { code, message } }`)
+
+export class ToolError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * POST /sandbox/wechatpay/notify: sends `copies` deliveries of one paid trade's notification at once,
+ * with the trade's scheduled notification's `id` (they are that notification again) and overrides
+ * applied before encrypting and signing. The schedule is left alone; every delivery is in the ledger.
+ */
+async function sendToolNotifications(
+  ctx: Context,
+  request: { outTradeNo: string; copies: number; overrides: Record<string, string> },
+): Promise<DeliveryResult[]> {
+  const trade = await selectTrade(ctx.sql, ctx.identity.mchid, { outTradeNo: request.outTradeNo });
+  if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
+  if (trade.trade_state !== 'SUCCESS') {
+    throw new ToolError(409, 'TRADE_NOT_PAID', `trade ${request.outTradeNo} is ${trade.trade_state}; only a paid trade has a TRANSACTION.SUCCESS notification`);
+  }
+  const scheduled = await findNotification(ctx.sql, GATEWAY, trade.mchid, trade.out_trade_no);
+  const fields = notificationFields(
+    trade,
+    scheduled?.fields.id ?? randomUUID(),
+    scheduled?.fields.create_time ?? beijingRfc3339(trade.success_time ?? new Date()),
+  );
+  const notifyUrl = trade.notify_url;
+  return Promise.all(
+    Array.from({ length: request.copies }, async () => {
+      const startedAt = new Date();
+      const delivery = buildWechatPayNotification(fields, ctx.keys, startedAt, request.overrides);
+      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt, isWechatPayAck);
+      await insertAttempt(ctx.sql, { id: scheduled?.id ?? null, gateway: GATEWAY, outTradeNo: trade.out_trade_no }, 'tool', result);
+      return result;
+    }),
+  );
+}
+
+/**
+ * POST /sandbox/wechatpay/scan: a test buyer scans an open trade's code now (the real-world case of
+ * a Native order the buyer pays later, e.g. after the merchant's charge call gave up waiting).
+ */
+async function scanTool(ctx: Context, request: { outTradeNo: string; buyer: TestBuyerName }): Promise<Record<string, unknown>> {
+  const mchid = ctx.identity.mchid;
+  let charged = false;
+  const view = await ctx.sql.begin(async (tx) => {
+    await lockTrade(tx, mchid, request.outTradeNo);
+    const trade = await selectTrade(tx, mchid, { outTradeNo: request.outTradeNo });
+    if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
+    if (trade.trade_state !== 'NOTPAY' && trade.trade_state !== 'PAYERROR' && trade.trade_state !== 'USERPAYING') {
+      throw new ToolError(409, 'TRADE_NOT_PAYABLE', `trade ${request.outTradeNo} is ${trade.trade_state}`);
+    }
+    const result = await payTrade(tx, ctx, trade, WECHATPAY_TEST_BUYERS[request.buyer]);
+    charged = result.charged;
+    return transactionView(result.trade);
+  });
+  if (charged) ctx.wakeNotifier();
+  return view;
+}
+
+const notifyToolBody = z.object({
+  outTradeNo: z.string().min(1).max(64),
+  copies: z.number().int().min(1).max(100).default(1),
+  overrides: z.record(z.string(), z.string()).default({}),
+});
+
+const scanToolBody = z.object({
+  outTradeNo: z.string().min(1).max(64),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']),
+});
+
+async function handleTool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse | undefined> {
+  const path = request.url.pathname;
+  if (path !== '/sandbox/wechatpay/notify' && path !== '/sandbox/wechatpay/scan') return undefined;
+  if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+  if (!(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+    return json(415, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json' } });
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(request.body);
+  } catch {
+    return json(400, { error: { code: 'INVALID_JSON', message: 'the body is not valid JSON' } });
+  }
+  const invalid = (issues: readonly { path: readonly PropertyKey[]; message: string }[]) => {
+    const issue = issues[0];
+    const message = issue ? `${issue.path.map(String).join('.') || 'body'}: ${issue.message}` : 'invalid';
+    return json(400, { error: { code: 'INVALID_REQUEST', message } });
+  };
+  try {
+    if (path === '/sandbox/wechatpay/notify') {
+      const parsed = notifyToolBody.safeParse(body);
+      if (!parsed.success) return invalid(parsed.error.issues);
+      const deliveries = await sendToolNotifications(ctx, parsed.data);
+      return json(200, {
+        deliveries: deliveries.map((d) => ({ status: d.httpStatus, body: d.responseBody, ...(d.error ? { error: d.error } : {}) })),
+      });
+    }
+    const parsed = scanToolBody.safeParse(body);
+    if (!parsed.success) return invalid(parsed.error.issues);
+    return json(200, await scanTool(ctx, parsed.data));
+  } catch (error) {
+    if (error instanceof ToolError) return json(error.status, { error: { code: error.code, message: error.message } });
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module
+
+export const wechatpayModule: SandboxGatewayModule = {
+  gateway: GATEWAY,
+  schemaSql: SCHEMA_SQL,
+  async setUp(tx, moduleContext) {
+    const identity = await loadOrCreateIdentity(tx);
+    const signer: PlatformSigner = { serialNo: identity.platformSerialNo, privateKeyPem: identity.platformPrivateKeyPem };
+    const keys: NotificationKeys = { apiV3Key: identity.apiV3Key, signer };
+    const ctx: Context = {
+      sql: moduleContext.sql,
+      identity,
+      signer,
+      keys,
+      wakeNotifier: moduleContext.wakeNotifier,
+      deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+    };
+    return {
+      notifier: wechatpayNotifier(keys),
+      credentials: (baseUrl) => ({
+        mchid: identity.mchid,
+        appid: identity.appid,
+        merchantSerialNo: identity.merchantSerialNo,
+        merchantPrivateKey: identity.merchantPrivateKeyPem,
+        apiV3Key: identity.apiV3Key,
+        platformPublicKey: identity.platformPublicKeyPem,
+        platformSerialNo: identity.platformSerialNo,
+        // The API root: the adapter appends /v3/… exactly as to https://api.mch.weixin.qq.com.
+        baseUrl,
+        testBuyers: wechatpayTestBuyerAttach(),
+      }),
+      async handle(request) {
+        const path = request.url.pathname;
+        if (path.startsWith('/sandbox/wechatpay/')) return handleTool(ctx, request);
+        if (path.startsWith('/v3/')) return handleApi(ctx, request);
+        return undefined;
+      },
+    };
+  },
+};

@@ -1,0 +1,36 @@
+/**
+ * The PSP sandbox's developer console (GET /sandbox/credentials) as environment variables — what a
+ * developer would copy from each gateway's console into the app's configuration. `npm run dev`, the
+ * browser tests and the integration tests all configure the app through this, so the sandbox and a
+ * real deployment differ only in the values.
+ */
+type Credentials = Record<string, Record<string, unknown> | undefined>;
+
+const str = (value: unknown) => (typeof value === 'string' ? value : value === undefined ? undefined : String(value));
+
+export function sandboxCredentialsToEnv(credentials: Credentials): Record<string, string> {
+  const env: Record<string, string | undefined> = {};
+  const alipay = credentials.alipay;
+  if (alipay) {
+    env.ALIPAY_APP_ID = str(alipay.appId);
+    env.ALIPAY_APP_PRIVATE_KEY = str(alipay.appPrivateKey);
+    env.ALIPAY_PUBLIC_KEY = str(alipay.alipayPublicKey);
+    env.ALIPAY_GATEWAY_URL = str(alipay.gateway);
+    env.ALIPAY_TEST_BUYERS = JSON.stringify(alipay.testBuyers);
+  }
+  const wechatpay = credentials.wechatpay;
+  if (wechatpay) {
+    env.WECHATPAY_MCHID = str(wechatpay.mchid);
+    env.WECHATPAY_APPID = str(wechatpay.appid);
+    env.WECHATPAY_MERCHANT_SERIAL_NO = str(wechatpay.merchantSerialNo);
+    env.WECHATPAY_MERCHANT_PRIVATE_KEY = str(wechatpay.merchantPrivateKey);
+    env.WECHATPAY_API_V3_KEY = str(wechatpay.apiV3Key);
+    env.WECHATPAY_PLATFORM_PUBLIC_KEY = str(wechatpay.platformPublicKey);
+    env.WECHATPAY_PLATFORM_SERIAL_NO = str(wechatpay.platformSerialNo);
+    env.WECHATPAY_BASE_URL = str(wechatpay.baseUrl);
+    env.WECHATPAY_TEST_BUYERS = JSON.stringify(wechatpay.testBuyers);
+  }
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
+  return out;
+}

@@ -1,0 +1,707 @@
+/**
+ * The WeChat Pay adapter: API v3 Native payment (`POST /v3/pay/transactions/native`), spoken with
+ * node:crypto and fetch only, mapped onto PayOnce's closed set of outcomes (./gateway).
+ *
+ * What a charge is. Native pay creates an order and gets a code_url (the QR code); the buyer scans
+ * and pays in WeChat, and the result is read by querying or from the notification. charge() therefore
+ * creates the order and then queries it for up to `pollWindowMs` (2 s): SUCCESS → succeeded,
+ * PAYERROR/CLOSED → declined, still NOTPAY/USERPAYING → indeterminate (settled later by the
+ * notification or a query). In the sandbox the test buyer, carried in `attach`, pays at once.
+ *
+ * Idempotency comes from the gateway: every attempt at paying an order sends the order's
+ * out_trade_no. The same parameters again reopen the unpaid order; a paid order (or changed
+ * parameters) answers 403 OUT_TRADE_NO_USED, which we settle with a query instead of trusting.
+ *
+ * Trust. Every answer we act on must carry a valid platform signature (Wechatpay-Signature over
+ * "TS\nNONCE\nBODY\n", SHA256withRSA, serial = the configured platform key) with a fresh timestamp;
+ * anything else is `indeterminate`, because its content cannot be believed either way. The exceptions
+ * are 401, 429 and 5xx, which only ever lead to `retryable`/`unavailable`: WeChat does not sign a 401
+ * (it could not authenticate us), and a proxy's 502 is not WeChat's to sign. Treating a forged one as
+ * retryable is harmless, since a retry with the same out_trade_no is deduplicated by WeChat.
+ *
+ * No WeChat type leaves this file.
+ */
+import {
+  createDecipheriv,
+  createPrivateKey,
+  createPublicKey,
+  createSign,
+  createVerify,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
+import type {
+  ChargeOutcome,
+  ChargeRequest,
+  NotificationReply,
+  NotificationVerdict,
+  PaymentGateway,
+  QueryOutcome,
+  TestBuyer,
+  TradeStatus,
+} from './gateway';
+
+export interface WechatPayGatewayConfig {
+  /** 商户号. */
+  mchid: string;
+  /** The AppID bound to the mchid (公众号 / 小程序 / 移动应用). */
+  appid: string;
+  /** Serial number of the merchant API certificate whose key signs our requests. */
+  merchantSerialNo: string;
+  /** apiclient_key.pem: PEM (PKCS#8 or PKCS#1) or bare base64 DER. */
+  merchantPrivateKey: string;
+  /** The APIv3 key (32 characters) that notification resources are encrypted with. */
+  apiV3Key: string;
+  /** WeChat Pay's public key (pub_key.pem, SPKI PEM or bare base64) verifying answers and notifications. */
+  platformPublicKey: string;
+  /** Its id as WeChat sends it in Wechatpay-Serial (PUB_KEY_ID_… or the platform certificate serial). */
+  platformSerialNo: string;
+  /** The API root, https://api.mch.weixin.qq.com or the sandbox's; /v3/… is appended. */
+  baseUrl: string;
+  /**
+   * The `attach` each sandbox test buyer is selected by (`sandbox_buyer=…`). Against the real gateway
+   * use empty strings: no attach is sent and the real buyer pays by scanning.
+   */
+  testBuyers: Record<TestBuyer, string>;
+  /** Per-request timeout; default 5000 ms. */
+  timeoutMs?: number;
+  /** How long charge() keeps querying an order nobody has paid yet; default 2000 ms. */
+  pollWindowMs?: number;
+}
+
+const AUTH_SCHEMA = 'WECHATPAY2-SHA256-RSA2048';
+/** WeChat's window for request timestamps; we hold its answers and notifications to the same. */
+const MAX_CLOCK_SKEW_SECONDS = 300;
+/** WeChat's description is string(127): "不能超过127个字符". */
+const MAX_DESCRIPTION_CHARS = 127;
+const USER_AGENT = 'PayOnce/0.1 (+node-fetch; WeChat Pay API v3)';
+
+// ---------------------------------------------------------------------------------------------
+// Keys
+
+function keyFromText(text: string, kind: 'private' | 'public'): KeyObject {
+  // Keys often arrive through environment variables with escaped newlines.
+  const normalized = text.replaceAll('\\n', '\n').trim();
+  if (normalized.includes('-----BEGIN')) {
+    return kind === 'private' ? createPrivateKey(normalized) : createPublicKey(normalized);
+  }
+  const der = Buffer.from(normalized.replace(/\s+/g, ''), 'base64');
+  const attempts: (() => KeyObject)[] =
+    kind === 'private'
+      ? [
+          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }),
+          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs1' }),
+        ]
+      : [
+          () => createPublicKey({ key: der, format: 'der', type: 'spki' }),
+          () => createPublicKey({ key: der, format: 'der', type: 'pkcs1' }),
+        ];
+  for (const attempt of attempts) {
+    try {
+      return attempt();
+    } catch {
+      // not this encoding; try the next
+    }
+  }
+  throw new Error('not a PEM or base64 DER RSA key');
+}
+
+interface Keys {
+  merchantPrivateKey: KeyObject;
+  platformPublicKey: KeyObject;
+  apiV3Key: Buffer;
+}
+
+function loadKeys(config: WechatPayGatewayConfig): Keys {
+  let merchantPrivateKey: KeyObject;
+  let platformPublicKey: KeyObject;
+  try {
+    merchantPrivateKey = keyFromText(config.merchantPrivateKey, 'private');
+  } catch (err) {
+    throw new Error(`WeChat Pay merchantPrivateKey is not a valid RSA private key (${(err as Error).message})`);
+  }
+  try {
+    platformPublicKey = keyFromText(config.platformPublicKey, 'public');
+  } catch (err) {
+    throw new Error(`WeChat Pay platformPublicKey is not a valid RSA public key (${(err as Error).message})`);
+  }
+  const apiV3Key = Buffer.from(config.apiV3Key, 'utf8');
+  if (apiV3Key.length !== 32) throw new Error(`WeChat Pay apiV3Key must be 32 bytes, got ${apiV3Key.length}`);
+  for (const field of ['mchid', 'appid', 'merchantSerialNo', 'platformSerialNo', 'baseUrl'] as const) {
+    if (!config[field]) throw new Error(`WeChat Pay ${field} is empty`);
+  }
+  return { merchantPrivateKey, platformPublicKey, apiV3Key };
+}
+
+const NONCE_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+
+function nonce(length = 32): string {
+  const bytes = randomBytes(length);
+  let out = '';
+  for (const byte of bytes) out += NONCE_ALPHABET[byte % NONCE_ALPHABET.length];
+  return out;
+}
+
+/** Verifies Wechatpay-* headers over `body`; null when they hold, otherwise why not. */
+function checkPlatformSignature(
+  headers: Headers,
+  body: string,
+  platformSerialNo: string,
+  platformPublicKey: KeyObject,
+  nowMs: number,
+): string | null {
+  const timestamp = headers.get('wechatpay-timestamp');
+  const nonceValue = headers.get('wechatpay-nonce');
+  const signature = headers.get('wechatpay-signature');
+  const serial = headers.get('wechatpay-serial');
+  if (!timestamp || !nonceValue || !signature || !serial) return 'missing Wechatpay-* signature headers';
+  const signatureType = headers.get('wechatpay-signature-type');
+  if (signatureType !== null && signatureType !== AUTH_SCHEMA) return `unsupported signature type ${signatureType}`;
+  // A serial we do not hold means a key we cannot verify with (e.g. WeChat rotated it): not provable.
+  if (serial !== platformSerialNo) return `unknown platform key ${serial}`;
+  let verified = false;
+  try {
+    // WeChat's signature-probe traffic ("WECHATPAY/SIGNTEST/…") fails here like any forgery.
+    verified = createVerify('RSA-SHA256').update(`${timestamp}\n${nonceValue}\n${body}\n`, 'utf8').verify(platformPublicKey, signature, 'base64');
+  } catch {
+    verified = false;
+  }
+  if (!verified) return 'invalid signature';
+  if (!/^\d{1,12}$/.test(timestamp) || Math.abs(nowMs / 1000 - Number(timestamp)) > MAX_CLOCK_SKEW_SECONDS) {
+    return `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from now`;
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One call to the API
+
+type Json = Record<string, unknown>;
+
+/** What came back from one request: a provably WeChat answer, or why there is none. */
+type Exchange =
+  | { kind: 'answered'; status: number; body: Json | null }
+  /** 401, 429 or 5xx, signed or not: WeChat (or something before it) refused to process it. */
+  | { kind: 'refused'; status: number; code: string; message: string }
+  | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
+
+/** Connection failures that happen before a single byte of the request reaches the gateway. */
+const NEVER_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+function errorCodes(err: unknown): string[] {
+  if (typeof err !== 'object' || err === null) return [];
+  const codes: string[] = [];
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') codes.push(code);
+  // Happy eyeballs (several addresses for one host) reports an AggregateError of per-address errors.
+  const errors = (err as { errors?: unknown }).errors;
+  if (Array.isArray(errors)) for (const inner of errors) codes.push(...errorCodes(inner));
+  return codes;
+}
+
+function classifyTransportError(err: unknown): Exchange {
+  const error = err instanceof Error ? err : new Error(String(err));
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') {
+    // The request may have been processed; only a query can tell.
+    return { kind: 'in_doubt', code: 'TIMEOUT', message: error.message };
+  }
+  const codes = errorCodes(error.cause);
+  if (codes.length > 0 && codes.every((code) => NEVER_SENT_CODES.has(code))) {
+    return { kind: 'not_sent', code: codes[0] ?? 'CONNECT_FAILED', message: `${error.message}: ${(error.cause as Error).message}` };
+  }
+  // Resets, "other side closed", …: the request may have reached WeChat.
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+  return { kind: 'in_doubt', code: codes[0] ?? error.name, message: `${error.message}${cause}` };
+}
+
+function parseJson(text: string): Json | null | undefined {
+  if (text === '') return null;
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function str(body: Json | null, key: string): string | undefined {
+  const value = body?.[key];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transaction as WeChat describes it
+
+type TradeState = 'SUCCESS' | 'REFUND' | 'NOTPAY' | 'CLOSED' | 'REVOKED' | 'USERPAYING' | 'PAYERROR';
+
+const TRADE_STATES: ReadonlySet<string> = new Set<TradeState>([
+  'SUCCESS', 'REFUND', 'NOTPAY', 'CLOSED', 'REVOKED', 'USERPAYING', 'PAYERROR',
+]);
+
+interface Transaction {
+  mchid: string;
+  outTradeNo: string;
+  state: TradeState;
+  stateDesc: string;
+  transactionId: string | undefined;
+  total: number;
+  currency: string;
+}
+
+/** Reads a query answer or a decrypted notification resource; a string says what is wrong. */
+function readTransaction(body: Json | null): Transaction | string {
+  const state = str(body, 'trade_state');
+  if (!state || !TRADE_STATES.has(state)) return `unknown trade_state ${state ?? '(none)'}`;
+  const amount = body?.amount;
+  if (typeof amount !== 'object' || amount === null) return 'missing amount';
+  const total = (amount as Json).total;
+  if (typeof total !== 'number' || !Number.isSafeInteger(total) || total < 0) return `invalid amount.total ${String(total)}`;
+  const currency = (amount as Json).currency;
+  if (typeof currency !== 'string' || currency === '') return 'missing amount.currency';
+  const mchid = str(body, 'mchid');
+  if (!mchid) return 'missing mchid';
+  const outTradeNo = str(body, 'out_trade_no');
+  if (!outTradeNo) return 'missing out_trade_no';
+  const transactionId = str(body, 'transaction_id');
+  // SUCCESS / REFUND mean money moved: WeChat's transaction id is then the proof we keep.
+  if ((state === 'SUCCESS' || state === 'REFUND') && !transactionId) return `${state} without transaction_id`;
+  return {
+    mchid,
+    outTradeNo,
+    state: state as TradeState,
+    stateDesc: str(body, 'trade_state_desc') ?? state,
+    transactionId,
+    total,
+    currency,
+  };
+}
+
+/** What one query by out_trade_no found, before PayOnce's TradeStatus flattens PAYERROR away. */
+type Lookup =
+  | { kind: 'found'; transaction: Transaction }
+  | { kind: 'not_found' }
+  | { kind: 'unavailable'; code: string; message: string };
+
+// ---------------------------------------------------------------------------------------------
+// Create answers
+
+/** The create errors WeChat documents, by what they mean for this attempt. */
+type CreateErrorCode =
+  // The request itself is wrong; sending it again cannot help.
+  | 'PARAM_ERROR'
+  | 'INVALID_REQUEST'
+  | 'ORDER_CLOSED'
+  | 'RULE_LIMIT'
+  | 'TRADE_ERROR'
+  | 'NOT_ENOUGH'
+  | 'ACCOUNT_ERROR'
+  // Our configuration is wrong: nothing was processed, and it is not the buyer's fault to store.
+  | 'APPID_MCHID_NOT_MATCH'
+  | 'MCH_NOT_EXISTS'
+  | 'NO_AUTH'
+  // The out_trade_no exists with other parameters, or is paid / closed.
+  | 'OUT_TRADE_NO_USED';
+
+type CreateAnswer =
+  | { kind: 'created' }
+  | { kind: 'out_trade_no_used'; message: string }
+  | { kind: 'declined'; code: string; message: string }
+  | { kind: 'refused'; code: string; message: string }
+  | { kind: 'in_doubt'; code: string; message: string };
+
+function classifyCreateError(code: CreateErrorCode, message: string): CreateAnswer {
+  switch (code) {
+    case 'PARAM_ERROR':
+    case 'INVALID_REQUEST':
+    case 'ORDER_CLOSED':
+    case 'RULE_LIMIT':
+    case 'TRADE_ERROR':
+    case 'NOT_ENOUGH':
+    case 'ACCOUNT_ERROR':
+      return { kind: 'declined', code, message };
+    case 'APPID_MCHID_NOT_MATCH':
+    case 'MCH_NOT_EXISTS':
+    case 'NO_AUTH':
+      return { kind: 'refused', code, message };
+    case 'OUT_TRADE_NO_USED':
+      return { kind: 'out_trade_no_used', message };
+    default:
+      return assertNever(code);
+  }
+}
+
+const CREATE_ERROR_CODES: ReadonlySet<string> = new Set<CreateErrorCode>([
+  'PARAM_ERROR', 'INVALID_REQUEST', 'ORDER_CLOSED', 'RULE_LIMIT', 'TRADE_ERROR', 'NOT_ENOUGH', 'ACCOUNT_ERROR',
+  'APPID_MCHID_NOT_MATCH', 'MCH_NOT_EXISTS', 'NO_AUTH', 'OUT_TRADE_NO_USED',
+]);
+
+function classifyCreate(status: number, body: Json | null): CreateAnswer {
+  if (status === 200) {
+    return str(body, 'code_url')
+      ? { kind: 'created' }
+      : { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: 'create answered 200 without code_url' };
+  }
+  const code = str(body, 'code');
+  const message = str(body, 'message') ?? `HTTP ${status}`;
+  if (status >= 400 && status < 500 && code && CREATE_ERROR_CODES.has(code)) {
+    return classifyCreateError(code as CreateErrorCode, message);
+  }
+  // Another 2xx/3xx/4xx or an error code we do not know: not proof that nothing happened.
+  return { kind: 'in_doubt', code: code ?? `HTTP_${status}`, message };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gateway
+
+export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentGateway {
+  const keys = loadKeys(config);
+  const baseUrl = config.baseUrl.replace(/\/+$/, '');
+  const timeoutMs = config.timeoutMs ?? 5000;
+  const pollWindowMs = config.pollWindowMs ?? 2000;
+
+  function authorization(method: string, url: URL, body: string): string {
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const nonceStr = nonce();
+    // The path exactly as sent, with its query string: that is what WeChat verifies.
+    const message = `${method}\n${url.pathname}${url.search}\n${timestamp}\n${nonceStr}\n${body}\n`;
+    const signature = createSign('RSA-SHA256').update(message, 'utf8').sign(keys.merchantPrivateKey, 'base64');
+    return `${AUTH_SCHEMA} mchid="${config.mchid}",nonce_str="${nonceStr}",timestamp="${timestamp}",serial_no="${config.merchantSerialNo}",signature="${signature}"`;
+  }
+
+  async function call(method: 'GET' | 'POST', path: string, payload?: Json): Promise<Exchange> {
+    const url = new URL(`${baseUrl}${path}`);
+    const body = payload === undefined ? '' : JSON.stringify(payload);
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          authorization: authorization(method, url, body),
+          accept: 'application/json',
+          'user-agent': USER_AGENT,
+          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(payload === undefined ? {} : { body }),
+        redirect: 'manual',
+        // Covers the whole exchange, body included.
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      text = await response.text();
+    } catch (err) {
+      return classifyTransportError(err);
+    }
+    const parsed = parseJson(text);
+    const status = response.status;
+    if (status === 401 || status === 429 || status >= 500) {
+      return {
+        kind: 'refused',
+        status,
+        code: str(parsed ?? null, 'code') ?? `HTTP_${status}`,
+        message: str(parsed ?? null, 'message') ?? `HTTP ${status}`,
+      };
+    }
+    const problem = checkPlatformSignature(response.headers, text, config.platformSerialNo, keys.platformPublicKey, Date.now());
+    if (problem) return { kind: 'in_doubt', code: 'INVALID_RESPONSE_SIGNATURE', message: `HTTP ${status}: ${problem}` };
+    if (parsed === undefined) return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: `HTTP ${status}: body is not a JSON object` };
+    return { kind: 'answered', status, body: parsed };
+  }
+
+  async function lookup(outTradeNo: string): Promise<Lookup> {
+    const exchange = await call(
+      'GET',
+      `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}?mchid=${encodeURIComponent(config.mchid)}`,
+    );
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'in_doubt':
+      case 'refused':
+        return { kind: 'unavailable', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    const { status, body } = exchange;
+    if (status === 404 && str(body, 'code') === 'ORDER_NOT_EXIST') return { kind: 'not_found' };
+    if (status !== 200) {
+      return { kind: 'unavailable', code: str(body, 'code') ?? `HTTP_${status}`, message: str(body, 'message') ?? `HTTP ${status}` };
+    }
+    const transaction = readTransaction(body);
+    if (typeof transaction === 'string') return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: transaction };
+    // An answer about another order or merchant is not an answer to our question.
+    if (transaction.outTradeNo !== outTradeNo || transaction.mchid !== config.mchid) {
+      return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'query answered for another order' };
+    }
+    return { kind: 'found', transaction };
+  }
+
+  async function query(outTradeNo: string): Promise<QueryOutcome> {
+    const found = await lookup(outTradeNo);
+    switch (found.kind) {
+      case 'unavailable':
+        return { kind: 'unavailable', code: found.code, message: found.message };
+      case 'not_found':
+        return { kind: 'answered', trade: { kind: 'not_found' } };
+      case 'found':
+        return { kind: 'answered', trade: tradeStatus(found.transaction) };
+      default:
+        return assertNever(found);
+    }
+  }
+
+  function tradeStatus(transaction: Transaction): TradeStatus {
+    switch (transaction.state) {
+      // PAYERROR: the last payment failed but the order stays payable (another buyer may pay it).
+      case 'NOTPAY':
+      case 'USERPAYING':
+      case 'PAYERROR':
+        return { kind: 'pending' };
+      // REFUND ("转入退款") means it was paid; refunds are a separate flow and never un-pay an order.
+      case 'SUCCESS':
+      case 'REFUND':
+        return {
+          kind: 'succeeded',
+          gatewayTradeNo: transaction.transactionId ?? '',
+          amountMinor: transaction.total,
+          currency: transaction.currency,
+        };
+      case 'CLOSED':
+      case 'REVOKED':
+        return { kind: 'closed' };
+      default:
+        return assertNever(transaction.state);
+    }
+  }
+
+  /** A paid transaction is this charge's success only for exactly the amount and currency asked. */
+  function paidOutcome(transaction: Transaction, request: ChargeRequest): ChargeOutcome {
+    if (transaction.total !== request.amountMinor || transaction.currency !== request.currency) {
+      return {
+        kind: 'indeterminate',
+        code: 'AMOUNT_MISMATCH',
+        message: `order paid ${transaction.total} ${transaction.currency}, asked ${request.amountMinor} ${request.currency}`,
+      };
+    }
+    return {
+      kind: 'succeeded',
+      gatewayTradeNo: transaction.transactionId ?? '',
+      amountMinor: transaction.total,
+      currency: transaction.currency,
+    };
+  }
+
+  /** Queries the order just created until someone has paid or failed to, for up to pollWindowMs. */
+  async function awaitPayment(request: ChargeRequest): Promise<ChargeOutcome> {
+    const deadline = Date.now() + pollWindowMs;
+    let last: { code: string; message: string } = { code: 'NOTPAY', message: 'not paid yet' };
+    for (let round = 0; ; round += 1) {
+      const found = await lookup(request.outTradeNo);
+      switch (found.kind) {
+        case 'found': {
+          const { transaction } = found;
+          switch (transaction.state) {
+            case 'SUCCESS':
+            case 'REFUND':
+              return paidOutcome(transaction, request);
+            case 'PAYERROR':
+              return { kind: 'declined', code: 'PAYERROR', message: transaction.stateDesc };
+            case 'CLOSED':
+            case 'REVOKED':
+              return { kind: 'declined', code: transaction.state, message: transaction.stateDesc };
+            case 'NOTPAY':
+            case 'USERPAYING':
+              last = { code: transaction.state, message: transaction.stateDesc };
+              break;
+            default:
+              return assertNever(transaction.state);
+          }
+          break;
+        }
+        case 'not_found':
+          // We were just told it was created; an unknown order here is lag or a different gateway.
+          last = { code: 'ORDER_NOT_EXIST', message: 'created order not found by query' };
+          break;
+        case 'unavailable':
+          last = { code: found.code, message: found.message };
+          break;
+        default:
+          return assertNever(found);
+      }
+      // Back off 100, 200, 400, 500, 500… ms; the last query is made at the end of the window.
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** round, 500, remaining)));
+    }
+    // Nobody has paid (yet): the notification or a later query settles it.
+    return { kind: 'indeterminate', code: last.code, message: last.message };
+  }
+
+  /** 403 OUT_TRADE_NO_USED: paid already (a retry whose answer was lost), or not this order's terms. */
+  async function settleUsedOutTradeNo(request: ChargeRequest, message: string): Promise<ChargeOutcome> {
+    const found = await lookup(request.outTradeNo);
+    switch (found.kind) {
+      case 'unavailable':
+        return { kind: 'indeterminate', code: 'OUT_TRADE_NO_USED', message: `${message}; query failed: ${found.message}` };
+      case 'not_found':
+        return { kind: 'indeterminate', code: 'OUT_TRADE_NO_USED', message: `${message}; query found no order` };
+      case 'found':
+        break;
+      default:
+        return assertNever(found);
+    }
+    const { transaction } = found;
+    switch (transaction.state) {
+      case 'SUCCESS':
+      case 'REFUND':
+        return paidOutcome(transaction, request);
+      case 'USERPAYING':
+        // Someone is paying the existing order right now: its outcome is not known yet.
+        return { kind: 'indeterminate', code: 'OUT_TRADE_NO_USED', message: `${message}; order is USERPAYING` };
+      case 'NOTPAY':
+      case 'PAYERROR':
+      case 'CLOSED':
+      case 'REVOKED':
+        return { kind: 'declined', code: 'OUT_TRADE_NO_USED', message: `${message} (order is ${transaction.state})` };
+      default:
+        return assertNever(transaction.state);
+    }
+  }
+
+  async function charge(request: ChargeRequest): Promise<ChargeOutcome> {
+    // Checked before any call: these can only be programming errors, and WeChat would refuse them.
+    if (!Number.isSafeInteger(request.amountMinor) || request.amountMinor < 1) {
+      return { kind: 'declined', code: 'INVALID_AMOUNT', message: 'amount must be a positive integer in minor units' };
+    }
+    if (!/^[A-Z]{3}$/.test(request.currency)) {
+      return { kind: 'declined', code: 'INVALID_CURRENCY', message: `invalid currency ${request.currency}` };
+    }
+    const attach = config.testBuyers[request.buyer ?? 'ok'];
+    // `request.attempt` is not sent: WeChat deduplicates on out_trade_no alone, and a new attempt after
+    // a decline is meant to reopen the same order. The description is cut deterministically, so every
+    // attempt sends identical parameters.
+    const payload: Json = {
+      appid: config.appid,
+      mchid: config.mchid,
+      description: [...request.subject].slice(0, MAX_DESCRIPTION_CHARS).join(''),
+      out_trade_no: request.outTradeNo,
+      notify_url: request.notifyUrl,
+      amount: { total: request.amountMinor, currency: request.currency },
+      ...(attach ? { attach } : {}),
+    };
+    const exchange = await call('POST', '/v3/pay/transactions/native', payload);
+    let answer: CreateAnswer;
+    switch (exchange.kind) {
+      case 'not_sent':
+        return { kind: 'retryable', code: exchange.code, message: exchange.message };
+      case 'refused':
+        // 401 SIGN_ERROR, 429 FREQUENCY_LIMITED, 5xx SYSTEM_ERROR ("请用相同参数重新调用"): not
+        // processed; and should a 5xx hide a processed create, the retry meets OUT_TRADE_NO_USED and
+        // queries, so retrying the same attempt is safe.
+        return { kind: 'retryable', code: exchange.code, message: exchange.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: exchange.code, message: exchange.message };
+      case 'answered':
+        answer = classifyCreate(exchange.status, exchange.body);
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    switch (answer.kind) {
+      case 'created':
+        return awaitPayment(request);
+      case 'out_trade_no_used':
+        return settleUsedOutTradeNo(request, answer.message);
+      case 'declined':
+        return { kind: 'declined', code: answer.code, message: answer.message };
+      case 'refused':
+        return { kind: 'retryable', code: answer.code, message: answer.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: answer.code, message: answer.message };
+      default:
+        return assertNever(answer);
+    }
+  }
+
+  async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
+    // 1. The signature, before a byte of the body is read.
+    const problem = checkPlatformSignature(request.headers, request.rawBody, config.platformSerialNo, keys.platformPublicKey, Date.now());
+    if (problem) return { kind: 'rejected', reason: problem };
+
+    // 2. The envelope and its encrypted resource.
+    const envelope = parseJson(request.rawBody);
+    if (!envelope) return { kind: 'rejected', reason: 'body is not a JSON object' };
+    const resource = envelope.resource;
+    if (typeof resource !== 'object' || resource === null) return { kind: 'rejected', reason: 'missing resource' };
+    const r = resource as Json;
+    if (r.algorithm !== 'AEAD_AES_256_GCM') return { kind: 'rejected', reason: `unsupported algorithm ${String(r.algorithm)}` };
+    if (r.original_type !== 'transaction') return { kind: 'rejected', reason: `unexpected original_type ${String(r.original_type)}` };
+    const ciphertext = typeof r.ciphertext === 'string' ? Buffer.from(r.ciphertext, 'base64') : Buffer.alloc(0);
+    const iv = Buffer.from(typeof r.nonce === 'string' ? r.nonce : '', 'utf8');
+    if (ciphertext.length <= 16 || iv.length !== 12) return { kind: 'rejected', reason: 'malformed resource ciphertext or nonce' };
+    let plaintext: string;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', keys.apiV3Key, iv);
+      decipher.setAAD(Buffer.from(typeof r.associated_data === 'string' ? r.associated_data : '', 'utf8'));
+      decipher.setAuthTag(ciphertext.subarray(ciphertext.length - 16));
+      plaintext = Buffer.concat([decipher.update(ciphertext.subarray(0, ciphertext.length - 16)), decipher.final()]).toString('utf8');
+    } catch {
+      return { kind: 'rejected', reason: 'resource does not decrypt with the APIv3 key' };
+    }
+
+    // 3. The transaction.
+    const transaction = readTransaction(parseJson(plaintext) ?? null);
+    if (typeof transaction === 'string') return { kind: 'rejected', reason: transaction };
+    if (!transaction.transactionId) return { kind: 'rejected', reason: 'missing transaction_id' };
+    const succeeded = envelope.event_type === 'TRANSACTION.SUCCESS' && transaction.state === 'SUCCESS';
+    return {
+      kind: 'verified',
+      notification: {
+        gateway: 'wechatpay',
+        // design.md §5: webhook:wechatpay:{transaction_id}. The notification `id` would also be
+        // constant across retries, but the transaction id is what makes two notifications about one
+        // payment one event.
+        eventId: transaction.transactionId,
+        merchantId: transaction.mchid,
+        outTradeNo: transaction.outTradeNo,
+        status: succeeded ? 'succeeded' : 'other',
+        gatewayTradeNo: transaction.transactionId,
+        amountMinor: transaction.total,
+        currency: transaction.currency,
+      },
+    };
+  }
+
+  function notificationReply(ack: boolean): NotificationReply {
+    // WeChat acknowledges on HTTP 200 or 204 with any body. 200 with an empty body rather than 204:
+    // a `new Response('', { status: 204 })` (how the webhook route turns this into a Response) throws,
+    // since a 204 may not have a body, even an empty one. Failure: 4xx/5xx + {"code":"FAIL",…}.
+    return ack
+      ? { status: 200, headers: {}, body: '' }
+      : {
+          status: 500,
+          headers: { 'content-type': 'application/json; charset=utf-8' },
+          body: JSON.stringify({ code: 'FAIL', message: '处理失败，请稍后重试' }),
+        };
+  }
+
+  return {
+    id: 'wechatpay',
+    merchantId: config.mchid,
+    charge,
+    query,
+    verifyNotification,
+    notificationReply,
+  };
+}
