@@ -41,6 +41,23 @@ test.describe('立即支付 with Alipay', () => {
   });
 });
 
+for (const [gateway, label] of [
+  ['wechatpay', '微信支付'],
+] as const) {
+  test(`立即支付 with ${label} through to 支付成功, charged once`, async ({ checkout, ledger }) => {
+    await checkout.open();
+    await checkout.chooseGateway(label);
+    await checkout.chooseBuyer('余额充足');
+    await checkout.pay();
+    await expect(checkout.status).toContainText('支付成功');
+    await expect(checkout.orderStatus).toHaveText('已支付');
+    const outTradeNo = (await checkout.outTradeNo.textContent())!.trim();
+    const charges = (await ledger.read(outTradeNo)).charges;
+    expect(charges.filter((c) => c.status === 'succeeded')).toHaveLength(1);
+    expect(charges[0]!.gateway).toBe(gateway);
+  });
+}
+
 test('the fault-injection endpoint does not exist unless CHECKOUT_FAULTS=1', async ({ request }) => {
   expect((await request.get('/api/faults')).status()).toBe(404);
   const arm = await request.post('/api/faults', { data: { point: 'after_claim', action: { kind: 'crash' } } });

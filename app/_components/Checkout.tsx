@@ -35,6 +35,12 @@ const BUYERS: { id: TestBuyer; label: string }[] = [
   { id: 'account_restricted', label: '账户受限' },
 ];
 
+/** What each test buyer is at the gateway: a wallet for Alipay and WeChat Pay, a test card elsewhere. */
+const TEST_INSTRUMENTS: Partial<Record<GatewayId, Record<TestBuyer, string>>> = {
+  stripe: { ok: '4242 4242 4242 4242', insufficient_funds: '4000 0000 0000 9995', account_restricted: '4000 0000 0000 0002' },
+  '2c2p': { ok: '4111 1111 1111 1111', insufficient_funds: '测试卡 · 余额不足', account_restricted: '测试卡 · 受限' },
+};
+
 export function formatMoney(minor: number, currency: string): string {
   const sign = currency === 'CNY' ? '¥' : `${currency} `;
   return `${sign}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
@@ -176,6 +182,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
               <label className="choice" key={b.id}>
                 <input type="radio" name="buyer" value={b.id} checked={buyer === b.id} onChange={() => setBuyer(b.id)} />{' '}
                 {b.label}
+                {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][b.id]}</span>}
               </label>
             ))}
           </div>
