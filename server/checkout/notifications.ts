@@ -20,7 +20,8 @@ import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
 
 function toResponse(reply: NotificationReply): Response {
-  return new Response(reply.body, { status: reply.status, headers: reply.headers });
+  // A 204 may carry no body at all (WeChat Pay acknowledges with 200 or 204).
+  return new Response(reply.status === 204 ? null : reply.body, { status: reply.status, headers: reply.headers });
 }
 
 /** A refusal that records nothing: the gateway sees a 4xx with the reason in plain text. */

@@ -23,8 +23,8 @@ import type { Acquisition, IdempotencyStore, KeyRef, StoredResponse } from './st
 export interface IdempotencyOptions {
   /**
    * How long an owner may work before others presume it dead. It must outlast the slowest request
-   * (a gateway call times out after 10 s, plus two short transactions), or a live request would be
-   * taken over; 30 s keeps the wait after a real crash short.
+   * (a gateway call times out after 5 s by default, plus a few short transactions), or a live
+   * request would be taken over; 30 s keeps the wait after a real crash short.
    */
   leaseMs: number;
   /** How long a completed answer is kept for replay (Stripe keeps 24 h). */
