@@ -2,29 +2,48 @@ import { existsSync } from 'node:fs';
 import { defineConfig } from '@playwright/test';
 
 /**
- * Browser tests and failure drills. `npx playwright test` starts the whole stack itself (database,
- * PSP sandbox, app) on ports of its own, so it runs beside a developer's `npm run dev`.
+ * Browser tests and failure drills. `npx playwright test` starts two stacks of its own (database,
+ * PSP sandbox, app) on ports of their own, so it runs beside a developer's `npm run dev`:
+ *
+ *   checkout  e2e/*.spec.ts        the app as users get it (fault injection off)
+ *   drills    e2e/drills/*.spec.ts the app with CHECKOUT_FAULTS=1, a short lease and fast jobs,
+ *                                  supervised so a crash drill's SIGKILL is followed by a restart
+ *
+ * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
  *
  * The browser: CHROMIUM_PATH if set, else the system Chromium where there is one (Debian's
  * /usr/bin/chromium), else Playwright's own download (`npx playwright install chromium`).
  */
 const APP_PORT = Number(process.env.E2E_APP_PORT ?? 3100);
 const SANDBOX_PORT = Number(process.env.E2E_SANDBOX_PORT ?? 4110);
+const DRILL_APP_PORT = Number(process.env.DRILL_APP_PORT ?? 3200);
+const DRILL_SANDBOX_PORT = Number(process.env.DRILL_SANDBOX_PORT ?? 4210);
 process.env.PSP_SANDBOX_URL = `http://127.0.0.1:${SANDBOX_PORT}`;
+process.env.DRILL_SANDBOX_URL = `http://127.0.0.1:${DRILL_SANDBOX_PORT}`;
+// The drills' second app instance (same database and sandbox) for the two-instance drill.
+process.env.DRILL_SECOND_APP_URL = `http://127.0.0.1:${DRILL_APP_PORT + 1}`;
 
 const systemChromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const executablePath = process.env.CHROMIUM_PATH || systemChromium;
 
+const stack = (name: string, appPort: number, sandboxPort: number, flags: string, env: Record<string, string> = {}) => ({
+  command: `node_modules/.bin/tsx scripts/dev.ts ${flags} --port ${appPort} --sandbox-port ${sandboxPort} --database payonce_${name} --dist-dir .next-${name}`,
+  url: `http://127.0.0.1:${appPort}/api/health`,
+  reuseExistingServer: !process.env.CI,
+  timeout: 240_000,
+  stdout: 'ignore' as const,
+  stderr: 'pipe' as const,
+  env,
+});
+
 export default defineConfig({
-  testDir: 'e2e',
   timeout: 90_000,
   expect: { timeout: 20_000 },
-  // One app, one database: the drills count charges, so they must not share orders across workers.
+  // One app per project, one database: the drills count charges, so tests run one at a time.
   workers: 1,
   forbidOnly: !!process.env.CI,
   reporter: [['list'], ['html', { open: 'never' }]],
   use: {
-    baseURL: `http://127.0.0.1:${APP_PORT}`,
     locale: 'zh-CN',
     trace: 'retain-on-failure',
     screenshot: 'only-on-failure',
@@ -35,13 +54,29 @@ export default defineConfig({
         }
       : {},
   },
-  projects: [{ name: 'chromium', use: { browserName: 'chromium' } }],
-  webServer: {
-    command: `node_modules/.bin/tsx scripts/dev.ts --port ${APP_PORT} --sandbox-port ${SANDBOX_PORT} --database payonce_e2e --dist-dir .next-e2e`,
-    url: `http://127.0.0.1:${APP_PORT}/api/health`,
-    reuseExistingServer: !process.env.CI,
-    timeout: 240_000,
-    stdout: 'ignore',
-    stderr: 'pipe',
-  },
+  projects: [
+    {
+      name: 'checkout',
+      testDir: 'e2e',
+      testIgnore: 'drills/**',
+      use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${APP_PORT}` },
+    },
+    {
+      name: 'drills',
+      testDir: 'e2e/drills',
+      use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${DRILL_APP_PORT}` },
+    },
+  ],
+  webServer: [
+    stack('e2e', APP_PORT, SANDBOX_PORT, ''),
+    // A production build: a dev server would reload the page when it comes back after a crash.
+    stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
+      CHECKOUT_FAULTS: '1',
+      // A crashed request's lease runs out in 8 s (the gateway calls time out in 5 s), so the crash
+      // drills wait seconds, not the production 30 s.
+      IDEMPOTENCY_LEASE_MS: '8000',
+      JOBS_RECONCILE_SECONDS: '2',
+      JOBS_OUTBOX_SECONDS: '1',
+    }),
+  ],
 });

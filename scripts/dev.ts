@@ -3,7 +3,8 @@
  * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
  *
  * Flags: --prod (builds first when there is no build), --build (rebuild), --port N (app),
- * --sandbox-port N, --database NAME (embedded cluster only), --dist-dir DIR.
+ * --sandbox-port N, --database NAME (embedded cluster only), --dist-dir DIR, --instances N (with
+ * --prod: N app processes on consecutive ports, sharing the database).
  */
 import { parseArgs } from 'node:util';
 import { startStack } from './stack';
@@ -12,6 +13,7 @@ const { values } = parseArgs({
   options: {
     prod: { type: 'boolean', default: false },
     build: { type: 'boolean', default: false },
+    instances: { type: 'string', default: '1' },
     port: { type: 'string', default: process.env.PORT ?? '3000' },
     'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
     database: { type: 'string', default: 'payonce' },
@@ -26,6 +28,7 @@ const stack = await startStack({
   databaseName: values.database,
   distDir: values['dist-dir'],
   build: values.build,
+  instances: Number(values.instances),
 });
 
 console.log(`

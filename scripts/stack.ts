@@ -26,6 +26,8 @@ export interface StackOptions {
   distDir?: string;
   /** With mode `prod`: build first even if a build exists (otherwise only when there is none). */
   build?: boolean;
+  /** With mode `prod`: how many app processes, on appPort, appPort + 1, … (default 1). */
+  instances?: number;
   log?: (line: string) => void;
 }
 
@@ -142,30 +144,34 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       const code = await new Promise<number | null>((resolve) => builder.once('exit', resolve));
       if (code !== 0) throw new Error(`next build failed with code ${code}`);
     }
-    const nextArgs =
-      options.mode === 'dev'
-        ? ['dev', '--port', String(options.appPort), '--hostname', '127.0.0.1']
-        : ['start', '--port', String(options.appPort), '--hostname', '127.0.0.1'];
     // The supervisor: like Kubernetes restarting a Pod, an app process that dies (a crash drill's
     // SIGKILL, an out-of-memory kill) is started again, on the same port, with the same environment.
     let restarts = 0;
-    const startApp = (): ChildProcess => {
-      const child = run('app', nextBin, nextArgs, appEnv, log);
+    const startApp = (instance: number): ChildProcess => {
+      const port = options.appPort + instance;
+      const nextArgs = [options.mode === 'dev' ? 'dev' : 'start', '--port', String(port), '--hostname', '127.0.0.1'];
+      const name = instance === 0 ? 'app' : `app#${instance + 1}`;
+      const child = run(name, nextBin, nextArgs, { ...appEnv, PORT: String(port) }, log);
       children.push(child);
       child.once('exit', (code, signal) => {
         children.splice(children.indexOf(child), 1);
         if (stopping) return;
         restarts++;
-        log(`[supervisor] the app exited (${signal ?? `code ${code}`}); restarting it (restart #${restarts})`);
+        log(`[supervisor] ${name} exited (${signal ?? `code ${code}`}); restarting it (restart #${restarts})`);
         setTimeout(() => {
-          if (!stopping) startApp();
+          if (!stopping) startApp(instance);
         }, 200);
       });
       return child;
     };
-    const app = startApp();
+    // Further instances (stateless, on the next ports) share the database and the sandbox, as
+    // instances behind a load balancer would. Dev mode runs one: two dev servers share one build.
+    const instances = options.mode === 'dev' ? 1 : Math.max(1, options.instances ?? 1);
+    const apps = Array.from({ length: instances }, (_, instance) => startApp(instance));
     // The first request also compiles the route in dev mode, hence the generous wait.
-    await waitForHttp(`${appUrl}/api/health`, app, 180_000);
+    await Promise.all(
+      apps.map((app, instance) => waitForHttp(`http://127.0.0.1:${options.appPort + instance}/api/health`, app, 180_000)),
+    );
 
     return { databaseUrl: database.url, appUrl, sandboxUrl, stop };
   } catch (error) {

@@ -36,4 +36,10 @@ export class CheckoutPage {
   async pay() {
     await this.payButton.click();
   }
+
+  /** The out_trade_no of the paid order shown in the result view. */
+  async paidOutTradeNo(): Promise<string> {
+    await expect(this.outTradeNo).toHaveText(/^PO[0-9A-Z]{18}$/);
+    return (await this.outTradeNo.textContent())!.trim();
+  }
 }

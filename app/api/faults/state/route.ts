@@ -1,0 +1,37 @@
+import { sql } from 'drizzle-orm';
+import { appServices } from '../../../../server/app-services';
+
+/**
+ * Ground truth for the failure drills (CHECKOUT_FAULTS=1 only; otherwise a 404): what the database
+ * holds for one order — its status, payments, confirmation emails (queued and sent) and the
+ * idempotency keys of its customer's payment attempts (a drill's browser context is one customer).
+ */
+export async function GET(request: Request): Promise<Response> {
+  const services = appServices();
+  if (!services.faults) return Response.json({ error: 'not found' }, { status: 404 });
+  const outTradeNo = new URL(request.url).searchParams.get('outTradeNo');
+  if (!outTradeNo) return Response.json({ error: 'outTradeNo is required' }, { status: 400 });
+  const db = services.db;
+  const [order] = await db.execute<{ id: string; customer_id: string; status: string; payment_attempt: number }>(sql`
+    select id, customer_id, status, payment_attempt from orders where out_trade_no = ${outTradeNo}`);
+  if (!order) return Response.json({ error: 'no such order' }, { status: 404 });
+  const payments = await db.execute(sql`
+    select gateway, attempt, status, gateway_trade_no as "gatewayTradeNo", source from payments
+     where order_id = ${order.id} order by created_at`);
+  const [emails] = await db.execute<{ queued: number; sent: number }>(sql`
+    select count(distinct o.id)::int as queued, count(m.id)::int as sent
+      from outbox o left join mail_sink m on m.outbox_id = o.id
+     where o.topic = 'email.order_paid' and o.payload->>'orderId' = ${order.id}`);
+  const keys = await db.execute(sql`
+    select k.key, k.response_status as "status", k.recovery_point as "recoveryPoint",
+           k.completed_at is not null as completed, coalesce(k.lease_expires_at > now(), false) as "leaseHeld"
+      from idempotency_keys k
+     where k.scope = ${`customer:${order.customer_id}`} and k.request_path = 'checkout.pay'
+     order by k.created_at`);
+  return Response.json({
+    order: { status: order.status, paymentAttempts: order.payment_attempt },
+    payments,
+    emails,
+    keys,
+  });
+}

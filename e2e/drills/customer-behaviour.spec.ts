@@ -1,0 +1,124 @@
+/**
+ * What customers do: click twice, pay from two tabs (even with two gateways), reload mid-payment,
+ * come back with a changed request, get declined and try another buyer, or close the tab and never
+ * come back. For every gateway, the ground truth stays at one charge.
+ */
+import { CheckoutPage } from '../pages/checkout-page';
+import { DRILL_GATEWAYS, GATEWAY_LABELS, expect, test } from './drill';
+
+for (const gateway of DRILL_GATEWAYS) {
+  test.describe(`${gateway}`, () => {
+    test(`double click on 立即支付 charges once (${gateway})`, async ({ checkout, drill }) => {
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      await checkout.payButton.dblclick();
+      await expect(checkout.status).toContainText('支付成功');
+      await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
+    });
+
+    test(`the same order paid from two tabs at once charges once (${gateway})`, async ({ checkout, drill, context }) => {
+      await test.step('1. create the order in the first tab, open a second tab on it', async () => {
+        await checkout.open();
+        await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+        // A slow gateway keeps the first attempt in flight while the second tab pays.
+        await drill.armSandboxFault({ gateway, action: 'slow', delayMs: 1500 });
+      });
+      const second = new CheckoutPage(await context.newPage());
+      await second.open();
+      await second.chooseGateway(GATEWAY_LABELS[gateway]);
+      await test.step('2. both tabs pay at once', async () => {
+        await Promise.all([checkout.pay(), second.pay()]);
+        await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
+        await expect(second.status).toContainText('支付成功', { timeout: 60_000 });
+      });
+      await test.step('3. one order, one charge', async () => {
+        const first = await checkout.paidOutTradeNo();
+        expect(await second.paidOutTradeNo()).toBe(first);
+        await drill.expectChargedExactlyOnce(first, gateway);
+      });
+    });
+
+    test(`reload in the middle of a payment reuses the stored key (${gateway})`, async ({ checkout, drill, page }) => {
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      // The server is slow after claiming the key: the customer reloads before the answer.
+      await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 3000 }, gateway });
+      const keys: string[] = [];
+      page.on('request', (request) => {
+        const key = request.headers()['idempotency-key'];
+        if (request.url().includes('checkout.pay') && key) keys.push(key);
+      });
+      await checkout.pay();
+      await expect.poll(() => keys.length).toBeGreaterThan(0);
+      await page.reload();
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      await checkout.pay();
+      await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
+      expect(new Set(keys).size, 'one key across the reload').toBe(1);
+      await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
+    });
+
+    test(`the same key with a changed request is refused with 422, shown clearly, nothing charged (${gateway})`, async ({ checkout, drill, page }) => {
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      await checkout.chooseBuyer('余额不足');
+      // The server is slow after claiming the key; the customer reloads before the answer…
+      await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 3000 }, gateway });
+      await checkout.pay();
+      await expect.poll(() => page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? '')).toContain('attempt');
+      await page.reload();
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      // …and pays again with another buyer: the stored key now meets a different request.
+      await checkout.chooseBuyer('余额充足');
+      await checkout.pay();
+      await expect(checkout.status).toContainText('支付失败');
+      await expect(checkout.status).toContainText('未扣款');
+      const outTradeNo = (await page.evaluate(
+        () => JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}').order?.outTradeNo,
+      )) as string;
+      await expect.poll(async () => (await drill.ledger(outTradeNo)).charges.length).toBeGreaterThan(0);
+      const ledger = await drill.ledger(outTradeNo);
+      expect(ledger.charges.filter((c) => c.status === 'succeeded'), 'the 422 charged nothing').toHaveLength(0);
+    });
+
+    test(`a terminal decline is the same on retry, with no retry loop; another buyer then pays once (${gateway})`, async ({ checkout, drill, page }) => {
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      await checkout.chooseBuyer('余额不足');
+      const payRequests: string[] = [];
+      page.on('request', (request) => {
+        if (request.url().includes('checkout.pay')) payRequests.push(request.headers()['idempotency-key'] ?? '');
+      });
+      await checkout.pay();
+      await expect(checkout.status).toContainText('支付失败');
+      expect(payRequests, 'a 402 is not retried').toHaveLength(1);
+      await checkout.chooseBuyer('余额充足');
+      await checkout.pay();
+      await expect(checkout.status).toContainText('支付成功');
+      expect(payRequests).toHaveLength(2);
+      expect(payRequests[1]).not.toBe(payRequests[0]);
+      await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
+    });
+
+    test(`the customer closes the tab after a mid-processing crash; the reconciler settles the order (${gateway})`, async ({ checkout, drill, page }) => {
+      await checkout.open();
+      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+      await drill.armAppFault({ point: 'after_gateway_call', action: { kind: 'crash' }, gateway });
+      await checkout.pay();
+      const storedOutTradeNo = () =>
+        page.evaluate(() => JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}').order?.outTradeNo as string | undefined);
+      await expect.poll(storedOutTradeNo).toMatch(/^PO/);
+      const outTradeNo = (await storedOutTradeNo())!;
+      await expect.poll(async () => (await drill.ledger(outTradeNo)).charges.filter((c) => c.status === 'succeeded').length).toBe(1);
+      await page.close(); // gone for good: no retry will ever come
+      await drill.waitForApp(); // the supervisor restarts the crashed process
+      await expect.poll(async () => (await drill.state(outTradeNo)).order.status, { timeout: 60_000 }).toBe('paid');
+      const state = await drill.state(outTradeNo);
+      expect(state.payments.find((p) => p.status === 'succeeded')?.source).toMatch(/reconciliation|notification/);
+      await expect.poll(async () => (await drill.state(outTradeNo)).emails, { timeout: 30_000 }).toEqual({ queued: 1, sent: 1 });
+      expect((await drill.ledger(outTradeNo)).charges.filter((c) => c.status === 'succeeded')).toHaveLength(1);
+    });
+  });
+}

@@ -1,0 +1,122 @@
+/**
+ * The drill harness: the checkout page, the app's fault injection, the sandbox's faults, and the
+ * ground truth — the sandbox's ledger and the app's database — that every drill asserts on.
+ */
+import { test as base, expect, type APIRequestContext, type Page } from '@playwright/test';
+import { CheckoutPage } from '../pages/checkout-page';
+
+export type DrillGateway = 'alipay' | 'wechatpay' | 'stripe' | '2c2p';
+
+/** The gateways every drill runs for (DRILL_GATEWAYS=alipay,stripe narrows it). */
+export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? 'alipay')
+  .split(',')
+  .map((g) => g.trim())
+  .filter(Boolean) as DrillGateway[];
+
+export const GATEWAY_LABELS: Record<DrillGateway, string> = {
+  alipay: '支付宝',
+  wechatpay: '微信支付',
+  stripe: 'Stripe 银行卡',
+  '2c2p': '2C2P',
+};
+
+export interface OrderState {
+  order: { status: string; paymentAttempts: number };
+  payments: { gateway: string; status: string; gatewayTradeNo: string | null; source: string }[];
+  emails: { queued: number; sent: number };
+  keys: { key: string; status: number | null; recoveryPoint: string; completed: boolean; leaseHeld: boolean }[];
+}
+
+export class Drill {
+  readonly sandboxUrl = process.env.DRILL_SANDBOX_URL ?? 'http://127.0.0.1:4210';
+
+  constructor(
+    readonly request: APIRequestContext,
+    readonly page: Page,
+  ) {}
+
+  async armAppFault(spec: { point: string; action: { kind: string; ms?: number }; gateway?: string; times?: number }) {
+    const response = await this.request.post('/api/faults', { data: spec });
+    expect(response.status(), await response.text()).toBe(201);
+  }
+
+  async armSandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number }) {
+    const response = await this.request.post(`${this.sandboxUrl}/sandbox/faults`, { data: spec });
+    expect(response.status(), await response.text()).toBe(201);
+  }
+
+  async clearFaults() {
+    await this.waitForApp();
+    await this.request.delete('/api/faults');
+    await this.request.delete(`${this.sandboxUrl}/sandbox/faults`);
+  }
+
+  /** After a crash drill: until the supervisor has the app answering again. */
+  async waitForApp(timeoutMs = 60_000) {
+    await expect
+      .poll(
+        async () => {
+          try {
+            return (await this.request.get('/api/health', { timeout: 5000 })).status();
+          } catch {
+            return 0; // connection refused while the process restarts
+          }
+        },
+        { timeout: timeoutMs, message: 'the app answers again' },
+      )
+      .toBe(200);
+  }
+
+  async ledger(outTradeNo: string) {
+    const response = await this.request.get(`${this.sandboxUrl}/ledger?outTradeNo=${outTradeNo}`);
+    return (await response.json()) as {
+      charges: { status: string; amountMinor: number; gateway: string }[];
+      notifications: { acknowledged: boolean }[];
+    };
+  }
+
+  async state(outTradeNo: string): Promise<OrderState> {
+    const response = await this.request.get(`/api/faults/state?outTradeNo=${outTradeNo}`);
+    expect(response.status(), await response.text()).toBe(200);
+    return (await response.json()) as OrderState;
+  }
+
+  async stock(sku: string): Promise<number> {
+    const response = await this.request.get('/api/trpc/checkout.products');
+    const products = (await response.json()).result.data as { sku: string; stock: number }[];
+    return products.find((p) => p.sku === sku)!.stock;
+  }
+
+  /**
+   * The promises of design.md §1 for one order, against the ground truth: one successful charge in
+   * the gateway's ledger, one paid order with one successful payment, one confirmation email, and
+   * every payment key of this customer completed (none left in flight).
+   */
+  async expectChargedExactlyOnce(outTradeNo: string, gateway: DrillGateway) {
+    const ledger = await this.ledger(outTradeNo);
+    expect(ledger.charges.filter((c) => c.status === 'succeeded'), 'successful charges in the ledger').toHaveLength(1);
+    expect(ledger.charges.find((c) => c.status === 'succeeded')!.gateway).toBe(gateway);
+    await expect
+      .poll(async () => (await this.state(outTradeNo)).emails, { message: 'one confirmation email, sent once' })
+      .toEqual({ queued: 1, sent: 1 });
+    const state = await this.state(outTradeNo);
+    expect(state.order.status).toBe('paid');
+    expect(state.payments.filter((p) => p.status === 'succeeded')).toHaveLength(1);
+    for (const key of state.keys) expect(key.leaseHeld, `key ${key.key} left in flight`).toBe(false);
+    expect(state.keys.some((k) => k.completed && k.status === 201), 'a key completed with 201').toBe(true);
+  }
+}
+
+export const test = base.extend<{ checkout: CheckoutPage; drill: Drill }>({
+  checkout: async ({ page }, use) => {
+    await use(new CheckoutPage(page));
+  },
+  drill: async ({ request, page }, use) => {
+    const drill = new Drill(request, page);
+    await drill.clearFaults();
+    await use(drill);
+    await drill.clearFaults();
+  },
+});
+
+export { expect };
