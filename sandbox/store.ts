@@ -72,10 +72,13 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.charges (
   buyer_id          text,
   created_at        timestamptz NOT NULL DEFAULT now()
 );
--- Belt and braces under the per-trade lock: the database itself refuses a second successful charge
--- for one merchant order, so a bug in the locking can only surface as an error, never as a double charge.
-CREATE UNIQUE INDEX IF NOT EXISTS charges_one_success_per_order
-  ON psp_sandbox.charges (gateway, merchant_id, out_trade_no) WHERE status = 'succeeded';
+-- Belt and braces under the per-trade lock: for gateways that deduplicate by the merchant's order
+-- number (Alipay, WeChat Pay, 2C2P), the database itself refuses a second successful charge, so a bug
+-- in the sandbox's locking can only surface as an error. Stripe has no such rule: a second
+-- PaymentIntent for a paid order really charges again, and the ledger must show that double charge.
+DROP INDEX IF EXISTS psp_sandbox.charges_one_success_per_order;
+CREATE UNIQUE INDEX IF NOT EXISTS charges_one_success_per_trade
+  ON psp_sandbox.charges (gateway, merchant_id, out_trade_no) WHERE status = 'succeeded' AND gateway <> 'stripe';
 CREATE INDEX IF NOT EXISTS charges_by_out_trade_no ON psp_sandbox.charges (out_trade_no, id);
 
 -- One row per notification (the thing Alipay retries); its schedule is polled by every sandbox

@@ -38,7 +38,7 @@ const BUYERS: { id: TestBuyer; label: string }[] = [
 /** What each test buyer is at the gateway: a wallet for Alipay and WeChat Pay, a test card elsewhere. */
 const TEST_INSTRUMENTS: Partial<Record<GatewayId, Record<TestBuyer, string>>> = {
   stripe: { ok: '4242 4242 4242 4242', insufficient_funds: '4000 0000 0000 9995', account_restricted: '4000 0000 0000 0002' },
-  '2c2p': { ok: '4111 1111 1111 1111', insufficient_funds: '测试卡 · 余额不足', account_restricted: '测试卡 · 受限' },
+  '2c2p': { ok: '4111 1111 1111 1111', insufficient_funds: '4000 0000 0002 4051', account_restricted: '4000 0000 0009 4062' },
 };
 
 export function formatMoney(minor: number, currency: string): string {

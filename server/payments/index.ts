@@ -5,6 +5,8 @@
  */
 import { createAlipayGateway } from './alipay';
 import type { GatewayId, PaymentGateway, TestBuyer } from './gateway';
+import { createStripeGateway } from './stripe';
+import { createTwoC2pGateway } from './twoc2p';
 import { createWechatPayGateway } from './wechatpay';
 
 export type * from './gateway';
@@ -64,6 +66,33 @@ export function gatewaysFromEnv(env: Env = process.env): Partial<Record<GatewayI
   });
   if (wechatpay) {
     gateways.wechatpay = createWechatPayGateway({ ...wechatpay, ...timeoutMs, testBuyers: testBuyers(env, 'WECHATPAY_TEST_BUYERS') });
+  }
+
+  const stripe = read(env, {
+    secretKey: 'STRIPE_SECRET_KEY',
+    webhookSecret: 'STRIPE_WEBHOOK_SECRET',
+    accountId: 'STRIPE_ACCOUNT_ID',
+  });
+  if (stripe) {
+    // STRIPE_API_BASE points the official SDK elsewhere (the sandbox); unset, it talks to Stripe.
+    const base = env.STRIPE_API_BASE ? new URL(env.STRIPE_API_BASE) : undefined;
+    gateways.stripe = createStripeGateway({
+      ...stripe,
+      ...timeoutMs,
+      ...(base
+        ? { host: base.hostname, port: base.port || undefined, protocol: base.protocol === 'http:' ? 'http' : 'https' }
+        : {}),
+      testBuyers: testBuyers(env, 'STRIPE_TEST_BUYERS'),
+    });
+  }
+
+  const twoC2p = read(env, {
+    merchantId: 'TWOC2P_MERCHANT_ID',
+    secretKey: 'TWOC2P_SECRET_KEY',
+    baseUrl: 'TWOC2P_BASE_URL',
+  });
+  if (twoC2p) {
+    gateways['2c2p'] = createTwoC2pGateway({ ...twoC2p, ...timeoutMs, testBuyers: testBuyers(env, 'TWOC2P_TEST_BUYERS') });
   }
 
   return gateways;

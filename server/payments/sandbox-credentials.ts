@@ -30,6 +30,21 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.WECHATPAY_BASE_URL = str(wechatpay.baseUrl);
     env.WECHATPAY_TEST_BUYERS = JSON.stringify(wechatpay.testBuyers);
   }
+  const stripe = credentials.stripe;
+  if (stripe) {
+    env.STRIPE_SECRET_KEY = str(stripe.secretKey);
+    env.STRIPE_WEBHOOK_SECRET = str(stripe.webhookSecret);
+    env.STRIPE_ACCOUNT_ID = str(stripe.accountId);
+    env.STRIPE_API_BASE = `${str(stripe.protocol) ?? 'http'}://${str(stripe.host)}:${str(stripe.port)}`;
+    env.STRIPE_TEST_BUYERS = JSON.stringify(stripe.testBuyers);
+  }
+  const twoC2p = credentials['2c2p'];
+  if (twoC2p) {
+    env.TWOC2P_MERCHANT_ID = str(twoC2p.merchantId);
+    env.TWOC2P_SECRET_KEY = str(twoC2p.secretKey);
+    env.TWOC2P_BASE_URL = str(twoC2p.baseUrl);
+    env.TWOC2P_TEST_BUYERS = JSON.stringify(twoC2p.testBuyers);
+  }
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
   return out;

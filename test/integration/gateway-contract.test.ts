@@ -3,7 +3,7 @@
  * app's webhook, through real HTTP and real PostgreSQL. A gateway joins by adding a fixture below.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { reconcilePayments } from '../../server/jobs/reconciler';
 import type { GatewayId, PaymentGateway } from '../../server/payments/gateway';
@@ -52,6 +52,71 @@ const FIXTURES: GatewayFixture[] = [
         assert.equal(declined.kind, 'declined');
         const changed = await gateway.charge({ ...base, amountMinor: 200, buyer: 'ok' });
         assert.deepEqual(changed.kind === 'declined' ? changed.code : changed.kind, 'OUT_TRADE_NO_USED');
+        assert.equal((await stack.succeededCharges(outTradeNo)).length, 0);
+      },
+    },
+  },
+  {
+    id: 'stripe',
+    lie: (victim) => ({ out_trade_no: victim, amount: '1' }),
+    ownIdempotencyRule: {
+      name: 'one Idempotency-Key with other parameters is 400 idempotency_error; mid-execution it is 409; replays say so',
+      check: async ({ stack }) => {
+        const { stripe: c } = (await (await fetch(`${stack.sandboxUrl}/sandbox/credentials`)).json()) as {
+          stripe: { secretKey: string };
+        };
+        const post = (body: string, key: string) =>
+          fetch(`${stack.sandboxUrl}/v1/payment_intents`, {
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${c.secretKey}`,
+              'content-type': 'application/x-www-form-urlencoded',
+              'idempotency-key': key,
+            },
+            body,
+          });
+        const key = `contract-${randomUUID()}`;
+        const body = (amount: number) =>
+          `amount=${amount}&currency=cny&confirm=true&payment_method=pm_card_visa&allowed_payment_method_types[0]=card&metadata[out_trade_no]=PO${randomUUID().slice(0, 8).toUpperCase()}`;
+        const first = body(1000);
+        const created = await post(first, key);
+        assert.equal(created.status, 200);
+        const replay = await post(first, key);
+        assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+        assert.equal(await replay.text(), await created.text());
+        const mismatch = await post(body(2000), key);
+        assert.equal(mismatch.status, 400);
+        assert.equal(((await mismatch.json()) as { error: { type: string } }).error.type, 'idempotency_error');
+
+        // Mid-execution: hold the key's execution lock, as a first request still running would.
+        const busyKey = `contract-${randomUUID()}`;
+        const scope = createHash('sha256').update(c.secretKey).digest('hex');
+        const holder = await stack.sql.reserve();
+        try {
+          await holder`select pg_advisory_lock(hashtextextended(${`stripe-idem:${scope}:${busyKey}`}, 0))`;
+          const busy = await post(body(1000), busyKey);
+          assert.equal(busy.status, 409);
+          assert.equal(((await busy.json()) as { error: { code: string } }).error.code, 'idempotency_key_in_use');
+        } finally {
+          await holder`select pg_advisory_unlock_all()`;
+          holder.release();
+        }
+      },
+    },
+  },
+  {
+    id: '2c2p',
+    lie: (victim) => ({ invoiceNo: victim, amount: '0.01' }),
+    ownIdempotencyRule: {
+      name: 'the same invoiceNo with another amount is refused with 9015 (existing invoice number)',
+      check: async ({ stack, gateway }) => {
+        const outTradeNo = `PO${randomUUID().replaceAll('-', '').slice(0, 18).toUpperCase()}`;
+        const base = { outTradeNo, currency: 'CNY', subject: 'rule', attempt: 1, notifyUrl: 'http://127.0.0.1:9/x' };
+        const declined = await gateway.charge({ ...base, amountMinor: 100, buyer: 'insufficient_funds' });
+        assert.equal(declined.kind, 'declined');
+        // A new attempt (a new idempotencyID) for the same invoice with another amount.
+        const changed = await gateway.charge({ ...base, attempt: 2, amountMinor: 200, buyer: 'ok' });
+        assert.deepEqual(changed.kind === 'declined' ? changed.code : changed.kind, '9015');
         assert.equal((await stack.succeededCharges(outTradeNo)).length, 0);
       },
     },

@@ -1,0 +1,130 @@
+/**
+ * The sandbox's Stripe test cards: the documented test PaymentMethods (`pm_card_visa`, …) and the
+ * card numbers behind them (https://docs.stripe.com/testing), with the outcome each one produces.
+ *
+ * Only what a server-side card payment needs: no 3-D Secure cards (they would leave a PaymentIntent
+ * in `requires_action`, which only a browser can complete).
+ */
+
+export interface CardDecline {
+  /** error.code: `card_declined` for most declines, the specific code for the others. */
+  code: string;
+  /** error.decline_code: the issuer's reason. */
+  declineCode: string;
+  message: string;
+}
+
+export interface TestCard {
+  number: string;
+  brand: 'visa' | 'mastercard' | 'amex';
+  funding: 'credit' | 'debit';
+  country: string;
+  /** null: the charge succeeds. */
+  decline: CardDecline | null;
+}
+
+const DECLINED = 'Your card was declined.';
+
+const CARDS: readonly TestCard[] = [
+  { number: '4242424242424242', brand: 'visa', funding: 'credit', country: 'US', decline: null },
+  { number: '4000056655665556', brand: 'visa', funding: 'debit', country: 'US', decline: null },
+  { number: '5555555555554444', brand: 'mastercard', funding: 'credit', country: 'US', decline: null },
+  { number: '378282246310005', brand: 'amex', funding: 'credit', country: 'US', decline: null },
+  {
+    number: '4000000000000002',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'generic_decline', message: DECLINED },
+  },
+  {
+    number: '4000000000009995',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+  },
+  {
+    number: '4000000000009987',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'lost_card', message: DECLINED },
+  },
+  {
+    number: '4000000000009979',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'stolen_card', message: DECLINED },
+  },
+  {
+    number: '4100000000000019',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'fraudulent', message: DECLINED },
+  },
+  {
+    number: '4000000000000069',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'expired_card', declineCode: 'expired_card', message: 'Your card has expired.' },
+  },
+  {
+    number: '4000000000000127',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'incorrect_cvc', declineCode: 'incorrect_cvc', message: "Your card's security code is incorrect." },
+  },
+  {
+    number: '4000000000000119',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: {
+      code: 'processing_error',
+      declineCode: 'processing_error',
+      message: 'An error occurred while processing your card. Try again in a little bit.',
+    },
+  },
+];
+
+/** Stripe's documented test PaymentMethod ids, each standing for one test card. */
+const PAYMENT_METHOD_ALIASES: Readonly<Record<string, string>> = {
+  pm_card_visa: '4242424242424242',
+  pm_card_visa_debit: '4000056655665556',
+  pm_card_mastercard: '5555555555554444',
+  pm_card_amex: '378282246310005',
+  pm_card_chargeDeclined: '4000000000000002',
+  pm_card_chargeDeclinedInsufficientFunds: '4000000000009995',
+  pm_card_chargeDeclinedLostCard: '4000000000009987',
+  pm_card_chargeDeclinedStolenCard: '4000000000009979',
+  pm_card_chargeDeclinedFraudulent: '4100000000000019',
+  pm_card_chargeDeclinedExpiredCard: '4000000000000069',
+  pm_card_chargeDeclinedIncorrectCvc: '4000000000000127',
+  pm_card_chargeDeclinedProcessingError: '4000000000000119',
+};
+
+const BY_NUMBER = new Map(CARDS.map((card) => [card.number, card]));
+
+export function cardByNumber(number: string): TestCard | undefined {
+  return BY_NUMBER.get(number.replace(/[\s-]/g, ''));
+}
+
+export function cardByPaymentMethodId(id: string): TestCard | undefined {
+  const number = Object.hasOwn(PAYMENT_METHOD_ALIASES, id) ? PAYMENT_METHOD_ALIASES[id] : undefined;
+  return number === undefined ? undefined : BY_NUMBER.get(number);
+}
+
+/** What the adapter sends for each of PayOnce's test buyers. */
+export function stripeTestBuyers(): { ok: string; insufficient_funds: string; account_restricted: string } {
+  return {
+    ok: 'pm_card_visa',
+    insufficient_funds: 'pm_card_chargeDeclinedInsufficientFunds',
+    // Stripe has no "restricted account" card; a generic issuer decline is the nearest outcome.
+    account_restricted: 'pm_card_chargeDeclined',
+  };
+}

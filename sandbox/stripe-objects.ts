@@ -1,0 +1,253 @@
+/**
+ * The JSON the sandbox's Stripe answers with: ids, PaymentIntent / PaymentMethod / Event objects and
+ * the error envelope `{ error: { type, code, decline_code?, message, param?, payment_intent? } }`,
+ * shaped like the API reference (https://docs.stripe.com/api) so stripe-node parses them unchanged.
+ */
+import { randomInt } from 'node:crypto';
+import type { TestCard } from './stripe-cards';
+
+/**
+ * The API version the sandbox's account is pinned to, reported in `Stripe-Version` when a request does
+ * not choose one, and in events (Stripe renders events in the account's or the endpoint's version).
+ * It is stripe-node 23.1's pinned version, so the objects below are read with the types they have.
+ */
+export const ACCOUNT_API_VERSION = '2026-10-28.endive';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+export function base62(length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i += 1) out += BASE62[randomInt(BASE62.length)];
+  return out;
+}
+
+/** Stripe's object ids: a type prefix and 24 base62 characters (`pi_3Mtw…`). */
+export function newId(prefix: 'pi' | 'ch' | 'pm' | 'evt' | 'pmc'): string {
+  return `${prefix}_${base62(24)}`;
+}
+
+export function newRequestId(): string {
+  return `req_${base62(14)}`;
+}
+
+export function unixNow(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+export type ErrorType = 'api_error' | 'card_error' | 'idempotency_error' | 'invalid_request_error';
+
+export interface StripeErrorBody {
+  type: ErrorType;
+  message: string;
+  code?: string;
+  decline_code?: string;
+  param?: string;
+  doc_url?: string;
+  [extra: string]: unknown;
+}
+
+export function errorBody(error: StripeErrorBody): { error: StripeErrorBody } {
+  const withDoc: StripeErrorBody =
+    error.code && !error.doc_url ? { ...error, doc_url: `https://docs.stripe.com/error-codes/${error.code.replaceAll('_', '-')}` } : error;
+  return { error: withDoc };
+}
+
+// ---------------------------------------------------------------------------------------------
+// PaymentMethod
+
+export interface PaymentMethodObject {
+  id: string;
+  object: 'payment_method';
+  [field: string]: unknown;
+}
+
+/** A card PaymentMethod as the API returns it; `pm_card_visa` becomes a fresh `pm_…` like on Stripe. */
+export function paymentMethodObject(id: string, card: TestCard, created: number): PaymentMethodObject {
+  return {
+    id,
+    object: 'payment_method',
+    allow_redisplay: 'unspecified',
+    billing_details: {
+      address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null },
+      email: null,
+      name: null,
+      phone: null,
+      tax_id: null,
+    },
+    card: {
+      brand: card.brand,
+      checks: { address_line1_check: null, address_postal_code_check: null, cvc_check: 'pass' },
+      country: card.country,
+      display_brand: card.brand,
+      exp_month: 12,
+      exp_year: new Date().getUTCFullYear() + 3,
+      fingerprint: `sbx${card.number.slice(-8)}`,
+      funding: card.funding,
+      generated_from: null,
+      last4: card.number.slice(-4),
+      networks: { available: [card.brand], preferred: null },
+      regulated_status: 'unregulated',
+      three_d_secure_usage: { supported: true },
+      wallet: null,
+    },
+    created,
+    customer: null,
+    customer_account: null,
+    livemode: false,
+    metadata: {},
+    type: 'card',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// PaymentIntent
+
+/** The metadata key the sandbox reads as the webhook endpoint (its stand-in for the Dashboard's). */
+export const NOTIFY_URL_KEY = 'notify_url';
+/** The metadata key the ledger files a PaymentIntent's charges under. */
+export const OUT_TRADE_NO_KEY = 'out_trade_no';
+
+export type PaymentIntentStatus =
+  | 'requires_payment_method'
+  | 'requires_confirmation'
+  | 'requires_action'
+  | 'processing'
+  | 'requires_capture'
+  | 'canceled'
+  | 'succeeded';
+
+export interface LastPaymentError {
+  type: 'card_error';
+  code: string;
+  decline_code: string;
+  message: string;
+  charge: string;
+  doc_url: string;
+  payment_method: PaymentMethodObject;
+}
+
+export interface PaymentIntentObject {
+  id: string;
+  object: 'payment_intent';
+  amount: number;
+  amount_received: number;
+  currency: string;
+  status: PaymentIntentStatus;
+  metadata: Record<string, string>;
+  payment_method: string | null;
+  latest_charge: string | null;
+  last_payment_error: LastPaymentError | null;
+  automatic_payment_methods: { enabled: boolean; allow_redirects?: 'always' | 'never' } | null;
+  canceled_at: number | null;
+  cancellation_reason: string | null;
+  created: number;
+  [field: string]: unknown;
+}
+
+export interface NewPaymentIntent {
+  amount: number;
+  currency: string;
+  description: string | null;
+  metadata: Record<string, string>;
+  automaticPaymentMethods: { enabled: boolean; allow_redirects: 'always' | 'never' } | null;
+  allowedPaymentMethodTypes: string[] | null;
+  receiptEmail: string | null;
+  status: 'requires_payment_method' | 'requires_confirmation';
+}
+
+export function paymentIntentObject(input: NewPaymentIntent, created: number): PaymentIntentObject {
+  const id = newId('pi');
+  return {
+    id,
+    object: 'payment_intent',
+    allowed_payment_method_types: input.allowedPaymentMethodTypes,
+    amount: input.amount,
+    amount_capturable: 0,
+    amount_details: { tip: {} },
+    amount_received: 0,
+    application: null,
+    application_fee_amount: null,
+    automatic_payment_methods: input.automaticPaymentMethods,
+    canceled_at: null,
+    cancellation_reason: null,
+    capture_method: 'automatic_async',
+    client_secret: `${id}_secret_${base62(25)}`,
+    confirmation_method: 'automatic',
+    created,
+    currency: input.currency,
+    customer: null,
+    customer_account: null,
+    description: input.description,
+    excluded_payment_method_types: null,
+    last_payment_error: null,
+    latest_charge: null,
+    livemode: false,
+    metadata: input.metadata,
+    next_action: null,
+    on_behalf_of: null,
+    payment_method: null,
+    payment_method_configuration_details: input.automaticPaymentMethods ? { id: newId('pmc'), parent: null } : null,
+    payment_method_options: {
+      card: { installments: null, mandate_options: null, network: null, request_three_d_secure: 'automatic' },
+    },
+    payment_method_types: ['card'],
+    processing: null,
+    receipt_email: input.receiptEmail,
+    review: null,
+    setup_future_usage: null,
+    shipping: null,
+    source: null,
+    statement_descriptor: null,
+    statement_descriptor_suffix: null,
+    status: input.status,
+    transfer_data: null,
+    transfer_group: null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+export type EventType = 'payment_intent.succeeded' | 'payment_intent.payment_failed';
+
+export interface EventObject {
+  id: string;
+  object: 'event';
+  account: string;
+  api_version: string;
+  created: number;
+  data: { object: PaymentIntentObject };
+  livemode: false;
+  pending_webhooks: number;
+  request: { id: string | null; idempotency_key: string | null };
+  type: EventType;
+}
+
+/**
+ * `account` is what Connect puts on events of connected accounts; the sandbox always includes it so
+ * that a receiver can check which merchant account an event is for (design.md §5: merchant check).
+ */
+export function eventObject(input: {
+  type: EventType;
+  account: string;
+  paymentIntent: PaymentIntentObject;
+  requestId: string;
+  idempotencyKey: string | null;
+  delivered: boolean;
+}): EventObject {
+  return {
+    id: newId('evt'),
+    object: 'event',
+    account: input.account,
+    api_version: ACCOUNT_API_VERSION,
+    created: unixNow(),
+    data: { object: input.paymentIntent },
+    livemode: false,
+    pending_webhooks: input.delivered ? 1 : 0,
+    request: { id: input.requestId, idempotency_key: input.idempotencyKey },
+    type: input.type,
+  };
+}

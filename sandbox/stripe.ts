@@ -1,0 +1,1286 @@
+/**
+ * The sandbox's Stripe: the v1 PaymentIntents API on its real paths, close enough that the official
+ * stripe-node SDK (23.1) talks to it unchanged — `new Stripe(secretKey, { host, port, protocol: 'http' })`.
+ *
+ *   POST /v1/payment_intents                  create (confirm=true charges at once)
+ *   POST /v1/payment_intents/{id}/confirm     confirm, e.g. again after a decline with another card
+ *   POST /v1/payment_intents/{id}/cancel      cancel an unpaid PaymentIntent
+ *   GET  /v1/payment_intents/{id}             retrieve
+ *   GET  /v1/payment_intents                  list, newest first (created[gte…], starting_after, limit)
+ *   GET  /v1/payment_intents/search           search: metadata['out_trade_no']:'PO…' (see stripe-search.ts)
+ *   POST /sandbox/stripe/notify               the notification test tool (not Stripe's)
+ *
+ * What it keeps of Stripe's rules (shared/gateways.md):
+ *  - Authentication: any `sk_test_…` key is accepted, as stripe-mock does, and acts on the sandbox's
+ *    one test account; anything else is a 401. Idempotency keys are scoped to the secret key.
+ *  - Idempotency (https://docs.stripe.com/api/idempotent_requests): a POST's status and body are
+ *    stored once the endpoint starts executing — declines (402) and 500s included — and replayed for
+ *    24 h with `Idempotent-Replayed: true`. Validation failures and concurrent duplicates are not
+ *    stored. The same key with other parameters, or on another endpoint, is a 400 idempotency_error;
+ *    a duplicate that arrives while the first is executing is a 409 idempotency_key_in_use with
+ *    `Stripe-Should-Retry: true`. Keys live in PostgreSQL; the execution, its ledger rows, its events
+ *    and the stored response commit in one transaction, so a crash stores nothing and a retry runs anew.
+ *  - PaymentIntents: a decline leaves the PaymentIntent in `requires_payment_method` (confirmable
+ *    again with another card); a success is `succeeded` with a `latest_charge`, and confirming it
+ *    again is a 400 payment_intent_unexpected_state. Stripe does NOT deduplicate on our
+ *    out_trade_no: a second PaymentIntent for a paid order is charged (the double charge the app must
+ *    prevent), serialized per out_trade_no in PostgreSQL so the ledger counts it exactly.
+ *  - Webhooks: `payment_intent.succeeded` / `payment_intent.payment_failed` events POSTed as JSON with
+ *    `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx acknowledges; retried for ~3 days.
+ *    Stripe has no per-request notify URL — the endpoint is account configuration (Dashboard →
+ *    Webhooks). The sandbox's stand-in for that setting is the PaymentIntent's `metadata[notify_url]`.
+ *
+ * Files: stripe-form.ts (the bracket-notation encoding), stripe-objects.ts (the JSON Stripe answers
+ * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language) and
+ * stripe-webhooks.ts (signing, the retry schedule and the notification test tool).
+ */
+import { createHash } from 'node:crypto';
+import type postgres from 'postgres';
+import type { SandboxGatewayModule, SandboxRequest, SandboxResponse } from './gateway-module';
+import { enqueueNotification, recordCharge, type Sql, type Tx } from './store';
+import { cardByNumber, cardByPaymentMethodId, stripeTestBuyers, type TestCard } from './stripe-cards';
+import {
+  paramsHash,
+  parseStripeForm,
+  readBoolean,
+  readHash,
+  readInteger,
+  readString,
+  readStringArray,
+  rejectUnknown,
+  StripeParamError,
+  type FormHash,
+} from './stripe-form';
+import {
+  ACCOUNT_API_VERSION,
+  base62,
+  errorBody,
+  eventObject,
+  newId,
+  newRequestId,
+  NOTIFY_URL_KEY,
+  OUT_TRADE_NO_KEY,
+  paymentIntentObject,
+  paymentMethodObject,
+  unixNow,
+  type EventType,
+  type NewPaymentIntent,
+  type PaymentIntentObject,
+  type PaymentIntentStatus,
+  type StripeErrorBody,
+} from './stripe-objects';
+import { parseSearchQuery, SearchQueryError, type SearchClause } from './stripe-search';
+import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
+
+const GATEWAY = 'stripe';
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+const SCHEMA_SQL = `
+-- The sandbox's one Stripe test account and the credentials the "Dashboard" (GET /sandbox/credentials)
+-- hands out. Any sk_test_ key is accepted and acts on this account (as stripe-mock does).
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_accounts (
+  account_id       text PRIMARY KEY,
+  secret_key       text NOT NULL UNIQUE,
+  publishable_key  text NOT NULL,
+  webhook_secret   text NOT NULL,
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+-- PaymentIntents as the API renders them (object), plus what is filtered, locked or kept private.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_payment_intents (
+  id            text PRIMARY KEY,
+  -- Insertion order: "newest first" for list and search, and their pagination cursor.
+  seq           bigserial NOT NULL UNIQUE,
+  account_id    text NOT NULL,
+  out_trade_no  text,
+  status        text NOT NULL,
+  object        jsonb NOT NULL,
+  -- The card attached but not yet confirmed (status requires_confirmation): what confirm will charge.
+  card_number   text,
+  card_alias    text,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  updated_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS stripe_payment_intents_by_out_trade_no
+  ON psp_sandbox.stripe_payment_intents (account_id, out_trade_no);
+CREATE INDEX IF NOT EXISTS stripe_payment_intents_newest
+  ON psp_sandbox.stripe_payment_intents (account_id, seq DESC);
+
+-- Every charge attempt (Stripe's Charge objects). in_shared_ledger = false marks a second successful
+-- charge for one out_trade_no: Stripe makes it, but psp_sandbox.charges refuses a second success row.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_charges (
+  id                text PRIMARY KEY,
+  payment_intent    text NOT NULL,
+  account_id        text NOT NULL,
+  out_trade_no      text NOT NULL,
+  amount            bigint NOT NULL,
+  currency          text NOT NULL,
+  status            text NOT NULL CHECK (status IN ('succeeded', 'failed')),
+  failure_code      text,
+  decline_code      text,
+  payment_method    text NOT NULL,
+  in_shared_ledger  boolean NOT NULL,
+  created_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS stripe_charges_by_out_trade_no ON psp_sandbox.stripe_charges (out_trade_no, created_at);
+
+-- Every event, with the exact JSON text that is delivered (and re-signed on each delivery).
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_events (
+  id              text PRIMARY KEY,
+  account_id      text NOT NULL,
+  type            text NOT NULL,
+  payment_intent  text NOT NULL,
+  out_trade_no    text NOT NULL,
+  payload         text NOT NULL,
+  notify_url      text,
+  created_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS stripe_events_by_out_trade_no ON psp_sandbox.stripe_events (out_trade_no, type, created_at);
+
+-- Stripe's idempotency layer: one stored response per (secret key, Idempotency-Key), kept 24 h.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_idempotency_keys (
+  scope            text NOT NULL,
+  key              text NOT NULL,
+  endpoint         text NOT NULL,
+  params_hash      text NOT NULL,
+  response_status  integer NOT NULL,
+  response_body    text NOT NULL,
+  request_id       text NOT NULL,
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  expires_at       timestamptz NOT NULL,
+  PRIMARY KEY (scope, key)
+);
+CREATE INDEX IF NOT EXISTS stripe_idempotency_keys_expiry ON psp_sandbox.stripe_idempotency_keys (expires_at);
+`;
+
+/** Stripe prunes keys "after they're at least 24 hours old". */
+const IDEMPOTENCY_KEY_TTL = '24 hours';
+const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+/** Expired keys are deleted in bounded batches (at start-up and now and then), never in one long DELETE. */
+const CLEANUP_BATCH = 500;
+
+// ---------------------------------------------------------------------------------------------
+// Account
+
+export interface StripeIdentity {
+  accountId: string;
+  secretKey: string;
+  publishableKey: string;
+  webhookSecret: string;
+}
+
+async function loadOrCreateIdentity(tx: Tx): Promise<StripeIdentity> {
+  const rows = await tx<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+    SELECT account_id, secret_key, publishable_key, webhook_secret
+      FROM psp_sandbox.stripe_accounts ORDER BY created_at, account_id LIMIT 1`;
+  const row = rows[0];
+  if (row) {
+    return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+  }
+  // Shaped like real ones: acct_1 + 15, keys sk_test_51 + the account's suffix + random, whsec_ + 32.
+  const suffix = base62(15);
+  const identity: StripeIdentity = {
+    accountId: `acct_1${suffix}`,
+    secretKey: `sk_test_51${suffix}${base62(82)}`,
+    publishableKey: `pk_test_51${suffix}${base62(82)}`,
+    webhookSecret: `whsec_${base62(32)}`,
+  };
+  await tx`
+    INSERT INTO psp_sandbox.stripe_accounts (account_id, secret_key, publishable_key, webhook_secret)
+    VALUES (${identity.accountId}, ${identity.secretKey}, ${identity.publishableKey}, ${identity.webhookSecret})`;
+  return identity;
+}
+
+async function deleteExpiredKeys(db: Sql | Tx): Promise<void> {
+  await db`
+    DELETE FROM psp_sandbox.stripe_idempotency_keys
+     WHERE ctid IN (SELECT ctid FROM psp_sandbox.stripe_idempotency_keys
+                     WHERE expires_at <= now() LIMIT ${CLEANUP_BATCH})`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and answers
+
+interface StripeContext {
+  sql: Sql;
+  identity: StripeIdentity;
+  wakeNotifier(): void;
+  deliveryTimeoutMs: number;
+  searchLagMs: number;
+}
+
+interface ApiCall {
+  requestId: string;
+  /** The Stripe-Version the response is rendered in (the request's, or the account's). */
+  apiVersion: string;
+  /** sha256 of the secret key: idempotency keys are per key, and no secret is stored for them. */
+  scope: string;
+  idempotencyKey: string | null;
+}
+
+interface ApiAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** An answer thrown from deep inside validation or execution. */
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: StripeErrorBody,
+  ) {
+    super(error.message);
+  }
+
+  answer(): ApiAnswer {
+    return { status: this.status, body: errorBody(this.error) };
+  }
+}
+
+function invalidRequest(message: string, extra: Partial<StripeErrorBody> = {}, status = 400): ApiError {
+  return new ApiError(status, { type: 'invalid_request_error', message, ...extra });
+}
+
+function fromParamError(err: StripeParamError): ApiError {
+  return invalidRequest(err.message, {
+    ...(err.param !== undefined ? { param: err.param } : {}),
+    ...(err.code !== undefined ? { code: err.code } : {}),
+  });
+}
+
+function render(call: ApiCall, status: number, body: string, extra: Record<string, string> = {}): SandboxResponse {
+  return {
+    status,
+    headers: {
+      'content-type': 'application/json',
+      'request-id': call.requestId,
+      'stripe-version': call.apiVersion,
+      ...(call.idempotencyKey !== null ? { 'idempotency-key': call.idempotencyKey } : {}),
+      ...extra,
+    },
+    // Stripe pretty-prints its JSON; so does the sandbox.
+    body,
+  };
+}
+
+function renderAnswer(call: ApiCall, answer: ApiAnswer, extra: Record<string, string> = {}): SandboxResponse {
+  return render(call, answer.status, JSON.stringify(answer.body, null, 2), extra);
+}
+
+function unrecognizedUrl(method: string, path: string): ApiError {
+  return invalidRequest(
+    `Unrecognized request URL (${method}: ${path}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`,
+    {},
+    404,
+  );
+}
+
+function noSuchIntent(id: string, param = 'intent'): ApiError {
+  return invalidRequest(`No such payment_intent: '${id}'`, { code: 'resource_missing', param }, 404);
+}
+
+function maskKey(key: string): string {
+  return `${key.slice(0, 8)}${'*'.repeat(Math.max(0, key.length - 12))}${key.slice(-4)}`;
+}
+
+/** Bearer (what stripe-node sends) or Basic with the key as user name (what curl -u sends). */
+function authenticate(headers: SandboxRequest['headers']): { secretKey: string } | ApiError {
+  const header = headers.authorization ?? '';
+  let key = '';
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const basic = /^Basic\s+(\S+)\s*$/i.exec(header);
+  if (bearer) key = bearer[1] ?? '';
+  else if (basic) key = Buffer.from(basic[1] ?? '', 'base64').toString('utf8').split(':')[0] ?? '';
+  if (key === '') {
+    return invalidRequest(
+      "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.",
+      {},
+      401,
+    );
+  }
+  if (!/^sk_test_[A-Za-z0-9_]+$/.test(key)) {
+    return invalidRequest(`Invalid API Key provided: ${maskKey(key)}`, {}, 401);
+  }
+  return { secretKey: key };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+
+/** Stripe's presentment currencies (lowercase ISO 4217). */
+const CURRENCIES = new Set(
+  ('usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bif bmd bnd bob brl bsd bwp byn bzd cad cdf chf ' +
+    'clp cny cop crc cve czk djf dkk dop dzd egp etb eur fjd fkp gbp gel gip gmd gnf gtq gyd hkd hnl htg huf idr ' +
+    'ils inr isk jmd jpy kes kgs khr kmf krw kyd kzt lak lbp lkr lrd lsl mad mdl mga mkd mmk mnt mop mur mvr mwk ' +
+    'mxn myr mzn nad ngn nio nok npr nzd pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sek sgd shp ' +
+    'sle sos srd std szl thb tjs top try ttd twd tzs uah ugx uyu uzs vnd vuv wst xaf xcd xof xpf yer zar zmw').split(' '),
+);
+/** Stripe's ceiling: "Amount must be no more than 99999999" (eight digits in the smallest unit). */
+const MAX_AMOUNT = 99_999_999;
+const METADATA_MAX_KEYS = 50;
+const METADATA_MAX_KEY_LENGTH = 40;
+const METADATA_MAX_VALUE_LENGTH = 500;
+
+const RETURN_URL_MESSAGE =
+  'A `return_url` must be specified because this Payment Intent is configured to automatically accept the payment ' +
+  'methods enabled in the Dashboard, some of which may require a full page redirect to succeed. If you do not want ' +
+  'to accept redirect-based payment methods, set `automatic_payment_methods[enabled]` to `true` and ' +
+  '`automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.';
+
+function param<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof StripeParamError) throw fromParamError(err);
+    throw err;
+  }
+}
+
+function isAbsoluteHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function readMetadata(params: FormHash): Record<string, string> {
+  const hash = param(() => readHash(params.metadata, 'metadata')) ?? {};
+  const out: Record<string, string> = {};
+  const keys = Object.keys(hash);
+  if (keys.length > METADATA_MAX_KEYS) {
+    throw invalidRequest(`Invalid metadata: metadata can have up to ${METADATA_MAX_KEYS} keys, but you passed in ${keys.length} keys.`, { param: 'metadata' });
+  }
+  for (const key of keys) {
+    const name = `metadata[${key}]`;
+    const value = param(() => readString(hash[key], name)) ?? '';
+    if (key.length > METADATA_MAX_KEY_LENGTH) {
+      throw invalidRequest(`Invalid metadata: metadata keys must be at most ${METADATA_MAX_KEY_LENGTH} characters long.`, { param: name });
+    }
+    if (value.length > METADATA_MAX_VALUE_LENGTH) {
+      throw invalidRequest(`Invalid metadata: metadata values must be at most ${METADATA_MAX_VALUE_LENGTH} characters long.`, { param: name });
+    }
+    if (value === '') continue; // an empty value unsets the key
+    out[key] = value;
+  }
+  const notifyUrl = out[NOTIFY_URL_KEY];
+  if (notifyUrl !== undefined && !isAbsoluteHttpUrl(notifyUrl)) {
+    // Not a Stripe rule: the sandbox delivers this PaymentIntent's events to this URL, so say so early.
+    throw invalidRequest(
+      `metadata[${NOTIFY_URL_KEY}] must be an absolute http(s) URL: the PayOnce sandbox delivers this PaymentIntent's webhook events there (its stand-in for the Dashboard's webhook endpoint).`,
+      { param: `metadata[${NOTIFY_URL_KEY}]` },
+    );
+  }
+  return out;
+}
+
+/** The card behind a payment method: a documented test PaymentMethod or raw test card data. */
+interface ResolvedCard {
+  card: TestCard;
+  /** `pm_card_visa` when one was named; null for payment_method_data. */
+  alias: string | null;
+}
+
+function readCard(params: FormHash): ResolvedCard | null {
+  const paymentMethod = param(() => readString(params.payment_method, 'payment_method'));
+  const data = param(() => readHash(params.payment_method_data, 'payment_method_data'));
+  if (paymentMethod !== undefined && data !== undefined) {
+    throw invalidRequest('You cannot provide both payment_method and payment_method_data.', { param: 'payment_method_data' });
+  }
+  if (paymentMethod !== undefined) {
+    const card = cardByPaymentMethodId(paymentMethod);
+    if (!card) {
+      // [unverified] whether Stripe stores this answer; the sandbox refuses before creating anything.
+      throw invalidRequest(`No such PaymentMethod: '${paymentMethod}'`, { code: 'resource_missing', param: 'payment_method' });
+    }
+    return { card, alias: paymentMethod };
+  }
+  if (data === undefined) return null;
+  param(() => rejectUnknown(data, ['type', 'card', 'billing_details', 'metadata'], 'payment_method_data'));
+  const type = param(() => readString(data.type, 'payment_method_data[type]'));
+  if (type !== 'card') {
+    throw invalidRequest('The PayOnce sandbox emulates card payments only: payment_method_data[type] must be card.', {
+      param: 'payment_method_data[type]',
+    });
+  }
+  const cardData = param(() => readHash(data.card, 'payment_method_data[card]'));
+  if (!cardData) throw invalidRequest('Missing required param: payment_method_data[card].', { code: 'parameter_missing', param: 'payment_method_data[card]' });
+  param(() => rejectUnknown(cardData, ['number', 'exp_month', 'exp_year', 'cvc'], 'payment_method_data[card]'));
+  const number = param(() => readString(cardData.number, 'payment_method_data[card][number]')) ?? '';
+  const card = cardByNumber(number);
+  if (!card) {
+    throw new ApiError(402, {
+      type: 'card_error',
+      code: 'incorrect_number',
+      message: 'Your card number is incorrect. The PayOnce sandbox accepts Stripe’s documented test card numbers only.',
+      param: 'payment_method_data[card][number]',
+    });
+  }
+  return { card, alias: null };
+}
+
+interface CreateInput {
+  intent: NewPaymentIntent;
+  card: ResolvedCard | null;
+  confirm: boolean;
+  returnUrl: string | null;
+}
+
+const CREATE_PARAMS = [
+  'amount',
+  'currency',
+  'metadata',
+  'description',
+  'payment_method',
+  'payment_method_data',
+  'allowed_payment_method_types',
+  'payment_method_types',
+  'automatic_payment_methods',
+  'confirm',
+  'return_url',
+  'receipt_email',
+] as const;
+
+/** The API version that removed `payment_method_types` as a parameter (changelog 2026-09-30.endive). */
+const NO_PAYMENT_METHOD_TYPES_SINCE = '2026-09-30';
+
+function validateCreate(params: FormHash, apiVersion: string): CreateInput {
+  param(() => rejectUnknown(params, CREATE_PARAMS));
+  const amount = param(() => readInteger(params.amount, 'amount'));
+  if (amount === undefined) throw invalidRequest('Missing required param: amount.', { code: 'parameter_missing', param: 'amount' });
+  if (amount < 1) {
+    throw invalidRequest('This value must be greater than or equal to 1.', { code: 'parameter_invalid_integer', param: 'amount' });
+  }
+  if (amount > MAX_AMOUNT) {
+    throw invalidRequest(`Amount must be no more than ${MAX_AMOUNT}`, { code: 'amount_too_large', param: 'amount' });
+  }
+  const currencyText = param(() => readString(params.currency, 'currency'));
+  if (currencyText === undefined) throw invalidRequest('Missing required param: currency.', { code: 'parameter_missing', param: 'currency' });
+  const currency = currencyText.toLowerCase();
+  if (!CURRENCIES.has(currency)) {
+    throw invalidRequest(`Invalid currency: ${currencyText}. Stripe currently supports these currencies: ${[...CURRENCIES].join(', ')}`, {
+      param: 'currency',
+    });
+  }
+  const metadata = readMetadata(params);
+  const description = param(() => readString(params.description, 'description')) ?? null;
+  if (description !== null && description.length > 1000) {
+    throw invalidRequest('Invalid string: description must be at most 1000 characters', { param: 'description' });
+  }
+  const receiptEmail = param(() => readString(params.receipt_email, 'receipt_email')) || null;
+  const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
+  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl)) throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
+  const confirm = param(() => readBoolean(params.confirm, 'confirm')) ?? false;
+
+  const legacyTypes = param(() => readStringArray(params.payment_method_types, 'payment_method_types'));
+  const allowedTypes = param(() => readStringArray(params.allowed_payment_method_types, 'allowed_payment_method_types'));
+  const apmHash = param(() => readHash(params.automatic_payment_methods, 'automatic_payment_methods'));
+  if (legacyTypes !== undefined && apiVersion.slice(0, 10) >= NO_PAYMENT_METHOD_TYPES_SINCE) {
+    throw invalidRequest(
+      `payment_method_types is no longer supported on API version ${apiVersion}. Use allowed_payment_method_types, or dynamic payment methods, instead.`,
+      { code: 'payment_method_types_no_longer_supported', param: 'payment_method_types' },
+    );
+  }
+  const chosen = [
+    ['allowed_payment_method_types', allowedTypes],
+    ['automatic_payment_methods', apmHash],
+    ['payment_method_types', legacyTypes],
+  ].filter(([, value]) => value !== undefined);
+  if (chosen.length > 1) {
+    throw invalidRequest(`You may only specify one of these parameters: ${chosen.map(([name]) => name).join(', ')}.`, {
+      code: 'parameters_exclusive',
+      param: String(chosen[1]?.[0]),
+    });
+  }
+  // allowed_payment_method_types "silently filters out incompatible methods": the sandbox has cards only.
+  if (allowedTypes !== undefined && !allowedTypes.includes('card')) {
+    throw invalidRequest('The PayOnce sandbox emulates card payments only: allowed_payment_method_types must include card.', {
+      param: 'allowed_payment_method_types',
+    });
+  }
+  if (legacyTypes !== undefined && (legacyTypes.length === 0 || legacyTypes.some((t) => t !== 'card'))) {
+    throw invalidRequest('The PayOnce sandbox emulates card payments only: payment_method_types may only contain card.', {
+      param: 'payment_method_types',
+    });
+  }
+  let automaticPaymentMethods: NewPaymentIntent['automaticPaymentMethods'] = null;
+  if (apmHash !== undefined) {
+    param(() => rejectUnknown(apmHash, ['enabled', 'allow_redirects'], 'automatic_payment_methods'));
+    const enabled = param(() => readBoolean(apmHash.enabled, 'automatic_payment_methods[enabled]'));
+    if (enabled === undefined) {
+      throw invalidRequest('Missing required param: automatic_payment_methods[enabled].', {
+        code: 'parameter_missing',
+        param: 'automatic_payment_methods[enabled]',
+      });
+    }
+    const redirects = param(() => readString(apmHash.allow_redirects, 'automatic_payment_methods[allow_redirects]')) ?? 'always';
+    if (redirects !== 'always' && redirects !== 'never') {
+      throw invalidRequest(`Invalid automatic_payment_methods[allow_redirects]: must be one of always, never`, {
+        param: 'automatic_payment_methods[allow_redirects]',
+      });
+    }
+    automaticPaymentMethods = enabled ? { enabled: true, allow_redirects: redirects } : null;
+  } else if (allowedTypes === undefined && legacyTypes === undefined) {
+    // Without a list of types a PaymentIntent uses the Dashboard's payment methods ("dynamic payment
+    // methods", the default since API version 2023-08-16), some of which redirect.
+    automaticPaymentMethods = { enabled: true, allow_redirects: 'always' };
+  }
+  const card = readCard(params);
+  if (confirm && !card) {
+    // [unverified] code: Stripe's message, with parameter_missing as the nearest documented code.
+    throw invalidRequest(
+      "You cannot confirm this PaymentIntent because it's missing a payment method. You can either update the PaymentIntent with a payment method and then confirm it again, or confirm it again directly with a payment method.",
+      { code: 'parameter_missing', param: 'payment_method' },
+    );
+  }
+  if (confirm && automaticPaymentMethods?.allow_redirects === 'always' && returnUrl === null) {
+    throw invalidRequest(RETURN_URL_MESSAGE, { param: 'return_url' });
+  }
+  return {
+    intent: {
+      amount,
+      currency,
+      description,
+      metadata,
+      automaticPaymentMethods,
+      allowedPaymentMethodTypes: allowedTypes ?? null,
+      receiptEmail,
+      status: card ? 'requires_confirmation' : 'requires_payment_method',
+    },
+    card,
+    confirm,
+    returnUrl,
+  };
+}
+
+interface ConfirmInput {
+  card: ResolvedCard | null;
+  returnUrl: string | null;
+}
+
+function validateConfirm(params: FormHash): ConfirmInput {
+  param(() => rejectUnknown(params, ['payment_method', 'payment_method_data', 'return_url', 'receipt_email']));
+  const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
+  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl)) throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
+  param(() => readString(params.receipt_email, 'receipt_email'));
+  return { card: readCard(params), returnUrl };
+}
+
+const CANCELLATION_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer', 'abandoned'];
+
+function validateCancel(params: FormHash): { reason: string | null } {
+  param(() => rejectUnknown(params, ['cancellation_reason']));
+  const reason = param(() => readString(params.cancellation_reason, 'cancellation_reason')) ?? null;
+  if (reason !== null && !CANCELLATION_REASONS.includes(reason)) {
+    throw invalidRequest(`Invalid cancellation_reason: must be one of ${CANCELLATION_REASONS.join(', ')}`, { param: 'cancellation_reason' });
+  }
+  return { reason };
+}
+
+// ---------------------------------------------------------------------------------------------
+// PaymentIntents in PostgreSQL
+
+interface IntentRow {
+  seq: string;
+  object: PaymentIntentObject;
+  card_number: string | null;
+  card_alias: string | null;
+}
+
+/** The ledger files a PaymentIntent under its metadata.out_trade_no, or under its own id without one. */
+function ledgerOutTradeNo(intent: PaymentIntentObject): string {
+  return intent.metadata[OUT_TRADE_NO_KEY] ?? intent.id;
+}
+
+function jsonb(tx: Tx, value: unknown) {
+  return tx.json(value as postgres.JSONValue);
+}
+
+/**
+ * Serializes every charge of one merchant order (out_trade_no) across requests and sandbox processes.
+ * An advisory lock rather than a row lock: several PaymentIntents (and not-yet-created ones) can carry
+ * the same out_trade_no, so no single row stands for the order. Released at commit.
+ */
+async function lockOrder(tx: Tx, accountId: string, outTradeNo: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`stripe:${accountId}:${outTradeNo}`}, 0))`;
+}
+
+async function selectIntent(db: Sql | Tx, accountId: string, id: string, forUpdate: boolean): Promise<IntentRow | undefined> {
+  const rows = forUpdate
+    ? await db<IntentRow[]>`
+        SELECT seq, object, card_number, card_alias FROM psp_sandbox.stripe_payment_intents
+         WHERE id = ${id} AND account_id = ${accountId} FOR UPDATE`
+    : await db<IntentRow[]>`
+        SELECT seq, object, card_number, card_alias FROM psp_sandbox.stripe_payment_intents
+         WHERE id = ${id} AND account_id = ${accountId}`;
+  return rows[0];
+}
+
+async function insertIntent(tx: Tx, accountId: string, intent: PaymentIntentObject, card: ResolvedCard | null): Promise<void> {
+  await tx`
+    INSERT INTO psp_sandbox.stripe_payment_intents
+      (id, account_id, out_trade_no, status, object, card_number, card_alias)
+    VALUES (${intent.id}, ${accountId}, ${intent.metadata[OUT_TRADE_NO_KEY] ?? null}, ${intent.status},
+            ${jsonb(tx, intent)}, ${card?.card.number ?? null}, ${card?.alias ?? null})`;
+}
+
+async function saveIntent(tx: Tx, intent: PaymentIntentObject, card: ResolvedCard | null): Promise<void> {
+  await tx`
+    UPDATE psp_sandbox.stripe_payment_intents
+       SET status = ${intent.status}, object = ${jsonb(tx, intent)}, card_number = ${card?.card.number ?? null},
+           card_alias = ${card?.alias ?? null}, updated_at = now()
+     WHERE id = ${intent.id}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution: what runs once per idempotency key
+
+interface Executed {
+  answer: ApiAnswer;
+  /** A notification was enqueued: poke the notifier once the transaction has committed. */
+  wake: boolean;
+}
+
+function isUniqueViolation(err: unknown, constraint: string): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { code?: unknown }).code === '23505' &&
+    (err as { constraint_name?: unknown }).constraint_name === constraint
+  );
+}
+
+/** Stores the event and, when the PaymentIntent names a webhook endpoint, enqueues its delivery. */
+async function emitEvent(ctx: StripeContext, tx: Tx, call: ApiCall, intent: PaymentIntentObject, type: EventType): Promise<boolean> {
+  const notifyUrl = intent.metadata[NOTIFY_URL_KEY] ?? null;
+  const event = eventObject({
+    type,
+    account: ctx.identity.accountId,
+    // A snapshot: the event shows the PaymentIntent as it was when the event happened.
+    paymentIntent: structuredClone(intent),
+    requestId: call.requestId,
+    idempotencyKey: call.idempotencyKey,
+    delivered: notifyUrl !== null,
+  });
+  const payload = JSON.stringify(event, null, 2);
+  const outTradeNo = ledgerOutTradeNo(intent);
+  await tx`
+    INSERT INTO psp_sandbox.stripe_events (id, account_id, type, payment_intent, out_trade_no, payload, notify_url)
+    VALUES (${event.id}, ${ctx.identity.accountId}, ${type}, ${intent.id}, ${outTradeNo}, ${payload}, ${notifyUrl})`;
+  if (notifyUrl === null) return false;
+  await enqueueNotification(tx, {
+    gateway: GATEWAY,
+    merchantId: ctx.identity.accountId,
+    outTradeNo,
+    notifyId: event.id,
+    notifyUrl,
+    fields: { event: payload },
+  });
+  return true;
+}
+
+/** One charge attempt on a PaymentIntent: the card decides, the ledger records, an event goes out. */
+async function chargeIntent(ctx: StripeContext, tx: Tx, call: ApiCall, intent: PaymentIntentObject, resolved: ResolvedCard): Promise<Executed> {
+  const accountId = ctx.identity.accountId;
+  const outTradeNo = ledgerOutTradeNo(intent);
+  await lockOrder(tx, accountId, outTradeNo);
+  const now = unixNow();
+  const paymentMethod = paymentMethodObject(newId('pm'), resolved.card, now);
+  const chargeId = newId('ch');
+  const decline = resolved.card.decline;
+  const ledgerEntry = {
+    gateway: GATEWAY,
+    merchantId: accountId,
+    outTradeNo,
+    amountMinor: BigInt(intent.amount),
+    currency: intent.currency.toUpperCase(),
+    gatewayTradeNo: intent.id,
+    buyerId: resolved.alias ?? `card_${resolved.card.number.slice(-4)}`,
+  };
+
+  let inSharedLedger = true;
+  if (decline) {
+    await recordCharge(tx, { ...ledgerEntry, status: 'declined', declineCode: decline.declineCode });
+    intent.status = 'requires_payment_method';
+    // After a failure the PaymentIntent drops the card; the error keeps it for the merchant to see.
+    intent.payment_method = null;
+    intent.latest_charge = chargeId;
+    intent.last_payment_error = {
+      type: 'card_error',
+      code: decline.code,
+      decline_code: decline.declineCode,
+      message: decline.message,
+      charge: chargeId,
+      doc_url: `https://docs.stripe.com/error-codes/${decline.code.replaceAll('_', '-')}`,
+      payment_method: paymentMethod,
+    };
+  } else {
+    try {
+      await tx.savepoint((sp) => recordCharge(sp, { ...ledgerEntry, status: 'succeeded', declineCode: null }));
+    } catch (err) {
+      if (!isUniqueViolation(err, 'charges_one_success_per_order')) throw err;
+      // Stripe charges a second PaymentIntent for an order that is already paid: it knows nothing of
+      // out_trade_no. The shared ledger's unique index refuses a second success row, so the double
+      // charge is kept in stripe_charges and shouted about.
+      inSharedLedger = false;
+      console.error(
+        `[psp-sandbox] stripe: DOUBLE CHARGE: out_trade_no ${outTradeNo} already had a succeeded charge; PaymentIntent ${intent.id} was charged as well (see psp_sandbox.stripe_charges).`,
+      );
+    }
+    intent.status = 'succeeded';
+    intent.amount_received = intent.amount;
+    intent.payment_method = paymentMethod.id;
+    intent.latest_charge = chargeId;
+    intent.last_payment_error = null;
+  }
+  await tx`
+    INSERT INTO psp_sandbox.stripe_charges
+      (id, payment_intent, account_id, out_trade_no, amount, currency, status, failure_code, decline_code,
+       payment_method, in_shared_ledger)
+    VALUES (${chargeId}, ${intent.id}, ${accountId}, ${outTradeNo}, ${intent.amount}, ${intent.currency},
+            ${decline ? 'failed' : 'succeeded'}, ${decline?.code ?? null}, ${decline?.declineCode ?? null},
+            ${paymentMethod.id}, ${inSharedLedger})`;
+  await saveIntent(tx, intent, null);
+  const wake = await emitEvent(ctx, tx, call, intent, decline ? 'payment_intent.payment_failed' : 'payment_intent.succeeded');
+
+  if (!decline) return { answer: { status: 200, body: intent }, wake };
+  return {
+    answer: {
+      status: 402,
+      body: errorBody({
+        ...intent.last_payment_error!,
+        payment_intent: intent,
+        request_log_url: `https://dashboard.stripe.com/test/logs/${call.requestId}?t=${now}`,
+      }),
+    },
+    wake,
+  };
+}
+
+async function executeCreate(ctx: StripeContext, tx: Tx, call: ApiCall, input: CreateInput): Promise<Executed> {
+  const intent = paymentIntentObject(input.intent, unixNow());
+  await insertIntent(tx, ctx.identity.accountId, intent, input.card);
+  if (!input.confirm || !input.card) return { answer: { status: 200, body: intent }, wake: false };
+  return chargeIntent(ctx, tx, call, intent, input.card);
+}
+
+const CONFIRMABLE: ReadonlySet<PaymentIntentStatus> = new Set(['requires_payment_method', 'requires_confirmation', 'requires_action']);
+const CANCELABLE: ReadonlySet<PaymentIntentStatus> = new Set([
+  'requires_payment_method',
+  'requires_capture',
+  'requires_confirmation',
+  'requires_action',
+  'processing',
+]);
+
+function unexpectedState(intent: PaymentIntentObject, action: 'confirm' | 'cancel', allowed: ReadonlySet<PaymentIntentStatus>): ApiAnswer {
+  return {
+    status: 400,
+    body: errorBody({
+      type: 'invalid_request_error',
+      code: 'payment_intent_unexpected_state',
+      message: `You cannot ${action} this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be ${action === 'confirm' ? 'confirmed' : 'canceled'}: ${[...allowed].join(', ')}.`,
+      payment_intent: intent,
+    }),
+  };
+}
+
+/** Loads a PaymentIntent under its order's lock and a row lock, so the status check cannot go stale. */
+async function lockIntent(ctx: StripeContext, tx: Tx, id: string): Promise<IntentRow> {
+  const accountId = ctx.identity.accountId;
+  const found = await selectIntent(tx, accountId, id, false);
+  if (!found) throw noSuchIntent(id);
+  await lockOrder(tx, accountId, ledgerOutTradeNo(found.object));
+  const row = await selectIntent(tx, accountId, id, true);
+  if (!row) throw noSuchIntent(id);
+  return row;
+}
+
+async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: string, input: ConfirmInput): Promise<Executed> {
+  const row = await lockIntent(ctx, tx, id);
+  const intent = row.object;
+  if (!CONFIRMABLE.has(intent.status)) return { answer: unexpectedState(intent, 'confirm', CONFIRMABLE), wake: false };
+  const attached = row.card_number ? cardByNumber(row.card_number) : undefined;
+  const resolved = input.card ?? (attached ? { card: attached, alias: row.card_alias } : null);
+  if (!resolved) {
+    return {
+      answer: {
+        status: 400,
+        body: errorBody({
+          type: 'invalid_request_error',
+          code: 'payment_intent_unexpected_state',
+          message:
+            "You cannot confirm this PaymentIntent because it's missing a payment method. You can either update the PaymentIntent with a payment method and then confirm it again, or confirm it again directly with a payment method.",
+          payment_intent: intent,
+        }),
+      },
+      wake: false,
+    };
+  }
+  if (intent.automatic_payment_methods?.allow_redirects === 'always' && input.returnUrl === null) {
+    return { answer: invalidRequest(RETURN_URL_MESSAGE, { param: 'return_url' }).answer(), wake: false };
+  }
+  return chargeIntent(ctx, tx, call, intent, resolved);
+}
+
+async function executeCancel(ctx: StripeContext, tx: Tx, id: string, input: { reason: string | null }): Promise<Executed> {
+  const row = await lockIntent(ctx, tx, id);
+  const intent = row.object;
+  if (!CANCELABLE.has(intent.status)) return { answer: unexpectedState(intent, 'cancel', CANCELABLE), wake: false };
+  intent.status = 'canceled';
+  intent.canceled_at = unixNow();
+  intent.cancellation_reason = input.reason;
+  await saveIntent(tx, intent, null);
+  return { answer: { status: 200, body: intent }, wake: false };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stripe's idempotency layer
+
+interface KeyRow {
+  endpoint: string;
+  params_hash: string;
+  response_status: number;
+  response_body: string;
+  request_id: string;
+  expired: boolean;
+}
+
+function scopeOf(secretKey: string): string {
+  return createHash('sha256').update(secretKey).digest('hex');
+}
+
+/**
+ * Runs one POST under Stripe's idempotency rules, in ONE transaction: a transaction-scoped try-lock on
+ * the key answers concurrent duplicates with 409 at once; the stored response, the PaymentIntent, the
+ * ledger rows and the events commit together. Nothing is stored for a validation failure, a conflict,
+ * or a failure of the database itself (then nothing happened, and a retry runs anew).
+ */
+async function runPost<I>(
+  ctx: StripeContext,
+  call: ApiCall,
+  endpoint: string,
+  params: FormHash,
+  validate: (params: FormHash) => I,
+  execute: (tx: Tx, input: I) => Promise<Executed>,
+): Promise<SandboxResponse> {
+  const key = call.idempotencyKey;
+  const hash = paramsHash(params);
+  let wake = false;
+  /** A stored answer for this key, replayed — or refused when the request is not the same one. */
+  const answerFromStore = (row: KeyRow): SandboxResponse => {
+    if (row.endpoint !== endpoint) {
+      return renderAnswer(call, {
+        status: 400,
+        body: errorBody({
+          type: 'idempotency_error',
+          message: `Keys for idempotent requests can only be used for the same endpoint they were first used for ('${row.endpoint}' vs '${endpoint}'). Try using a key other than '${key}' if you meant to execute a different request.`,
+        }),
+      });
+    }
+    if (row.params_hash !== hash) {
+      return renderAnswer(call, {
+        status: 400,
+        body: errorBody({
+          type: 'idempotency_error',
+          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+        }),
+      });
+    }
+    return render(call, row.response_status, row.response_body, {
+      'idempotent-replayed': 'true',
+      'original-request': row.request_id,
+      // A stored 500 comes back as it is; retrying it cannot change it.
+      ...(row.response_status >= 500 ? { 'stripe-should-retry': 'false' } : {}),
+    });
+  };
+  const readKey = async (db: Sql | Tx): Promise<KeyRow | undefined> => {
+    const [row] = await db<KeyRow[]>`
+      SELECT endpoint, params_hash, response_status, response_body, request_id, expires_at <= now() AS expired
+        FROM psp_sandbox.stripe_idempotency_keys WHERE scope = ${call.scope} AND key = ${key}`;
+    return row;
+  };
+
+  // A stored answer never changes: replays need no lock (so a burst of retries cannot collide).
+  if (key !== null) {
+    const stored = await readKey(ctx.sql);
+    if (stored && !stored.expired) return answerFromStore(stored);
+  }
+
+  const response = await ctx.sql.begin(async (tx): Promise<SandboxResponse> => {
+    if (key !== null) {
+      const [lock] = await tx<{ locked: boolean }[]>`
+        SELECT pg_try_advisory_xact_lock(hashtextextended(${`stripe-idem:${call.scope}:${key}`}, 0)) AS locked`;
+      if (!lock?.locked) {
+        // The SDK retries 409s by itself; the header says so explicitly, as Stripe's does.
+        return renderAnswer(
+          call,
+          {
+            status: 409,
+            body: errorBody({
+              type: 'invalid_request_error',
+              code: 'idempotency_key_in_use',
+              message: `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`,
+            }),
+          },
+          { 'stripe-should-retry': 'true' },
+        );
+      }
+      // Read again under the lock: the first request may have finished in between.
+      const row = await readKey(tx);
+      if (row && !row.expired) return answerFromStore(row);
+      // An expired key counts as absent (Stripe: "a new request is generated if a key is reused after
+      // the original is pruned").
+      if (row) await tx`DELETE FROM psp_sandbox.stripe_idempotency_keys WHERE scope = ${call.scope} AND key = ${key}`;
+    }
+
+    let input: I;
+    try {
+      input = validate(params);
+    } catch (err) {
+      if (err instanceof ApiError) return renderAnswer(call, err.answer());
+      throw err;
+    }
+
+    // From here on the endpoint is executing: whatever it answers is stored, 500s included.
+    let executed: Executed;
+    try {
+      executed = await tx.savepoint((sp) => execute(sp, input));
+    } catch (err) {
+      if (err instanceof ApiError) {
+        executed = { answer: err.answer(), wake: false };
+      } else {
+        console.error('[psp-sandbox] stripe %s failed:', endpoint, err);
+        executed = { answer: { status: 500, body: errorBody({ type: 'api_error', message: 'An unknown error occurred' }) }, wake: false };
+      }
+    }
+    const body = JSON.stringify(executed.answer.body, null, 2);
+    if (key !== null) {
+      await tx`
+        INSERT INTO psp_sandbox.stripe_idempotency_keys
+          (scope, key, endpoint, params_hash, response_status, response_body, request_id, expires_at)
+        VALUES (${call.scope}, ${key}, ${endpoint}, ${hash}, ${executed.answer.status}, ${body}, ${call.requestId},
+                now() + ${IDEMPOTENCY_KEY_TTL}::interval)`;
+    }
+    wake = executed.wake;
+    return render(call, executed.answer.status, body, {
+      ...(key !== null ? { 'original-request': call.requestId } : {}),
+      ...(executed.answer.status >= 500 && key !== null ? { 'stripe-should-retry': 'false' } : {}),
+    });
+  });
+  if (wake) ctx.wakeNotifier();
+  if (key !== null && Math.random() < 0.01) void deleteExpiredKeys(ctx.sql).catch(() => {});
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads: retrieve, list, search
+
+const MAX_LIMIT = 100;
+
+function readLimit(params: FormHash): number {
+  const limit = param(() => readInteger(params.limit, 'limit')) ?? 10;
+  if (limit < 1 || limit > MAX_LIMIT) {
+    throw invalidRequest(`Invalid limit: must be between 1 and ${MAX_LIMIT}`, { param: 'limit' });
+  }
+  return limit;
+}
+
+function clauseSql(sql: Sql, clause: SearchClause): postgres.Fragment {
+  let base: postgres.Fragment;
+  switch (clause.field.kind) {
+    case 'metadata':
+      base = sql`(object -> 'metadata' ->> ${clause.field.key}) = ${String(clause.value)}`;
+      break;
+    case 'status':
+      base = sql`status = ${String(clause.value)}`;
+      break;
+    case 'currency':
+      base = sql`lower(object ->> 'currency') = lower(${String(clause.value)})`;
+      break;
+    case 'amount': {
+      const amount = Number(clause.value);
+      const column = sql`(object ->> 'amount')::bigint`;
+      switch (clause.operator) {
+        case ':':
+          base = sql`${column} = ${amount}`;
+          break;
+        case '>':
+          base = sql`${column} > ${amount}`;
+          break;
+        case '<':
+          base = sql`${column} < ${amount}`;
+          break;
+        case '>=':
+          base = sql`${column} >= ${amount}`;
+          break;
+        case '<=':
+          base = sql`${column} <= ${amount}`;
+          break;
+      }
+      break;
+    }
+  }
+  // `-field:value` also matches objects without the field at all.
+  return clause.negated ? sql`(${base}) IS NOT TRUE` : base;
+}
+
+async function search(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, ['query', 'limit', 'page']));
+  const text = param(() => readString(params.query, 'query'));
+  if (text === undefined) throw invalidRequest('Missing required param: query.', { code: 'parameter_missing', param: 'query' });
+  let clauses: SearchClause[];
+  let join: 'AND' | 'OR';
+  try {
+    ({ clauses, join } = parseSearchQuery(text));
+  } catch (err) {
+    if (err instanceof SearchQueryError) throw invalidRequest(err.message, { param: 'query' });
+    throw err;
+  }
+  const limit = readLimit(params);
+  const page = param(() => readString(params.page, 'page'));
+  const before = page === undefined ? null : /^page_(\d+)$/.exec(page)?.[1];
+  if (before === undefined) throw invalidRequest(`Invalid page: ${page}`, { param: 'page' });
+
+  const sql = ctx.sql;
+  const [first, ...rest] = clauses.map((clause) => clauseSql(sql, clause));
+  if (!first) throw invalidRequest('Invalid search query: the query is empty.', { param: 'query' });
+  const where = rest.reduce((acc, fragment) => (join === 'AND' ? sql`${acc} AND ${fragment}` : sql`${acc} OR ${fragment}`), first);
+  // Stripe's search is eventually consistent ("searchable in less than a minute"); searchLagMs keeps
+  // new PaymentIntents out of it for that long, so callers cannot quietly rely on read-after-write.
+  const rows = await sql<{ seq: string; object: PaymentIntentObject }[]>`
+    SELECT seq, object FROM psp_sandbox.stripe_payment_intents
+     WHERE account_id = ${ctx.identity.accountId}
+       AND created_at <= now() - make_interval(secs => ${ctx.searchLagMs / 1000})
+       AND (${before}::bigint IS NULL OR seq < ${before}::bigint)
+       AND (${where})
+     ORDER BY seq DESC
+     LIMIT ${limit + 1}`;
+  const data = rows.slice(0, limit);
+  const hasMore = rows.length > limit;
+  return {
+    status: 200,
+    body: {
+      object: 'search_result',
+      data: data.map((row) => row.object),
+      has_more: hasMore,
+      next_page: hasMore ? `page_${data.at(-1)?.seq ?? ''}` : null,
+      url: '/v1/payment_intents/search',
+    },
+  };
+}
+
+function readCreatedFilter(params: FormHash): { gt: number | null; gte: number | null; lt: number | null; lte: number | null } {
+  const created = params.created;
+  const out = { gt: null as number | null, gte: null as number | null, lt: null as number | null, lte: null as number | null };
+  if (created === undefined) return out;
+  if (typeof created === 'string') {
+    const exact = param(() => readInteger(created, 'created')) ?? null;
+    return { gt: null, gte: exact, lt: null, lte: exact };
+  }
+  const hash = param(() => readHash(created, 'created')) ?? {};
+  param(() => rejectUnknown(hash, ['gt', 'gte', 'lt', 'lte'], 'created'));
+  for (const bound of ['gt', 'gte', 'lt', 'lte'] as const) out[bound] = param(() => readInteger(hash[bound], `created[${bound}]`)) ?? null;
+  return out;
+}
+
+/** List is strongly consistent (unlike search): the way to find a PaymentIntent created seconds ago. */
+async function list(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, ['limit', 'starting_after', 'created']));
+  const limit = readLimit(params);
+  const created = readCreatedFilter(params);
+  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
+  let after: string | null = null;
+  if (startingAfter !== undefined) {
+    const row = await selectIntent(ctx.sql, ctx.identity.accountId, startingAfter, false);
+    if (!row) throw invalidRequest(`No such payment_intent: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
+    after = row.seq;
+  }
+  const rows = await ctx.sql<{ object: PaymentIntentObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_payment_intents
+     WHERE account_id = ${ctx.identity.accountId}
+       AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
+       AND (${created.gt}::bigint IS NULL OR (object ->> 'created')::bigint > ${created.gt}::bigint)
+       AND (${created.gte}::bigint IS NULL OR (object ->> 'created')::bigint >= ${created.gte}::bigint)
+       AND (${created.lt}::bigint IS NULL OR (object ->> 'created')::bigint < ${created.lt}::bigint)
+       AND (${created.lte}::bigint IS NULL OR (object ->> 'created')::bigint <= ${created.lte}::bigint)
+     ORDER BY seq DESC
+     LIMIT ${limit + 1}`;
+  return {
+    status: 200,
+    body: { object: 'list', data: rows.slice(0, limit).map((row) => row.object), has_more: rows.length > limit, url: '/v1/payment_intents' },
+  };
+}
+
+async function retrieve(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
+  // client_secret is what publishable-key callers send; with a secret key it changes nothing.
+  param(() => rejectUnknown(params, ['client_secret']));
+  const row = await selectIntent(ctx.sql, ctx.identity.accountId, id, false);
+  if (!row) throw noSuchIntent(id);
+  return { status: 200, body: row.object };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The v1 API entry point
+
+type Route =
+  | { kind: 'create' }
+  | { kind: 'list' }
+  | { kind: 'search' }
+  | { kind: 'retrieve'; id: string }
+  | { kind: 'confirm'; id: string }
+  | { kind: 'cancel'; id: string };
+
+function matchRoute(method: string, path: string): Route | undefined {
+  if (path === '/v1/payment_intents') {
+    if (method === 'POST') return { kind: 'create' };
+    if (method === 'GET') return { kind: 'list' };
+    return undefined;
+  }
+  if (path === '/v1/payment_intents/search') return method === 'GET' ? { kind: 'search' } : undefined;
+  const match = /^\/v1\/payment_intents\/([^/]+)(?:\/(confirm|cancel))?$/.exec(path);
+  if (!match) return undefined;
+  const id = decodeURIComponent(match[1] ?? '');
+  const action = match[2];
+  if (action === undefined) return method === 'GET' ? { kind: 'retrieve', id } : undefined;
+  if (method !== 'POST') return undefined;
+  return action === 'confirm' ? { kind: 'confirm', id } : { kind: 'cancel', id };
+}
+
+function headerValue(headers: SandboxRequest['headers'], name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+  const rawKey = headerValue(request.headers, 'idempotency-key');
+  const call: ApiCall = {
+    requestId: newRequestId(),
+    apiVersion: headerValue(request.headers, 'stripe-version') || ACCOUNT_API_VERSION,
+    scope: '',
+    // Stripe ignores Idempotency-Key on GET and DELETE ("it has no effect").
+    idempotencyKey: request.method === 'POST' && rawKey ? rawKey : null,
+  };
+  try {
+    const auth = authenticate(request.headers);
+    if (auth instanceof ApiError) return renderAnswer({ ...call, idempotencyKey: null }, auth.answer());
+    call.scope = scopeOf(auth.secretKey);
+    const connected = headerValue(request.headers, 'stripe-account');
+    if (connected && connected !== ctx.identity.accountId) {
+      return renderAnswer(call, {
+        status: 403,
+        body: errorBody({
+          type: 'invalid_request_error',
+          code: 'account_invalid',
+          message: `The provided key '${maskKey(auth.secretKey)}' does not have access to account '${connected}' (or that account does not exist). The PayOnce sandbox does not emulate Connect.`,
+        }),
+      });
+    }
+    if (call.idempotencyKey !== null && call.idempotencyKey.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+      const tooLong = invalidRequest(
+        `Invalid Idempotency-Key: it must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters long (yours has ${call.idempotencyKey.length}).`,
+      );
+      return renderAnswer({ ...call, idempotencyKey: null }, tooLong.answer());
+    }
+    const path = request.url.pathname;
+    const route = matchRoute(request.method, path);
+    if (!route) throw unrecognizedUrl(request.method, path);
+
+    const contentType = (headerValue(request.headers, 'content-type') ?? '').toLowerCase();
+    if (request.method === 'POST' && request.body !== '' && contentType !== '' && !contentType.startsWith('application/x-www-form-urlencoded')) {
+      throw invalidRequest(
+        `Invalid request: Stripe's v1 API takes application/x-www-form-urlencoded bodies, not ${contentType}.`,
+      );
+    }
+    const params = param(() => parseStripeForm(request.method === 'POST' ? request.body : request.url.search.slice(1)));
+    const endpoint = `${request.method} ${path}`;
+
+    switch (route.kind) {
+      case 'create':
+        return await runPost(ctx, call, endpoint, params, (p) => validateCreate(p, call.apiVersion), (tx, input) => executeCreate(ctx, tx, call, input));
+      case 'confirm':
+        return await runPost(ctx, call, endpoint, params, validateConfirm, (tx, input) => executeConfirm(ctx, tx, call, route.id, input));
+      case 'cancel':
+        return await runPost(ctx, call, endpoint, params, validateCancel, (tx, input) => executeCancel(ctx, tx, route.id, input));
+      case 'retrieve':
+        return renderAnswer(call, await retrieve(ctx, route.id, params));
+      case 'list':
+        return renderAnswer(call, await list(ctx, params));
+      case 'search':
+        return renderAnswer(call, await search(ctx, params));
+      default: {
+        const unreachable: never = route;
+        throw new Error(`unhandled route ${JSON.stringify(unreachable)}`);
+      }
+    }
+  } catch (err) {
+    if (err instanceof ApiError) return renderAnswer(call, err.answer());
+    // The database failed before anything was stored: a plain 500 the SDK may retry, which runs anew.
+    console.error('[psp-sandbox] stripe %s %s failed:', request.method, request.url.pathname, err);
+    return renderAnswer(call, { status: 500, body: errorBody({ type: 'api_error', message: 'An unknown error occurred' }) });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module
+
+export interface StripeModuleOptions {
+  /**
+   * How long a new PaymentIntent stays out of search results. Stripe's search is eventually
+   * consistent (new data is searchable "in less than a minute", up to an hour during outages);
+   * 0 (the default) makes it immediate. Tests set it to prove a caller does not depend on search alone.
+   */
+  searchLagMs?: number;
+}
+
+export function createStripeModule(options: StripeModuleOptions = {}): SandboxGatewayModule {
+  const searchLagMs = options.searchLagMs ?? 0;
+  return {
+    gateway: GATEWAY,
+    schemaSql: SCHEMA_SQL,
+    async setUp(tx, moduleContext) {
+      const identity = await loadOrCreateIdentity(tx);
+      await deleteExpiredKeys(tx);
+      const ctx: StripeContext = {
+        sql: moduleContext.sql,
+        identity,
+        wakeNotifier: moduleContext.wakeNotifier,
+        deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+        searchLagMs,
+      };
+      return {
+        notifier: stripeNotifier(identity.webhookSecret),
+        credentials: (baseUrl) => {
+          const url = new URL(baseUrl);
+          const protocol = url.protocol === 'https:' ? 'https' : 'http';
+          return {
+            secretKey: identity.secretKey,
+            webhookSecret: identity.webhookSecret,
+            accountId: identity.accountId,
+            host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+            port: Number(url.port || (protocol === 'https' ? 443 : 80)),
+            protocol,
+            testBuyers: stripeTestBuyers(),
+          };
+        },
+        async handle(request) {
+          const path = request.url.pathname;
+          if (path === '/sandbox/stripe/notify') {
+            return handleNotifyTool(
+              { sql: ctx.sql, accountId: identity.accountId, webhookSecret: identity.webhookSecret, deliveryTimeoutMs: ctx.deliveryTimeoutMs },
+              request,
+            );
+          }
+          // /v1/… is Stripe's namespace on the sandbox's port: unknown paths get Stripe's own 404.
+          if (path === '/v1' || path.startsWith('/v1/')) return handleApi(ctx, request);
+          return undefined;
+        },
+      };
+    },
+  };
+}
+
+export const stripeModule: SandboxGatewayModule = createStripeModule();

@@ -1,0 +1,1031 @@
+/**
+ * The sandbox's 2C2P: an emulation of PGW v4.3's server-to-server API on its real paths.
+ *
+ *   POST /payment/4.3/paymentToken     {"payload":"<JWT>"} → {"payload":"<JWT>"} | {respCode,respDesc}
+ *   POST /payment/4.3/payment          Do Payment, in either of two envelopes (below)
+ *   POST /payment/4.3/paymentInquiry   {"payload":"<JWT>"} → {"payload":"<JWT>"} | {respCode,respDesc}
+ *   GET  /sandbox/2c2p/pay             where webPaymentUrl points (the hosted page is not emulated)
+ *   POST /sandbox/2c2p/notify          the notification test tool
+ *
+ * JWTs are HS256 over the merchant's secret key. Every error of the envelope or of validation comes
+ * back as plain JSON `{respCode, respDesc}` with HTTP 200, as 2C2P does (e.g. 9042 for a JWT signed
+ * with another secret, 6103 for something that is not a JWT); business answers are signed.
+ *
+ * Do Payment: 2C2P documents it as plain JSON (`{paymentToken, payment:{…}}`; the payment token is
+ * the credential) answered with plain JSON — 2000 "transaction completed, do a payment inquiry" or
+ * the failure code — after which the merchant reads the signed result with paymentInquiry. Our
+ * gateways.md describes it with a JWT envelope instead. The sandbox accepts both: a plain request is
+ * answered the documented way (what the adapter uses, so it works against the real 2C2P unchanged);
+ * a `{"payload":"<JWT>"}` request is verified with the merchant's secret and answered with a signed
+ * JWT carrying the full result (0000 + tranRef, referenceNo, approvalCode … or the 4xxx decline).
+ *
+ * Test cards (the sandbox's own choice, mapped onto ISO 8583 decline reasons as 2C2P's 4xxx codes do):
+ *   4111111111111111 — ok: approved.
+ *   4000000000024051 — insufficient_funds: 4051 Insufficient funds.
+ *   4000000000094062 — account_restricted: 4062 Restricted card.
+ * Any other Luhn-valid number is 4005 Do not honor; a Luhn-invalid one 4014 Invalid card number.
+ * Expiry and CVV are optional; an expiry in the past is 4054 Expired card.
+ */
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { z } from 'zod';
+import { json, type SandboxGatewayModule, type SandboxResponse } from './gateway-module';
+import { postNotification, type GatewayNotifier } from './notifier';
+import {
+  enqueueNotification,
+  findNotification,
+  insertAttempt,
+  recordCharge,
+  type DeliveryResult,
+  type Queryable,
+  type Sql,
+  type Tx,
+} from './store';
+import {
+  canonicalJson,
+  CURRENCY_EXPONENT,
+  DecimalLiteral,
+  formatAmount,
+  luhnValid,
+  maskCard,
+  parseAmount,
+  peekJwt,
+  RESP_DESC,
+  signJwt,
+  transactionDateTime,
+  verifyJwt,
+  type Claims,
+  type RespCode,
+} from './twoc2p-wire';
+
+const GATEWAY = '2c2p';
+const API_PREFIX = '/payment/4.3/';
+
+// ---------------------------------------------------------------------------------------------
+// Test cards
+
+export type TestBuyerName = 'ok' | 'insufficient_funds' | 'account_restricted';
+
+export const TWOC2P_TEST_CARDS: Readonly<Record<TestBuyerName, string>> = {
+  ok: '4111111111111111',
+  insufficient_funds: '4000000000024051',
+  account_restricted: '4000000000094062',
+};
+
+const CARD_DECLINES: Readonly<Record<string, RespCode>> = {
+  [TWOC2P_TEST_CARDS.insufficient_funds]: '4051',
+  [TWOC2P_TEST_CARDS.account_restricted]: '4062',
+};
+
+function cardOutcome(cardNo: string, expiry: { month: number; year: number } | null, now: Date): RespCode {
+  if (!luhnValid(cardNo)) return '4014';
+  if (expiry) {
+    // A card is valid through the last day of its expiry month.
+    const endOfMonth = Date.UTC(expiry.year, expiry.month, 1);
+    if (endOfMonth <= now.getTime()) return '4054';
+  }
+  if (cardNo === TWOC2P_TEST_CARDS.ok) return '0000';
+  return CARD_DECLINES[cardNo] ?? '4005';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+const SCHEMA_SQL = `
+CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_merchants (
+  merchant_id  text PRIMARY KEY,
+  -- Kept because the sandbox doubles as the merchant portal that hands the secret out.
+  secret_key   text NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per (merchant, invoiceNo): what 2C2P keeps an invoice number unique on.
+CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_invoices (
+  merchant_id          text NOT NULL REFERENCES psp_sandbox.twoc2p_merchants (merchant_id),
+  invoice_no           text NOT NULL,
+  description          text NOT NULL,
+  amount_minor         bigint NOT NULL CHECK (amount_minor > 0),
+  currency_code        text NOT NULL,
+  payment_channels     text[],
+  backend_return_url   text,
+  frontend_return_url  text,
+  status               text NOT NULL CHECK (status IN ('open', 'paid')),
+  created_at           timestamptz NOT NULL DEFAULT now(),
+  paid_at              timestamptz,
+  PRIMARY KEY (merchant_id, invoice_no)
+);
+
+CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_payment_tokens (
+  payment_token  text PRIMARY KEY,
+  merchant_id    text NOT NULL,
+  invoice_no     text NOT NULL,
+  created_at     timestamptz NOT NULL DEFAULT now(),
+  FOREIGN KEY (merchant_id, invoice_no) REFERENCES psp_sandbox.twoc2p_invoices (merchant_id, invoice_no)
+);
+
+-- paymentToken's idempotencyID: the first successful answer (its signed JWT, byte for byte),
+-- replayed for the same request.
+CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_idempotency (
+  merchant_id     text NOT NULL,
+  idempotency_id  text NOT NULL,
+  request_hash    text NOT NULL,
+  response_jwt    text NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (merchant_id, idempotency_id)
+);
+
+-- tranRef comes from a sequence: unique across restarts and sandbox processes.
+CREATE SEQUENCE IF NOT EXISTS psp_sandbox.twoc2p_tran_ref_seq START 3000001;
+
+-- Every Do Payment that reached the "card host", approved or declined.
+CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_transactions (
+  tran_ref        text PRIMARY KEY,
+  merchant_id     text NOT NULL,
+  invoice_no      text NOT NULL,
+  payment_token   text NOT NULL,
+  resp_code       text NOT NULL,
+  channel_code    text NOT NULL,
+  card_no_masked  text NOT NULL,
+  reference_no    text NOT NULL,
+  approval_code   text,
+  eci             text,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  FOREIGN KEY (merchant_id, invoice_no) REFERENCES psp_sandbox.twoc2p_invoices (merchant_id, invoice_no)
+);
+-- Under the per-invoice lock, the database itself refuses a second approval for one invoice.
+CREATE UNIQUE INDEX IF NOT EXISTS twoc2p_one_approval_per_invoice
+  ON psp_sandbox.twoc2p_transactions (merchant_id, invoice_no) WHERE resp_code = '0000';
+CREATE INDEX IF NOT EXISTS twoc2p_transactions_by_invoice
+  ON psp_sandbox.twoc2p_transactions (merchant_id, invoice_no, created_at);
+`;
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+interface MerchantRow {
+  merchant_id: string;
+  secret_key: string;
+}
+
+interface InvoiceRow {
+  merchant_id: string;
+  invoice_no: string;
+  description: string;
+  amount_minor: string;
+  currency_code: string;
+  payment_channels: string[] | null;
+  backend_return_url: string | null;
+  status: 'open' | 'paid';
+  paid_at: Date | null;
+}
+
+interface TransactionRow {
+  tran_ref: string;
+  merchant_id: string;
+  invoice_no: string;
+  resp_code: string;
+  channel_code: string;
+  card_no_masked: string;
+  reference_no: string;
+  approval_code: string | null;
+  eci: string | null;
+  created_at: Date;
+}
+
+const INVOICE_COLUMNS = 'merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels, backend_return_url, status, paid_at';
+
+async function selectInvoice(db: Queryable, merchantId: string, invoiceNo: string): Promise<InvoiceRow | undefined> {
+  const rows = await db<InvoiceRow[]>`
+    SELECT ${db.unsafe(INVOICE_COLUMNS)} FROM psp_sandbox.twoc2p_invoices
+     WHERE merchant_id = ${merchantId} AND invoice_no = ${invoiceNo}`;
+  return rows[0];
+}
+
+/** The transaction an inquiry reports: the approval if there is one, else the latest attempt. */
+async function reportedTransaction(db: Queryable, merchantId: string, invoiceNo: string): Promise<TransactionRow | undefined> {
+  const rows = await db<TransactionRow[]>`
+    SELECT tran_ref, merchant_id, invoice_no, resp_code, channel_code, card_no_masked, reference_no,
+           approval_code, eci, created_at
+      FROM psp_sandbox.twoc2p_transactions
+     WHERE merchant_id = ${merchantId} AND invoice_no = ${invoiceNo}
+     -- tranRef comes from a sequence taken under the invoice lock, so it orders one invoice's
+     -- transactions exactly (created_at is the transaction's start, which may precede the lock wait).
+     ORDER BY (resp_code = '0000') DESC, tran_ref::bigint DESC
+     LIMIT 1`;
+  return rows[0];
+}
+
+/**
+ * Serializes everything that touches one invoice across requests and sandbox processes. An advisory
+ * lock rather than SELECT … FOR UPDATE: on the first paymentToken the row does not exist yet.
+ */
+async function lockInvoice(tx: Tx, merchantId: string, invoiceNo: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`2c2p:invoice:${merchantId}:${invoiceNo}`}, 0))`;
+}
+
+async function lockIdempotencyId(tx: Tx, merchantId: string, idempotencyId: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`2c2p:idempotency:${merchantId}:${idempotencyId}`}, 0))`;
+}
+
+function exponentOf(currency: string): number {
+  return CURRENCY_EXPONENT[currency] ?? 2;
+}
+
+function randomDigits(count: number): string {
+  let out = '';
+  for (let i = 0; i < count; i += 1) out += String(randomInt(10));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/** An unsigned error, HTTP 200 like every 2C2P answer. */
+function plainError(code: RespCode, detail?: string): SandboxResponse {
+  return json(200, { respCode: code, respDesc: detail ? `${RESP_DESC[code]}: ${detail}` : RESP_DESC[code] });
+}
+
+function signed(claims: Claims, secretKey: string): SandboxResponse {
+  return json(200, { payload: signJwt(claims, secretKey) });
+}
+
+class Refusal {
+  constructor(
+    readonly code: RespCode,
+    readonly detail?: string,
+  ) {}
+  response(): SandboxResponse {
+    return plainError(this.code, this.detail);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+interface Context {
+  sql: Sql;
+  merchant: MerchantRow;
+  /** Every merchant's secret (there is one per install), for the synchronous notification signer. */
+  secrets: ReadonlyMap<string, string>;
+  wakeNotifier(): void;
+  deliveryTimeoutMs: number;
+}
+
+async function loadOrCreateMerchant(tx: Tx): Promise<{ merchant: MerchantRow; all: MerchantRow[] }> {
+  let all: MerchantRow[] = [
+    ...(await tx<MerchantRow[]>`
+      SELECT merchant_id, secret_key FROM psp_sandbox.twoc2p_merchants ORDER BY created_at, merchant_id`),
+  ];
+  if (all.length === 0) {
+    // A 15-digit merchant ID like 2C2P's older ones (764 = Thailand), and a 256-bit secret written as
+    // 64 upper-case hex characters, the form 2C2P's merchant portal shows.
+    const merchant = { merchant_id: `764${randomDigits(12)}`, secret_key: randomBytes(32).toString('hex').toUpperCase() };
+    await tx`INSERT INTO psp_sandbox.twoc2p_merchants (merchant_id, secret_key)
+             VALUES (${merchant.merchant_id}, ${merchant.secret_key})`;
+    all = [merchant];
+  }
+  const merchant = all[0];
+  if (!merchant) throw new Error('no 2C2P merchant');
+  return { merchant, all };
+}
+
+async function findMerchant(sql: Sql, merchantId: unknown): Promise<MerchantRow | undefined> {
+  if (typeof merchantId !== 'string' || merchantId === '') return undefined;
+  const rows = await sql<MerchantRow[]>`
+    SELECT merchant_id, secret_key FROM psp_sandbox.twoc2p_merchants WHERE merchant_id = ${merchantId}`;
+  return rows[0];
+}
+
+/** The merchant a paymentToken or paymentInquiry JWT names in its merchantID claim. */
+async function merchantOf(sql: Sql, claims: Claims): Promise<MerchantRow | Refusal | undefined> {
+  if (claims.merchantID === undefined || claims.merchantID === null || claims.merchantID === '') {
+    return new Refusal('9005', 'merchantID');
+  }
+  return findMerchant(sql, claims.merchantID);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The JWT envelope
+
+function parseBody(body: string): Record<string, unknown> | Refusal {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return new Refusal('9004', 'the body is not JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return new Refusal('9004', 'the body must be a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/**
+ * Opens `{"payload":"<JWT>"}`: reads the claims unverified only to find the merchant whose secret
+ * must verify them, then verifies. Order of refusals: not a JWT (6103), unknown merchant (9007 —
+ * 2C2P's "invalid merchant", the documented code nearest to an unknown merchantID [unverified]),
+ * wrong secret (9042).
+ */
+async function openEnvelope(
+  body: Record<string, unknown>,
+  merchantFor: (claims: Claims) => Promise<MerchantRow | Refusal | undefined>,
+): Promise<{ claims: Claims; merchant: MerchantRow } | Refusal> {
+  const token = body.payload;
+  if (token === undefined || token === null || token === '') return new Refusal('9005', 'payload');
+  if (typeof token !== 'string') return new Refusal('6103');
+  const peeked = peekJwt(token);
+  if (!peeked) return new Refusal('6103');
+  const merchant = await merchantFor(peeked);
+  if (merchant instanceof Refusal) return merchant;
+  if (!merchant) return new Refusal('9007');
+  const verified = await verifyJwt(token, merchant.secret_key);
+  switch (verified.kind) {
+    case 'verified':
+      return { claims: verified.claims, merchant };
+    case 'bad_signature':
+      return new Refusal('9042');
+    case 'invalid':
+      return new Refusal('6103');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim readers
+
+function readString(claims: Claims, key: string, opts: { required: boolean; max: number }): string | undefined | Refusal {
+  const value = claims[key];
+  if (value === undefined || value === null || value === '') {
+    return opts.required ? new Refusal('9005', key) : undefined;
+  }
+  if (typeof value !== 'string') return new Refusal('9004', key);
+  if ([...value].length > opts.max) return new Refusal('9006', key);
+  return value;
+}
+
+function readUrl(claims: Claims, key: string): string | undefined | Refusal {
+  const value = readString(claims, key, { required: false, max: 2048 });
+  if (typeof value !== 'string') return value;
+  try {
+    const url = new URL(value);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return new Refusal('9004', key);
+  } catch {
+    return new Refusal('9004', key);
+  }
+  return value;
+}
+
+const ALPHANUMERIC_RE = /^[A-Za-z0-9]+$/;
+const PAYMENT_EXPIRY_RE = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
+
+interface TokenRequest {
+  invoiceNo: string;
+  description: string;
+  amountMinor: bigint;
+  currencyCode: string;
+  idempotencyId: string | undefined;
+  paymentChannels: string[] | null;
+  backendReturnUrl: string | undefined;
+  frontendReturnUrl: string | undefined;
+  /** SHA-256 of the request's claims, normalized: what a replay of an idempotencyID must match. */
+  fingerprint: string;
+}
+
+function readTokenRequest(claims: Claims): TokenRequest | Refusal {
+  // paymentChannel first: the invoiceNo limit depends on it.
+  let paymentChannels: string[] | null = null;
+  const channels = claims.paymentChannel;
+  if (channels !== undefined && channels !== null) {
+    if (!Array.isArray(channels) || !channels.every((c) => typeof c === 'string' && /^[A-Z0-9]{1,6}$/.test(c))) {
+      return new Refusal('9004', 'paymentChannel');
+    }
+    paymentChannels = channels.length > 0 ? (channels as string[]) : null;
+  }
+
+  const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
+  if (typeof invoiceNo !== 'string') return invoiceNo ?? new Refusal('9005', 'invoiceNo');
+  if (!ALPHANUMERIC_RE.test(invoiceNo)) return new Refusal('9004', 'invoiceNo must be alphanumeric');
+  // AN50 in general, "limited to 20 alphanumeric when requesting for QR payment". The limit is checked
+  // when the request names QR; a token without channels allows every channel, but enforcing 20 there
+  // would refuse valid card-only invoices, so 50 is the rule and 20 applies once QR is asked for.
+  if (paymentChannels?.includes('QR') && invoiceNo.length > 20) {
+    return new Refusal('9006', 'invoiceNo is limited to 20 characters for QR payments');
+  }
+
+  const description = readString(claims, 'description', { required: true, max: 250 });
+  if (typeof description !== 'string') return description ?? new Refusal('9005', 'description');
+
+  const currencyCode = readString(claims, 'currencyCode', { required: true, max: 3 });
+  if (typeof currencyCode !== 'string') return currencyCode ?? new Refusal('9005', 'currencyCode');
+  if (!/^[A-Z]{3}$/.test(currencyCode) || CURRENCY_EXPONENT[currencyCode] === undefined) return new Refusal('9010');
+
+  if (claims.amount === undefined || claims.amount === null || claims.amount === '') return new Refusal('9005', 'amount');
+  const amountMinor = parseAmount(claims.amount, exponentOf(currencyCode));
+  if (amountMinor === null) return new Refusal('9009');
+
+  const idempotencyId = readString(claims, 'idempotencyID', { required: false, max: 100 });
+  if (idempotencyId instanceof Refusal) return idempotencyId;
+  const backendReturnUrl = readUrl(claims, 'backendReturnUrl');
+  if (backendReturnUrl instanceof Refusal) return backendReturnUrl;
+  const frontendReturnUrl = readUrl(claims, 'frontendReturnUrl');
+  if (frontendReturnUrl instanceof Refusal) return frontendReturnUrl;
+  // Validated only: the sandbox does not expire invoices (2C2P does not say in which zone the value
+  // is read, and nothing here depends on it).
+  const paymentExpiry = readString(claims, 'paymentExpiry', { required: false, max: 19 });
+  if (paymentExpiry instanceof Refusal) return paymentExpiry;
+  if (paymentExpiry !== undefined && !PAYMENT_EXPIRY_RE.test(paymentExpiry)) return new Refusal('9008');
+  const request3DS = claims.request3DS;
+  if (request3DS !== undefined && request3DS !== 'Y' && request3DS !== 'N' && request3DS !== 'F') {
+    return new Refusal('9004', 'request3DS');
+  }
+
+  // Everything the merchant sent, minus JWT time claims (which legitimately differ between retries),
+  // with the amount normalized so that 168 and "168.00000" are the same request.
+  const { iat: _iat, exp: _exp, nbf: _nbf, jti: _jti, ...rest } = claims;
+  const fingerprint = createHash('sha256')
+    .update(canonicalJson({ ...rest, amount: amountMinor.toString() }))
+    .digest('hex');
+
+  return {
+    invoiceNo,
+    description,
+    amountMinor,
+    currencyCode,
+    idempotencyId,
+    paymentChannels,
+    backendReturnUrl,
+    frontendReturnUrl,
+    fingerprint,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /payment/4.3/paymentToken
+
+function newPaymentToken(): string {
+  // Shaped like 2C2P's: "kSA" and standard base64.
+  return `kSA${randomBytes(60).toString('base64')}`;
+}
+
+function webPaymentUrl(baseUrl: string, paymentToken: string): string {
+  return `${baseUrl}/sandbox/2c2p/pay?paymentToken=${encodeURIComponent(paymentToken)}`;
+}
+
+async function paymentTokenApi(ctx: Context, body: string, baseUrl: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
+  if (opened instanceof Refusal) return opened.response();
+  const { merchant } = opened;
+  const request = readTokenRequest(opened.claims);
+  if (request instanceof Refusal) return request.response();
+
+  const answer = await ctx.sql.begin(async (tx): Promise<string | Refusal> => {
+    // Lock order: idempotencyID, then invoice (Do Payment takes only the invoice lock): no cycles.
+    if (request.idempotencyId !== undefined) {
+      await lockIdempotencyId(tx, merchant.merchant_id, request.idempotencyId);
+      const seen = await tx<{ request_hash: string; response_jwt: string }[]>`
+        SELECT request_hash, response_jwt FROM psp_sandbox.twoc2p_idempotency
+         WHERE merchant_id = ${merchant.merchant_id} AND idempotency_id = ${request.idempotencyId}`;
+      const first = seen[0];
+      if (first) {
+        // Same request → the same answer (same paymentToken), whatever happened to the invoice since.
+        if (first.request_hash === request.fingerprint) return first.response_jwt;
+        // 2C2P documents no code for a reused idempotencyID; 9004 "the value is not valid", naming
+        // the field, is the nearest documented one [unverified].
+        return new Refusal('9004', 'idempotencyID was already used for a different request');
+      }
+    }
+
+    await lockInvoice(tx, merchant.merchant_id, request.invoiceNo);
+    const existing = await selectInvoice(tx, merchant.merchant_id, request.invoiceNo);
+    if (existing) {
+      // An invoice number is unique per merchant: a paid one, or an open one for another amount or
+      // currency, is "9015 Existing invoice number" (gateways.md notes 2014 in other sources; 9015 is
+      // what 2C2P's v4.3 code list says). An open one for the same amount and currency reopens: a new
+      // token for the same invoice, so a new attempt after a decline pays the same invoice.
+      if (existing.status === 'paid') return new Refusal('9015', 'the invoice is already paid');
+      if (BigInt(existing.amount_minor) !== request.amountMinor || existing.currency_code !== request.currencyCode) {
+        return new Refusal('9015', 'the invoice exists with another amount or currency');
+      }
+      await tx`
+        UPDATE psp_sandbox.twoc2p_invoices
+           SET description = ${request.description},
+               payment_channels = ${request.paymentChannels},
+               backend_return_url = COALESCE(${request.backendReturnUrl ?? null}, backend_return_url),
+               frontend_return_url = COALESCE(${request.frontendReturnUrl ?? null}, frontend_return_url)
+         WHERE merchant_id = ${merchant.merchant_id} AND invoice_no = ${request.invoiceNo}`;
+    } else {
+      await tx`
+        INSERT INTO psp_sandbox.twoc2p_invoices
+          (merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels,
+           backend_return_url, frontend_return_url, status)
+        VALUES (${merchant.merchant_id}, ${request.invoiceNo}, ${request.description},
+                ${request.amountMinor.toString()}, ${request.currencyCode}, ${request.paymentChannels},
+                ${request.backendReturnUrl ?? null}, ${request.frontendReturnUrl ?? null}, 'open')`;
+    }
+
+    const paymentToken = newPaymentToken();
+    await tx`
+      INSERT INTO psp_sandbox.twoc2p_payment_tokens (payment_token, merchant_id, invoice_no)
+      VALUES (${paymentToken}, ${merchant.merchant_id}, ${request.invoiceNo})`;
+    const responseJwt = signJwt(
+      { webPaymentUrl: webPaymentUrl(baseUrl, paymentToken), paymentToken, respCode: '0000', respDesc: RESP_DESC['0000'] },
+      merchant.secret_key,
+    );
+    // Only successes are remembered: a refusal depends on the invoice's state, which a retry may find
+    // changed, and recomputing it is harmless.
+    if (request.idempotencyId !== undefined) {
+      await tx`
+        INSERT INTO psp_sandbox.twoc2p_idempotency (merchant_id, idempotency_id, request_hash, response_jwt)
+        VALUES (${merchant.merchant_id}, ${request.idempotencyId}, ${request.fingerprint}, ${responseJwt})`;
+    }
+    return responseJwt;
+  });
+  if (answer instanceof Refusal) return answer.response();
+  return json(200, { payload: answer });
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /payment/4.3/payment (Do Payment)
+
+interface PaymentRequest {
+  paymentToken: string;
+  channelCode: string;
+  cardNo: string;
+  expiry: { month: number; year: number } | null;
+}
+
+function readPaymentRequest(request: Record<string, unknown>): PaymentRequest | Refusal {
+  const paymentToken = readString(request, 'paymentToken', { required: true, max: 255 });
+  if (typeof paymentToken !== 'string') return paymentToken ?? new Refusal('9005', 'paymentToken');
+  const payment = request.payment;
+  if (typeof payment !== 'object' || payment === null) return new Refusal('9005', 'payment');
+  const code = (payment as Record<string, unknown>).code;
+  if (typeof code !== 'object' || code === null) return new Refusal('9005', 'payment.code');
+  const channelCode = readString(code as Claims, 'channelCode', { required: true, max: 6 });
+  if (typeof channelCode !== 'string') return channelCode ?? new Refusal('9005', 'payment.code.channelCode');
+  // Only cards are emulated; other channels need a buyer on a third-party page.
+  if (channelCode !== 'CC') return new Refusal('9004', `channelCode ${channelCode} is not emulated by the sandbox (CC only)`);
+  const data = (payment as Record<string, unknown>).data;
+  if (typeof data !== 'object' || data === null) return new Refusal('9005', 'payment.data');
+  const fields = data as Claims;
+  const name = readString(fields, 'name', { required: true, max: 255 });
+  if (typeof name !== 'string') return name ?? new Refusal('9005', 'payment.data.name');
+  const cardNo = readString(fields, 'cardNo', { required: false, max: 19 });
+  if (cardNo instanceof Refusal) return cardNo;
+  if (cardNo === undefined) {
+    // securePayToken is card data encrypted by 2C2P's client library; the sandbox has no such key,
+    // so it takes the card number directly (what 2C2P allows PCI-DSS merchants to send).
+    return new Refusal('9005', fields.securePayToken !== undefined ? 'payment.data.cardNo (securePayToken is not emulated)' : 'payment.data.cardNo');
+  }
+  if (!/^\d{12,19}$/.test(cardNo)) return new Refusal('9004', 'payment.data.cardNo');
+
+  let expiry: PaymentRequest['expiry'] = null;
+  const month = fields.expiryMonth;
+  const year = fields.expiryYear;
+  if (month !== undefined || year !== undefined) {
+    const m = Number(month);
+    const y = Number(year);
+    if (!Number.isInteger(m) || m < 1 || m > 12 || !Number.isInteger(y) || y < 2000 || y > 2099) {
+      return new Refusal('9004', 'payment.data.expiryMonth/expiryYear');
+    }
+    expiry = { month: m, year: y };
+  }
+  const securityCode = fields.securityCode;
+  if (securityCode !== undefined && !(typeof securityCode === 'string' && /^\d{3,4}$/.test(securityCode))) {
+    return new Refusal('9004', 'payment.data.securityCode');
+  }
+  return { paymentToken, channelCode, cardNo, expiry };
+}
+
+interface TokenRow {
+  payment_token: string;
+  merchant_id: string;
+  invoice_no: string;
+}
+
+async function findToken(db: Queryable, paymentToken: unknown): Promise<TokenRow | undefined> {
+  if (typeof paymentToken !== 'string' || paymentToken === '') return undefined;
+  const rows = await db<TokenRow[]>`
+    SELECT payment_token, merchant_id, invoice_no FROM psp_sandbox.twoc2p_payment_tokens
+     WHERE payment_token = ${paymentToken}`;
+  return rows[0];
+}
+
+type PaymentResult = { kind: 'approved' | 'declined'; invoice: InvoiceRow; transaction: TransactionRow } | Refusal;
+
+async function processPayment(ctx: Context, token: TokenRow, request: PaymentRequest): Promise<PaymentResult> {
+  let approved = false;
+  const result = await ctx.sql.begin(async (tx): Promise<PaymentResult> => {
+    await lockInvoice(tx, token.merchant_id, token.invoice_no);
+    const invoice = await selectInvoice(tx, token.merchant_id, token.invoice_no);
+    if (!invoice) throw new Error('payment token without its invoice');
+    // One approval per invoice: a payment on a paid invoice is refused before reaching the card host,
+    // and is not a charge attempt (nothing recorded). 9015, the code 2C2P gives for a paid invoice.
+    if (invoice.status === 'paid') return new Refusal('9015', 'the invoice is already paid');
+    if (invoice.payment_channels && !invoice.payment_channels.includes(request.channelCode)) {
+      return new Refusal('9004', `channelCode ${request.channelCode} is not enabled for this payment token`);
+    }
+
+    const now = new Date();
+    const respCode = cardOutcome(request.cardNo, request.expiry, now);
+    const isApproved = respCode === '0000';
+    const seq = await tx<{ n: string }[]>`SELECT nextval('psp_sandbox.twoc2p_tran_ref_seq')::text AS n`;
+    const tranRef = seq[0]?.n;
+    if (!tranRef) throw new Error('nextval returned nothing');
+    const inserted = await tx<TransactionRow[]>`
+      INSERT INTO psp_sandbox.twoc2p_transactions
+        (tran_ref, merchant_id, invoice_no, payment_token, resp_code, channel_code, card_no_masked,
+         reference_no, approval_code, eci)
+      VALUES (${tranRef}, ${token.merchant_id}, ${token.invoice_no}, ${token.payment_token}, ${respCode},
+              ${request.channelCode}, ${maskCard(request.cardNo)}, ${randomDigits(12)},
+              ${isApproved ? randomDigits(6) : null}, ${isApproved ? '07' : null})
+      RETURNING tran_ref, merchant_id, invoice_no, resp_code, channel_code, card_no_masked, reference_no,
+                approval_code, eci, created_at`;
+    const transaction = inserted[0];
+    if (!transaction) throw new Error('INSERT … RETURNING returned no row');
+
+    const charge = {
+      gateway: GATEWAY,
+      merchantId: token.merchant_id,
+      outTradeNo: token.invoice_no,
+      amountMinor: BigInt(invoice.amount_minor),
+      currency: invoice.currency_code,
+      gatewayTradeNo: tranRef,
+      buyerId: transaction.card_no_masked,
+    };
+    if (!isApproved) {
+      // The invoice stays open: another card (or a new token) can still pay it.
+      await recordCharge(tx, { ...charge, status: 'declined', declineCode: respCode });
+      return { kind: 'declined', invoice, transaction };
+    }
+
+    const paidRows = await tx<InvoiceRow[]>`
+      UPDATE psp_sandbox.twoc2p_invoices SET status = 'paid', paid_at = now()
+       WHERE merchant_id = ${token.merchant_id} AND invoice_no = ${token.invoice_no} AND status = 'open'
+      RETURNING ${tx.unsafe(INVOICE_COLUMNS)}`;
+    const paid = paidRows[0];
+    if (!paid) throw new Error('invoice left "open" under its lock');
+    await recordCharge(tx, { ...charge, status: 'succeeded', declineCode: null });
+    if (paid.backend_return_url) {
+      await enqueueNotification(tx, {
+        gateway: GATEWAY,
+        merchantId: token.merchant_id,
+        outTradeNo: token.invoice_no,
+        notifyId: `2c2p-${tranRef}-${randomBytes(6).toString('hex')}`,
+        notifyUrl: paid.backend_return_url,
+        fields: notificationFields(paid, transaction),
+      });
+    }
+    approved = true;
+    return { kind: 'approved', invoice: paid, transaction };
+  });
+  if (approved) ctx.wakeNotifier();
+  return result;
+}
+
+/** The full result, as Payment Inquiry and the JWT form of Do Payment report it. */
+function transactionClaims(merchantId: string, invoice: InvoiceRow, transaction: TransactionRow): Claims {
+  const exponent = exponentOf(invoice.currency_code);
+  const code = transaction.resp_code as RespCode;
+  return {
+    merchantID: merchantId,
+    invoiceNo: invoice.invoice_no,
+    amount: new DecimalLiteral(formatAmount(BigInt(invoice.amount_minor), exponent)),
+    currencyCode: invoice.currency_code,
+    transactionDateTime: transactionDateTime(transaction.created_at),
+    agentCode: 'SANDBOX',
+    channelCode: transaction.channel_code,
+    approvalCode: transaction.approval_code ?? undefined,
+    referenceNo: transaction.reference_no,
+    tranRef: transaction.tran_ref,
+    accountNo: transaction.card_no_masked,
+    eci: transaction.eci ?? undefined,
+    respCode: code,
+    respDesc: RESP_DESC[code] ?? 'Transaction failed',
+  };
+}
+
+async function doPaymentApi(ctx: Context, body: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+
+  // The JWT envelope (gateways.md): the token inside names the invoice, whose merchant's secret must
+  // have signed it. Without it, the documented plain form: the payment token is the credential.
+  let merchant: MerchantRow;
+  let request: Record<string, unknown>;
+  const jwtForm = 'payload' in parsed;
+  if (jwtForm) {
+    const opened = await openEnvelope(parsed, async (claims) => {
+      const token = await findToken(ctx.sql, claims.paymentToken);
+      if (!token) return claims.paymentToken ? new Refusal('9040') : new Refusal('9005', 'paymentToken');
+      if (claims.merchantID !== undefined && claims.merchantID !== token.merchant_id) return new Refusal('9007');
+      return findMerchant(ctx.sql, token.merchant_id);
+    });
+    if (opened instanceof Refusal) return opened.response();
+    merchant = opened.merchant;
+    request = opened.claims;
+  } else {
+    request = parsed;
+    const token = await findToken(ctx.sql, parsed.paymentToken);
+    if (!token) return parsed.paymentToken ? plainError('9040') : plainError('9005', 'paymentToken');
+    const found = await findMerchant(ctx.sql, token.merchant_id);
+    if (!found) return plainError('9007');
+    merchant = found;
+  }
+
+  const payment = readPaymentRequest(request);
+  if (payment instanceof Refusal) return payment.response();
+  const token = await findToken(ctx.sql, payment.paymentToken);
+  if (!token) return plainError('9040');
+
+  const result = await processPayment(ctx, token, payment);
+  if (result instanceof Refusal) return result.response();
+  const { invoice, transaction } = result;
+  if (jwtForm) return signed(transactionClaims(merchant.merchant_id, invoice, transaction), merchant.secret_key);
+  // The documented plain answer: "completed, ask Payment Inquiry for the result" or the failure code.
+  const code = result.kind === 'approved' ? '2000' : (transaction.resp_code as RespCode);
+  return json(200, {
+    channelCode: transaction.channel_code,
+    invoiceNo: invoice.invoice_no,
+    respCode: code,
+    respDesc: RESP_DESC[code] ?? 'Transaction failed',
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /payment/4.3/paymentInquiry
+
+async function paymentInquiryApi(ctx: Context, body: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
+  if (opened instanceof Refusal) return opened.response();
+  const { claims, merchant } = opened;
+
+  const invoiceNoClaim = readString(claims, 'invoiceNo', { required: false, max: 50 });
+  if (invoiceNoClaim instanceof Refusal) return invoiceNoClaim.response();
+  const tokenClaim = readString(claims, 'paymentToken', { required: false, max: 255 });
+  if (tokenClaim instanceof Refusal) return tokenClaim.response();
+  if (invoiceNoClaim === undefined && tokenClaim === undefined) return plainError('9005', 'invoiceNo or paymentToken');
+
+  let invoiceNo = invoiceNoClaim;
+  if (tokenClaim !== undefined) {
+    const token = await findToken(ctx.sql, tokenClaim);
+    if (!token || token.merchant_id !== merchant.merchant_id) return plainError('9040');
+    if (invoiceNo !== undefined && invoiceNo !== token.invoice_no) return plainError('9004', 'paymentToken is for another invoiceNo');
+    invoiceNo = token.invoice_no;
+  }
+  if (invoiceNo === undefined) return plainError('9005', 'invoiceNo');
+
+  const invoice = await selectInvoice(ctx.sql, merchant.merchant_id, invoiceNo);
+  // "Not found" is an answer about an authenticated request, so it is signed like any other.
+  if (!invoice) {
+    return signed({ merchantID: merchant.merchant_id, invoiceNo, respCode: '2002', respDesc: RESP_DESC['2002'] }, merchant.secret_key);
+  }
+  const transaction = await reportedTransaction(ctx.sql, merchant.merchant_id, invoiceNo);
+  if (!transaction) {
+    // A token was issued but nobody has paid yet.
+    return signed(
+      {
+        merchantID: merchant.merchant_id,
+        invoiceNo,
+        amount: new DecimalLiteral(formatAmount(BigInt(invoice.amount_minor), exponentOf(invoice.currency_code))),
+        currencyCode: invoice.currency_code,
+        respCode: '0001',
+        respDesc: RESP_DESC['0001'],
+      },
+      merchant.secret_key,
+    );
+  }
+  // The approval, or else the latest decline (the invoice is still payable then).
+  return signed(transactionClaims(merchant.merchant_id, invoice, transaction), merchant.secret_key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend notifications
+
+/** What the notification carries, as strings (the ledger's outbox stores Record<string, string>). */
+function notificationFields(invoice: InvoiceRow, transaction: TransactionRow): Record<string, string> {
+  const fields: Record<string, string | null> = {
+    merchantID: invoice.merchant_id,
+    invoiceNo: invoice.invoice_no,
+    cardNo: transaction.card_no_masked,
+    amount: formatAmount(BigInt(invoice.amount_minor), exponentOf(invoice.currency_code)),
+    currencyCode: invoice.currency_code,
+    tranRef: transaction.tran_ref,
+    referenceNo: transaction.reference_no,
+    approvalCode: transaction.approval_code,
+    eci: transaction.eci,
+    transactionDateTime: transactionDateTime(transaction.created_at),
+    agentCode: 'SANDBOX',
+    channelCode: transaction.channel_code,
+    respCode: transaction.resp_code,
+    respDesc: RESP_DESC[transaction.resp_code as RespCode] ?? 'Transaction failed',
+  };
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(fields)) if (value) out[key] = value;
+  return out;
+}
+
+const DECIMAL_RE = /^\d+(\.\d+)?$/;
+
+/**
+ * One delivery: `{"payload":"<JWT HS256>"}` signed with the merchant's secret. Overrides (test tool)
+ * change the business fields BEFORE signing (an empty string removes one), so a tampered amount is
+ * validly signed; the override `payload` replaces the whole JWT instead (forgery tests).
+ */
+export function buildTwoC2pNotification(
+  fields: Record<string, string>,
+  secretKey: string,
+  overrides: Record<string, string> = {},
+): { contentType: string; body: string } {
+  const values = new Map(Object.entries(fields));
+  for (const [key, value] of Object.entries(overrides)) {
+    if (key === 'payload') continue;
+    if (value === '') values.delete(key);
+    else values.set(key, value);
+  }
+  const claims: Claims = {};
+  for (const [key, value] of values) {
+    claims[key] = key === 'amount' && DECIMAL_RE.test(value) ? new DecimalLiteral(value) : value;
+  }
+  const payload = overrides.payload ?? signJwt(claims, secretKey);
+  return { contentType: 'application/json', body: JSON.stringify({ payload }) };
+}
+
+/** "Acknowledge with HTTP 200": anything else (another 2xx included) is delivered again. */
+export function isTwoC2pAck(status: number): boolean {
+  return status === 200;
+}
+
+/**
+ * 2C2P does not publish its backend-notification retry schedule [unverified]; the sandbox retries
+ * after 1m, 5m, 15m, 1h, 6h and 24h (7 deliveries in all), a common back-off.
+ */
+export const TWOC2P_RETRY_MINUTES = [1, 5, 15, 60, 360, 1440] as const;
+
+function twoC2pNotifier(ctx: { secrets: ReadonlyMap<string, string>; defaultSecret: string }): GatewayNotifier {
+  return {
+    retryIntervalsMs: TWOC2P_RETRY_MINUTES.map((m) => m * 60_000),
+    // Synchronous (the loop's contract): the secret comes from the map loaded at start-up. A
+    // notification is only ever enqueued for a merchant in that map.
+    buildRequest: (fields) =>
+      buildTwoC2pNotification(fields, ctx.secrets.get(fields.merchantID ?? '') ?? ctx.defaultSecret),
+    isAcknowledged: (status) => isTwoC2pAck(status),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /sandbox/2c2p/notify — the notification test tool
+
+class ToolError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function sendToolNotifications(
+  ctx: Context,
+  request: { outTradeNo: string; copies: number; overrides: Record<string, string> },
+): Promise<DeliveryResult[]> {
+  const invoices = await ctx.sql<(InvoiceRow & { secret_key: string })[]>`
+    SELECT i.merchant_id, i.invoice_no, i.description, i.amount_minor, i.currency_code, i.payment_channels,
+           i.backend_return_url, i.status, i.paid_at, m.secret_key
+      FROM psp_sandbox.twoc2p_invoices i JOIN psp_sandbox.twoc2p_merchants m USING (merchant_id)
+     WHERE i.invoice_no = ${request.outTradeNo}
+     ORDER BY (i.merchant_id = ${ctx.merchant.merchant_id}) DESC, i.created_at DESC
+     LIMIT 1`;
+  const invoice = invoices[0];
+  if (!invoice) throw new ToolError(404, 'TRADE_NOT_FOUND', `no 2C2P invoice with invoiceNo ${request.outTradeNo}`);
+  if (invoice.status !== 'paid') throw new ToolError(409, 'NOT_PAID', `invoice ${request.outTradeNo} has no approved payment to notify`);
+  if (!invoice.backend_return_url) {
+    throw new ToolError(409, 'NO_NOTIFY_URL', `invoice ${request.outTradeNo} was created without a backendReturnUrl`);
+  }
+  const transaction = await reportedTransaction(ctx.sql, invoice.merchant_id, invoice.invoice_no);
+  if (!transaction || transaction.resp_code !== '0000') throw new Error('paid invoice without its approval');
+  const scheduled = await findNotification(ctx.sql, GATEWAY, invoice.merchant_id, invoice.invoice_no);
+  const fields = notificationFields(invoice, transaction);
+  const notifyUrl = invoice.backend_return_url;
+
+  return Promise.all(
+    Array.from({ length: request.copies }, async () => {
+      const startedAt = new Date();
+      const delivery = buildTwoC2pNotification(fields, invoice.secret_key, request.overrides);
+      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt, isTwoC2pAck);
+      await insertAttempt(ctx.sql, { id: scheduled?.id ?? null, gateway: GATEWAY, outTradeNo: invoice.invoice_no }, 'tool', result);
+      return result;
+    }),
+  );
+}
+
+const notifyToolBody = z.object({
+  outTradeNo: z.string().min(1).max(50),
+  copies: z.number().int().min(1).max(100).default(1),
+  overrides: z.record(z.string(), z.string()).default({}),
+});
+
+async function notifyTool(ctx: Context, method: string, contentType: string | undefined, body: string): Promise<SandboxResponse> {
+  if (method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
+  if (!(contentType ?? '').toLowerCase().includes('application/json')) {
+    return json(415, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json' } });
+  }
+  let parsedJson: unknown;
+  try {
+    parsedJson = JSON.parse(body);
+  } catch {
+    return json(400, { error: { code: 'INVALID_JSON', message: 'the body is not valid JSON' } });
+  }
+  const parsed = notifyToolBody.safeParse(parsedJson);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const message = issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid';
+    return json(400, { error: { code: 'INVALID_REQUEST', message } });
+  }
+  try {
+    const deliveries = await sendToolNotifications(ctx, parsed.data);
+    return json(200, {
+      deliveries: deliveries.map((d) => ({ status: d.httpStatus, body: d.responseBody, ...(d.error ? { error: d.error } : {}) })),
+    });
+  } catch (error) {
+    if (error instanceof ToolError) return json(error.status, { error: { code: error.code, message: error.message } });
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GET /sandbox/2c2p/pay — where webPaymentUrl points
+
+async function payPage(ctx: Context, url: URL): Promise<SandboxResponse> {
+  const token = await findToken(ctx.sql, url.searchParams.get('paymentToken'));
+  if (!token) return json(404, { error: { code: 'TOKEN_NOT_FOUND', message: 'no such payment token' } });
+  const invoice = await selectInvoice(ctx.sql, token.merchant_id, token.invoice_no);
+  if (!invoice) return json(404, { error: { code: 'TOKEN_NOT_FOUND', message: 'no such payment token' } });
+  return json(200, {
+    invoiceNo: invoice.invoice_no,
+    description: invoice.description,
+    amount: formatAmount(BigInt(invoice.amount_minor), exponentOf(invoice.currency_code)),
+    currencyCode: invoice.currency_code,
+    status: invoice.status,
+    note: 'The hosted payment page is not emulated: pay server-to-server with POST /payment/4.3/payment.',
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module
+
+const APIS: Readonly<Record<string, (ctx: Context, body: string, baseUrl: string) => Promise<SandboxResponse>>> = {
+  paymentToken: paymentTokenApi,
+  payment: (ctx, body) => doPaymentApi(ctx, body),
+  paymentInquiry: (ctx, body) => paymentInquiryApi(ctx, body),
+};
+
+export const twoC2pModule: SandboxGatewayModule = {
+  gateway: GATEWAY,
+  schemaSql: SCHEMA_SQL,
+  async setUp(tx, moduleContext) {
+    const { merchant, all } = await loadOrCreateMerchant(tx);
+    const secrets = new Map(all.map((m) => [m.merchant_id, m.secret_key] as const));
+    const ctx: Context = {
+      sql: moduleContext.sql,
+      merchant,
+      secrets,
+      wakeNotifier: moduleContext.wakeNotifier,
+      deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+    };
+    return {
+      notifier: twoC2pNotifier({ secrets, defaultSecret: merchant.secret_key }),
+      credentials: (baseUrl) => ({
+        merchantId: merchant.merchant_id,
+        secretKey: merchant.secret_key,
+        baseUrl: `${baseUrl}/payment/4.3`,
+        testBuyers: { ...TWOC2P_TEST_CARDS },
+      }),
+      async handle(request) {
+        const path = request.url.pathname;
+        if (path.startsWith(API_PREFIX)) {
+          const api = APIS[path.slice(API_PREFIX.length)];
+          if (!api) return json(404, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: no API at ${path}` });
+          if (request.method !== 'POST') return json(405, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: use POST` });
+          try {
+            return await api(ctx, request.body, request.baseUrl);
+          } catch (err) {
+            // The caller cannot tell whether the request took effect (a failure at commit may follow
+            // it), which is what 0999 "System error" tells a merchant: inquire before retrying.
+            console.error('[psp-sandbox] 2c2p %s failed:', path, err);
+            return plainError('0999');
+          }
+        }
+        if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
+        if (path === '/sandbox/2c2p/pay') {
+          if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
+          return payPage(ctx, request.url);
+        }
+        return undefined;
+      },
+    };
+  },
+};

@@ -1,0 +1,601 @@
+/**
+ * The 2C2P adapter: PGW v4.3 server-to-server card payment, mapped onto PayOnce's closed set of
+ * outcomes (./gateway). There is no 2C2P SDK on npm; JWTs (HS256 over the UTF-8 bytes of the
+ * merchant's secret key, as 2C2P's samples do) are made and checked with jose.
+ *
+ * One charge is three calls:
+ *  1. paymentToken (JWT in, JWT out): opens — or reopens — the invoice `invoiceNo = outTradeNo` for
+ *     the amount, with an idempotencyID derived from (outTradeNo, attempt), so a retry of the same
+ *     attempt gets the same token back and a new attempt after a decline gets a new one for the same
+ *     invoice. A token moves no money.
+ *  2. Do Payment with the test buyer's card, as 2C2P documents it: plain JSON, the payment token being
+ *     the credential, answered with plain JSON — 2000 "completed, ask Payment Inquiry" or a failure
+ *     code. That answer is not signed, so it is never believed on its own.
+ *  3. paymentInquiry (JWT in, JWT out): the signed result that the outcome is decided on.
+ * This is what makes the adapter work unchanged against the real 2C2P (only baseUrl, merchantId and
+ * secretKey differ); the PSP sandbox also accepts gateways.md's JWT form of Do Payment, which the
+ * adapter does not need.
+ *
+ * Nothing here guesses: an answer that may hide a charge is `indeterminate`, settled later by query()
+ * or the notification. Amounts cross the wire as exact decimal literals, never through a float
+ * computation. No 2C2P wire type leaves this file.
+ */
+import { CompactSign, errors as joseErrors, jwtVerify } from 'jose';
+import type {
+  ChargeOutcome,
+  ChargeRequest,
+  NotificationReply,
+  NotificationVerdict,
+  PaymentGateway,
+  QueryOutcome,
+  TestBuyer,
+  TradeStatus,
+} from './gateway';
+import { decimalToMinor, minorToDecimal } from './money';
+
+export interface TwoC2pGatewayConfig {
+  /** The merchant ID 2C2P registered (AN25). */
+  merchantId: string;
+  /** The merchant's secret key from 2C2P's merchant portal (signs and verifies every JWT). */
+  secretKey: string;
+  /** The API base including the version, e.g. https://sandbox-pgw.2c2p.com/payment/4.3. */
+  baseUrl: string;
+  /** Sandbox card numbers standing in for the buyer's card. */
+  testBuyers: Record<TestBuyer, string>;
+  /** Per-request timeout; default 5000 ms. */
+  timeoutMs?: number;
+}
+
+const GATEWAY = '2c2p' as const;
+/** D(12,5): 12 integer digits at most. */
+const MAX_INTEGER_DIGITS = 12;
+/** Shown on 2C2P's side as the card holder; the test cards do not check it. */
+const CARDHOLDER_NAME = 'PayOnce Customer';
+
+/** ISO 4217 exponents that differ from 2 among the currencies 2C2P settles. */
+const CURRENCY_EXPONENT: Readonly<Record<string, number>> = { JPY: 0, KRW: 0, VND: 0 };
+
+function exponentOf(currency: string): number {
+  return CURRENCY_EXPONENT[currency] ?? 2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JWT
+
+/** A decimal that must reach the JSON text as a number literal, digit for digit. */
+class DecimalLiteral {
+  constructor(readonly text: string) {}
+}
+
+/** JSON.stringify, except that DecimalLiteral values are written as number literals (168.00). */
+function jsonText(value: unknown): string {
+  if (value instanceof DecimalLiteral) return value.text;
+  if (Array.isArray(value)) return `[${value.map((item) => jsonText(item)).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const parts: string[] = [];
+    for (const [key, item] of Object.entries(value)) {
+      if (item !== undefined) parts.push(`${JSON.stringify(key)}:${jsonText(item)}`);
+    }
+    return `{${parts.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+type Claims = Record<string, unknown>;
+
+/**
+ * 2C2P amounts are JSON numbers. JSON.parse has turned them into doubles; String() gives back the
+ * shortest decimal that reads as the same double, which is the amount exactly for anything up to 15
+ * significant digits (every D(12,2) amount). Trailing zeros past the currency's exponent
+ * ("168.00000") are dropped; other digits past it, exponent forms or signs make the amount invalid.
+ */
+function claimAmountToMinor(value: unknown, currency: string): number | null {
+  let text: string;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return null;
+    text = String(value);
+  } else if (typeof value === 'string') {
+    text = value;
+  } else {
+    return null;
+  }
+  const match = /^(\d+)(?:\.(\d+))?$/.exec(text);
+  if (!match) return null;
+  const exponent = exponentOf(currency);
+  const whole = match[1] ?? '';
+  const fraction = (match[2] ?? '').replace(/0+$/, '');
+  if (fraction.length > exponent) return null;
+  return decimalToMinor(fraction ? `${whole}.${fraction}` : whole, exponent);
+}
+
+function str(claims: Claims, key: string): string | undefined {
+  const value = claims[key];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One call to the gateway
+
+/** What came back from one POST: a verified JWT, a plain JSON answer, or why there is none. */
+type Exchange =
+  | { kind: 'signed'; claims: Claims }
+  | { kind: 'plain'; body: Claims }
+  | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
+
+/** Connection failures that happen before a single byte of the request reaches the gateway. */
+const NEVER_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function classifyFetchError(err: unknown): Exchange {
+  const message = err instanceof Error ? err.message : String(err);
+  // AbortSignal.timeout: the request was (or may have been) sent and no full answer came back.
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
+    return { kind: 'in_doubt', code: 'TIMEOUT', message };
+  }
+  // undici's "fetch failed" carries the socket error as its cause (sometimes one level deeper).
+  const cause: unknown = err instanceof Error ? err.cause : undefined;
+  const code = errorCode(cause) ?? errorCode((cause as { cause?: unknown } | undefined)?.cause) ?? 'NETWORK_ERROR';
+  if (NEVER_SENT_CODES.has(code)) return { kind: 'not_sent', code, message };
+  // A reset or "other side closed" after sending: the gateway may have processed the request.
+  return { kind: 'in_doubt', code, message };
+}
+
+// ---------------------------------------------------------------------------------------------
+// respCode classes
+
+/**
+ * Every respCode, sorted by what it means for money. 2C2P's list: 0000 success, 0001 pending, 0003
+ * cancelled, 1000–1005 "continue on another page", 2000 Do Payment completed (inquire), 2001 in
+ * progress, 2002 not found, 4xxx card host declines, 6xxx/9xxx refusals of the request itself.
+ */
+type RespClass =
+  | { kind: 'success' }
+  | { kind: 'completed' }
+  | { kind: 'pending' }
+  | { kind: 'redirect' }
+  | { kind: 'not_found' }
+  | { kind: 'cancelled' }
+  | { kind: 'declined' }
+  | { kind: 'existing_invoice' }
+  /** The request was refused before processing for a reason of configuration: fixable, retryable. */
+  | { kind: 'refused' }
+  /** The request was refused before processing because of its content: retrying cannot help. */
+  | { kind: 'invalid' }
+  | { kind: 'unknown' };
+
+function classify(respCode: string): RespClass {
+  switch (respCode) {
+    case '0000':
+      return { kind: 'success' };
+    case '2000':
+      return { kind: 'completed' };
+    case '0001':
+    case '2001':
+      return { kind: 'pending' };
+    case '2002':
+      return { kind: 'not_found' };
+    case '0003':
+      return { kind: 'cancelled' };
+    case '9015':
+      return { kind: 'existing_invoice' };
+    case '9007': // invalid merchant
+    case '9040': // invalid payment token
+    case '9042': // hash value mismatch (wrong secret)
+    case '6103': // invalid JWT
+      return { kind: 'refused' };
+    case '9004': // value not valid
+    case '9005': // mandatory field missing
+    case '9006': // field too long
+    case '9009': // amount invalid
+    case '9010': // currency invalid
+      return { kind: 'invalid' };
+    default:
+      if (/^1\d{3}$/.test(respCode)) return { kind: 'redirect' };
+      if (/^4\d{3}$/.test(respCode)) return { kind: 'declined' };
+      // Includes 0999/99xx system errors: they do not prove that nothing was processed.
+      return { kind: 'unknown' };
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}
+
+function respCodeOf(claims: Claims): string {
+  return str(claims, 'respCode') ?? '';
+}
+
+function respDescOf(claims: Claims): string {
+  return str(claims, 'respDesc') ?? (respCodeOf(claims) || 'no respCode');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gateway
+
+export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway {
+  if (!config.merchantId) throw new Error('2C2P merchantId is required');
+  if (!config.secretKey) throw new Error('2C2P secretKey is required');
+  const key = new TextEncoder().encode(config.secretKey);
+  const baseUrl = config.baseUrl.replace(/\/+$/, '');
+  const timeoutMs = config.timeoutMs ?? 5000;
+
+  async function signClaims(claims: Claims): Promise<string> {
+    return new CompactSign(new TextEncoder().encode(jsonText(claims))).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(key);
+  }
+
+  /** Verifies a JWT from 2C2P; null for anything that is not provably signed with our secret. */
+  async function verify(token: string): Promise<Claims | null> {
+    try {
+      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'] });
+      return payload as Claims;
+    } catch (err) {
+      if (err instanceof joseErrors.JOSEError) return null;
+      throw err;
+    }
+  }
+
+  async function post(api: string, body: string): Promise<Exchange> {
+    let text: string;
+    let status: number;
+    try {
+      // The signal covers the body as well: a gateway that stalls mid-answer is a timeout too.
+      const response = await fetch(`${baseUrl}/${api}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body,
+        redirect: 'error',
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      status = response.status;
+      text = await response.text();
+    } catch (err) {
+      return classifyFetchError(err);
+    }
+    // 2C2P answers every request it processed with HTTP 200 (errors included, as respCode); any other
+    // status came from something in front of it (a proxy, an overload, a wrong path) before processing.
+    if (status !== 200) return { kind: 'not_sent', code: `HTTP_${status}`, message: `HTTP ${status} from ${api}` };
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: `${api} answered non-JSON` };
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: `${api} answered a non-object` };
+    }
+    const payload = (parsed as Claims).payload;
+    if (payload === undefined) return { kind: 'plain', body: parsed as Claims };
+    const claims = typeof payload === 'string' ? await verify(payload) : null;
+    if (!claims) {
+      return { kind: 'in_doubt', code: 'INVALID_RESPONSE_SIGNATURE', message: `${api} answer did not verify with the merchant secret` };
+    }
+    return { kind: 'signed', claims };
+  }
+
+  async function postJwt(api: string, claims: Claims): Promise<Exchange> {
+    return post(api, JSON.stringify({ payload: await signClaims(claims) }));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // paymentInquiry
+
+  type Inquiry = { kind: 'answered'; claims: Claims } | { kind: 'unavailable'; code: string; message: string };
+
+  async function inquire(invoiceNo: string): Promise<Inquiry> {
+    const exchange = await postJwt('paymentInquiry', { merchantID: config.merchantId, invoiceNo, locale: 'en' });
+    switch (exchange.kind) {
+      case 'signed':
+        return { kind: 'answered', claims: exchange.claims };
+      case 'plain':
+        // Unsigned: a refusal of the inquiry itself (wrong secret, unknown merchant, …).
+        return { kind: 'unavailable', code: respCodeOf(exchange.body) || 'MALFORMED_RESPONSE', message: respDescOf(exchange.body) };
+      case 'not_sent':
+      case 'in_doubt':
+        return { kind: 'unavailable', code: exchange.code, message: exchange.message };
+      default:
+        return assertNever(exchange);
+    }
+  }
+
+  /** A signed 0000 inquiry answer as a paid trade; null if it does not hold together. */
+  function paidTrade(claims: Claims, invoiceNo: string): Extract<TradeStatus, { kind: 'succeeded' }> | null {
+    const tranRef = str(claims, 'tranRef');
+    const currency = str(claims, 'currencyCode');
+    if (!tranRef || !currency || str(claims, 'invoiceNo') !== invoiceNo) return null;
+    const amountMinor = claimAmountToMinor(claims.amount, currency);
+    if (amountMinor === null) return null;
+    return { kind: 'succeeded', gatewayTradeNo: tranRef, amountMinor, currency };
+  }
+
+  async function query(outTradeNo: string): Promise<QueryOutcome> {
+    const inquiry = await inquire(outTradeNo);
+    if (inquiry.kind === 'unavailable') return inquiry;
+    const { claims } = inquiry;
+    const respClass = classify(respCodeOf(claims));
+    let trade: TradeStatus;
+    switch (respClass.kind) {
+      case 'success': {
+        const paid = paidTrade(claims, outTradeNo);
+        if (!paid) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'paid invoice without tranRef, amount or currency' };
+        trade = paid;
+        break;
+      }
+      // The latest attempt was declined, or none has finished: the invoice can still be paid.
+      case 'declined':
+      case 'pending':
+      case 'redirect':
+        trade = { kind: 'pending' };
+        break;
+      case 'not_found':
+        trade = { kind: 'not_found' };
+        break;
+      case 'cancelled':
+        trade = { kind: 'closed' };
+        break;
+      case 'completed':
+      case 'existing_invoice':
+      case 'refused':
+      case 'invalid':
+      case 'unknown':
+        return { kind: 'unavailable', code: respCodeOf(claims) || 'MALFORMED_RESPONSE', message: respDescOf(claims) };
+      default:
+        return assertNever(respClass);
+    }
+    return { kind: 'answered', trade };
+  }
+
+  /**
+   * Decides a charge on the signed inquiry. `why` is what led here: Do Payment's own (unsigned) answer,
+   * or 9015 from paymentToken — where "not paid" means the invoice exists for another amount.
+   */
+  async function settle(request: ChargeRequest, why: { step: 'payment' | 'existing_invoice'; code: string; message: string }): Promise<ChargeOutcome> {
+    const inquiry = await inquire(request.outTradeNo);
+    if (inquiry.kind === 'unavailable') {
+      return { kind: 'indeterminate', code: why.code, message: `${why.message}; inquiry failed: ${inquiry.code} ${inquiry.message}` };
+    }
+    const { claims } = inquiry;
+    const code = respCodeOf(claims);
+    const respClass = classify(code);
+    switch (respClass.kind) {
+      case 'success': {
+        const paid = paidTrade(claims, request.outTradeNo);
+        if (!paid) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paid invoice without tranRef, amount or currency' };
+        if (paid.amountMinor !== request.amountMinor || paid.currency !== request.currency) {
+          // Money moved, but not as asked: for a person (or reconciliation) to look at, never a decline.
+          return {
+            kind: 'indeterminate',
+            code: why.step === 'existing_invoice' ? '9015' : 'AMOUNT_MISMATCH',
+            message: `invoice paid ${paid.amountMinor} ${paid.currency}, asked ${request.amountMinor} ${request.currency}`,
+          };
+        }
+        return { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: paid.amountMinor, currency: paid.currency };
+      }
+      case 'declined':
+      case 'pending':
+      case 'cancelled':
+        if (why.step === 'existing_invoice') {
+          // Not paid, yet paymentToken refused the invoice: it exists for another amount or currency.
+          return { kind: 'declined', code: '9015', message: why.message };
+        }
+        if (respClass.kind === 'declined') return { kind: 'declined', code, message: respDescOf(claims) };
+        if (respClass.kind === 'cancelled') return { kind: 'declined', code, message: respDescOf(claims) };
+        return { kind: 'indeterminate', code, message: respDescOf(claims) };
+      case 'redirect':
+      case 'not_found':
+      case 'completed':
+      case 'existing_invoice':
+      case 'refused':
+      case 'invalid':
+      case 'unknown':
+        return { kind: 'indeterminate', code: code || why.code, message: `${why.message}; inquiry answered ${code} ${respDescOf(claims)}` };
+      default:
+        return assertNever(respClass);
+    }
+  }
+
+  async function charge(request: ChargeRequest): Promise<ChargeOutcome> {
+    // Checked before any call: these can only be programming errors, and the gateway would refuse them.
+    if (!/^[A-Z]{3}$/.test(request.currency)) {
+      return { kind: 'declined', code: 'UNSUPPORTED_CURRENCY', message: `not an ISO 4217 code: ${request.currency}` };
+    }
+    const exponent = exponentOf(request.currency);
+    if (
+      !Number.isSafeInteger(request.amountMinor) ||
+      request.amountMinor < 1 ||
+      String(request.amountMinor).length > MAX_INTEGER_DIGITS + exponent
+    ) {
+      return { kind: 'declined', code: 'INVALID_AMOUNT', message: 'amount must be a positive integer with at most 12 integer digits' };
+    }
+    const cardNo = config.testBuyers[request.buyer ?? 'ok'];
+    if (!cardNo) return { kind: 'declined', code: 'NO_TEST_CARD', message: 'no card configured for this buyer' };
+
+    // 1. paymentToken. The idempotencyID is per attempt: a retry of this attempt replays the same
+    // token; the next attempt (after a decline) gets a new token for the same invoice.
+    const tokenExchange = await postJwt('paymentToken', {
+      merchantID: config.merchantId,
+      invoiceNo: request.outTradeNo,
+      description: request.subject,
+      amount: new DecimalLiteral(minorToDecimal(request.amountMinor, exponent)),
+      currencyCode: request.currency,
+      idempotencyID: `${request.outTradeNo}-${request.attempt}`,
+      paymentChannel: ['CC'],
+      // Server-to-server: no buyer is there to pass a 3-D Secure challenge.
+      request3DS: 'N',
+      backendReturnUrl: request.notifyUrl,
+    });
+    let paymentToken: string;
+    switch (tokenExchange.kind) {
+      case 'not_sent':
+        return { kind: 'retryable', code: tokenExchange.code, message: tokenExchange.message };
+      case 'in_doubt':
+        // An answer we cannot authenticate is never acted on (common contract). A timeout or a reset
+        // is different: a payment token moves no money, so trying the same attempt again is safe.
+        if (tokenExchange.code === 'INVALID_RESPONSE_SIGNATURE' || tokenExchange.code === 'MALFORMED_RESPONSE') {
+          return { kind: 'indeterminate', code: tokenExchange.code, message: tokenExchange.message };
+        }
+        return { kind: 'retryable', code: tokenExchange.code, message: `paymentToken: ${tokenExchange.message}` };
+      case 'signed':
+      case 'plain': {
+        const answer = tokenExchange.kind === 'signed' ? tokenExchange.claims : tokenExchange.body;
+        const code = respCodeOf(answer);
+        const message = respDescOf(answer);
+        const respClass = classify(code);
+        switch (respClass.kind) {
+          case 'success': {
+            const token = str(answer, 'paymentToken');
+            // Only a signed success is believed; a plain "0000" is not 2C2P's.
+            if (tokenExchange.kind !== 'signed' || !token) {
+              return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paymentToken success without a signed token' };
+            }
+            paymentToken = token;
+            break;
+          }
+          case 'existing_invoice':
+            // Paid already (a lost answer, another tab) or open for another amount: the inquiry says which.
+            return settle(request, { step: 'existing_invoice', code, message });
+          case 'refused':
+          case 'unknown':
+            // Nothing is charged by a paymentToken call, whatever went wrong with it.
+            return { kind: 'retryable', code: code || 'MALFORMED_RESPONSE', message };
+          case 'invalid':
+            return { kind: 'declined', code, message };
+          case 'completed':
+          case 'pending':
+          case 'redirect':
+          case 'not_found':
+          case 'cancelled':
+          case 'declined':
+            return { kind: 'retryable', code, message: `unexpected paymentToken answer: ${message}` };
+          default:
+            return assertNever(respClass);
+        }
+        break;
+      }
+      default:
+        return assertNever(tokenExchange);
+    }
+
+    // 2. Do Payment, as 2C2P documents it for PCI-DSS merchants (card data in clear, no
+    // securePayToken: the sandbox's test cards stand in for a real buyer). 2C2P's test cards take
+    // any future expiry and any CVV.
+    const expiryYear = new Date().getUTCFullYear() + 3;
+    const paymentExchange = await post(
+      'payment',
+      JSON.stringify({
+        paymentToken,
+        locale: 'en',
+        payment: {
+          code: { channelCode: 'CC' },
+          data: { name: CARDHOLDER_NAME, cardNo, expiryMonth: '12', expiryYear: String(expiryYear), securityCode: '123' },
+        },
+      }),
+    );
+    switch (paymentExchange.kind) {
+      case 'not_sent':
+        return { kind: 'retryable', code: paymentExchange.code, message: paymentExchange.message };
+      case 'in_doubt':
+        // Sent, and maybe processed: only an inquiry (later) or the notification can tell.
+        return { kind: 'indeterminate', code: paymentExchange.code, message: paymentExchange.message };
+      case 'signed':
+      case 'plain': {
+        const answer = paymentExchange.kind === 'signed' ? paymentExchange.claims : paymentExchange.body;
+        const code = respCodeOf(answer);
+        const message = respDescOf(answer);
+        const respClass = classify(code);
+        switch (respClass.kind) {
+          // Whatever Do Payment says about the card, the signed inquiry decides.
+          case 'success':
+          case 'completed':
+          case 'declined':
+          case 'pending':
+          case 'existing_invoice':
+          case 'cancelled':
+          case 'not_found':
+          case 'unknown':
+            return settle(request, { step: 'payment', code: code || 'MALFORMED_RESPONSE', message });
+          case 'redirect':
+            // 3-D Secure or a third-party page that nobody will open: it stays pending, never guessed.
+            return { kind: 'indeterminate', code, message: `Do Payment needs a buyer on another page: ${message}` };
+          case 'refused':
+            return { kind: 'retryable', code, message };
+          case 'invalid':
+            // Refused for its content before reaching the card host: nothing was charged, and the
+            // same request would be refused again.
+            return { kind: 'declined', code, message };
+          default:
+            return assertNever(respClass);
+        }
+      }
+      default:
+        return assertNever(paymentExchange);
+    }
+  }
+
+  async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(request.rawBody);
+    } catch {
+      return { kind: 'rejected', reason: 'body is not JSON' };
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { kind: 'rejected', reason: 'body is not a JSON object' };
+    const payload = (parsed as Claims).payload;
+    if (typeof payload !== 'string' || payload === '') return { kind: 'rejected', reason: 'missing payload' };
+    // The signature first: nothing below reads an unverified claim.
+    const claims = await verify(payload);
+    if (!claims) return { kind: 'rejected', reason: 'invalid signature' };
+
+    for (const field of ['merchantID', 'invoiceNo', 'currencyCode', 'respCode'] as const) {
+      if (!str(claims, field)) return { kind: 'rejected', reason: `missing ${field}` };
+    }
+    const currency = str(claims, 'currencyCode') ?? '';
+    const amountMinor = claimAmountToMinor(claims.amount, currency);
+    if (amountMinor === null) return { kind: 'rejected', reason: `invalid amount ${JSON.stringify(claims.amount)}` };
+    const succeeded = claims.respCode === '0000';
+    const tranRef = str(claims, 'tranRef');
+    if (succeeded && !tranRef) return { kind: 'rejected', reason: 'missing tranRef' };
+    const invoiceNo = str(claims, 'invoiceNo') ?? '';
+    return {
+      kind: 'verified',
+      notification: {
+        gateway: GATEWAY,
+        // design.md §5: `webhook:2c2p:{invoiceNo}` — one paid transaction per invoice.
+        eventId: invoiceNo,
+        merchantId: str(claims, 'merchantID') ?? '',
+        outTradeNo: invoiceNo,
+        status: succeeded ? 'succeeded' : 'other',
+        gatewayTradeNo: tranRef ?? '',
+        amountMinor,
+        currency,
+      },
+    };
+  }
+
+  function notificationReply(ack: boolean): NotificationReply {
+    // 2C2P stops on HTTP 200; anything else is delivered again on its schedule.
+    return ack
+      ? { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: '' }
+      : { status: 500, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'retry' };
+  }
+
+  return {
+    id: GATEWAY,
+    merchantId: config.merchantId,
+    charge,
+    query,
+    verifyNotification,
+    notificationReply,
+  };
+}

@@ -1,0 +1,484 @@
+/**
+ * The Stripe adapter against the PSP sandbox over HTTP (real PostgreSQL behind it), plus a few
+ * misbehaving local HTTP servers for the transport failures a healthy sandbox never produces.
+ *
+ *   DATABASE_URL=postgres://… node --import tsx --test test/payments/stripe-adapter.test.ts
+ */
+import assert from 'node:assert/strict';
+import { createHmac, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { createStripeGateway, type StripeGatewayConfig } from '../../server/payments/stripe';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+import { createStripeModule, stripeModule } from '../../sandbox/stripe';
+
+const DATABASE_URL = process.env.DATABASE_URL;
+if (!DATABASE_URL) {
+  throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/sandbox_dev)');
+}
+const databaseUrl: string = DATABASE_URL;
+
+interface Credentials {
+  secretKey: string;
+  webhookSecret: string;
+  accountId: string;
+  host: string;
+  port: number;
+  protocol: 'http';
+  testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
+}
+
+interface Ledger {
+  charges: { outTradeNo: string; amountMinor: number; status: string; gatewayTradeNo: string | null }[];
+  notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+}
+
+let sandbox: RunningSandbox;
+let creds: Credentials;
+let gateway: PaymentGateway;
+
+function config(overrides: Partial<StripeGatewayConfig> = {}): StripeGatewayConfig {
+  return { ...creds, ...overrides };
+}
+
+/** A gateway pointed at a local server, by URL. */
+function gatewayAt(url: string, overrides: Partial<StripeGatewayConfig> = {}): PaymentGateway {
+  const { hostname, port } = new URL(url);
+  return createStripeGateway(config({ host: hostname, port: Number(port), ...overrides }));
+}
+
+function newOutTradeNo(): string {
+  return `PO${randomBytes(9).toString('hex').toUpperCase()}`;
+}
+
+function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {}): ChargeRequest {
+  return {
+    outTradeNo,
+    amountMinor: 1230,
+    currency: 'CNY',
+    subject: 'PayOnce 订单 测试',
+    attempt: 1,
+    notifyUrl: 'http://127.0.0.1:9/unused', // discard port: deliveries fail fast, nothing listens
+    ...overrides,
+  };
+}
+
+async function ledger(outTradeNo: string): Promise<Ledger> {
+  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
+  assert.equal(res.status, 200);
+  return (await res.json()) as Ledger;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A throwaway HTTP server; `handler` decides how to misbehave. */
+async function startServer(handler: http.RequestListener): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Answers every request with one status and a Stripe error body. */
+function answering(status: number, error: Record<string, string>, headers: Record<string, string> = {}): http.RequestListener {
+  return (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(JSON.stringify({ error }));
+    });
+  };
+}
+
+before(async () => {
+  sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001, modules: [stripeModule] });
+  creds = ((await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as { stripe: Credentials }).stripe;
+  gateway = createStripeGateway(config());
+});
+
+after(async () => {
+  await sandbox.close();
+});
+
+describe('charge', () => {
+  it('succeeds with the ok buyer', async () => {
+    const outTradeNo = newOutTradeNo();
+    const outcome = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1999 }));
+    assert.ok(outcome.kind === 'succeeded', JSON.stringify(outcome));
+    assert.match(outcome.gatewayTradeNo, /^pi_/);
+    assert.equal(outcome.amountMinor, 1999);
+    assert.equal(outcome.currency, 'CNY');
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]), [['succeeded', 1999, outcome.gatewayTradeNo]]);
+  });
+
+  it('declines both test buyers, then a new attempt with the ok buyer pays the same order once', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })), {
+      kind: 'declined',
+      code: 'insufficient_funds',
+      message: 'Your card has insufficient funds.',
+    });
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 })), {
+      kind: 'declined',
+      code: 'generic_decline',
+      message: 'Your card was declined.',
+    });
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
+    assert.equal(ok.kind, 'succeeded');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+  });
+
+  it('replays a retry of the same attempt — the decline too — without charging again', async () => {
+    const outTradeNo = newOutTradeNo();
+    const declined = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })), declined);
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 })), paid);
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+  });
+
+  it('reports an order that is already paid as succeeded when a new attempt is started, charging nothing', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await gateway.charge(chargeRequest(outTradeNo));
+    assert.ok(paid.kind === 'succeeded');
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 })), paid);
+    const other = await gateway.charge(chargeRequest(outTradeNo, { attempt: 3, amountMinor: 1231 }));
+    assert.ok(other.kind === 'indeterminate');
+    assert.equal(other.code, 'AMOUNT_MISMATCH');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['succeeded']);
+  });
+
+  it('finds a payment search does not show yet: no second charge on a lagging index', async () => {
+    const lagging = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001, modules: [createStripeModule({ searchLagMs: 60_000 })] });
+    try {
+      const g = gatewayAt(lagging.url);
+      const outTradeNo = newOutTradeNo();
+      const paid = await g.charge(chargeRequest(outTradeNo));
+      assert.ok(paid.kind === 'succeeded');
+      assert.deepEqual(await g.charge(chargeRequest(outTradeNo, { attempt: 2 })), paid);
+      assert.deepEqual(await g.query(outTradeNo), {
+        kind: 'answered',
+        trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
+      });
+      assert.equal((await ledger(outTradeNo)).charges.length, 1);
+    } finally {
+      await lagging.close();
+    }
+  });
+
+  it('settles a retry of the same attempt with other parameters (idempotency_error) by querying', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    const changed = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok' })); // same attempt, other card
+    assert.ok(changed.kind === 'indeterminate', JSON.stringify(changed));
+    assert.equal(changed.code, 'idempotency_error');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('turns 50 concurrent charges of one attempt into exactly one charge', async () => {
+    const outTradeNo = newOutTradeNo();
+    const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
+    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : o.kind))).size, 1);
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+  });
+
+  it('refuses to send what cannot be right', async () => {
+    for (const overrides of [{ currency: 'yuan' }, { amountMinor: 0 }, { amountMinor: 12.5 }, { amountMinor: 100_000_000 }, { attempt: 0 }]) {
+      const outcome = await gateway.charge(chargeRequest(newOutTradeNo(), overrides));
+      assert.equal(outcome.kind, 'declined', JSON.stringify(overrides));
+    }
+    const unknownCurrency = await gateway.charge(chargeRequest(newOutTradeNo(), { currency: 'XYZ' }));
+    assert.ok(unknownCurrency.kind === 'declined'); // Stripe's own invalid_request_error: terminal
+  });
+
+  it('is retryable (not charged) with a wrong secret key', async () => {
+    const outTradeNo = newOutTradeNo();
+    const outcome = await createStripeGateway(config({ secretKey: 'sk_live_wrong' })).charge(chargeRequest(outTradeNo));
+    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'authentication_error');
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+});
+
+describe('charge transport failures', () => {
+  it('is retryable when the connection is refused (after the SDK’s own retries)', async () => {
+    const server = await startServer(() => {});
+    await server.close(); // nothing listens on that port now
+    const outcome = await gatewayAt(server.url).charge(chargeRequest(newOutTradeNo()));
+    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'ECONNREFUSED');
+  });
+
+  it('is retryable on 429 and 503, indeterminate on 500 (Stripe may have executed it)', async () => {
+    const cases: [number, Record<string, string>, string, string][] = [
+      [429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests' }, 'retryable', 'rate_limit'],
+      [503, { type: 'api_error', message: 'Service unavailable' }, 'retryable', 'HTTP_503'],
+      [500, { type: 'api_error', message: 'An unknown error occurred' }, 'indeterminate', 'HTTP_500'],
+    ];
+    for (const [status, error, kind, code] of cases) {
+      const server = await startServer(answering(status, error, { 'stripe-should-retry': 'false' }));
+      try {
+        const outcome = await gatewayAt(server.url).charge(chargeRequest(newOutTradeNo()));
+        assert.equal(outcome.kind, kind, `${status}: ${JSON.stringify(outcome)}`);
+        assert.ok(outcome.kind !== 'succeeded' && outcome.kind !== 'declined');
+        assert.equal(outcome.code, code);
+      } finally {
+        await server.close();
+      }
+    }
+  });
+
+  it('is indeterminate when the key stays in use (409 after the SDK’s retries)', async () => {
+    let posts = 0;
+    const server = await startServer((req, res) => {
+      if (req.method === 'POST') posts += 1;
+      answering(409, { type: 'invalid_request_error', code: 'idempotency_key_in_use', message: 'in use' })(req, res);
+    });
+    try {
+      const outcome = await gatewayAt(server.url, { maxNetworkRetries: 1 }).charge(chargeRequest(newOutTradeNo()));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'idempotency_key_in_use');
+      assert.equal(posts, 2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate on a timeout after sending', async () => {
+    const server = await startServer(() => {}); // reads the request, never answers
+    try {
+      const outcome = await gatewayAt(server.url, { timeoutMs: 150, maxNetworkRetries: 0 }).charge(chargeRequest(newOutTradeNo()));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'ETIMEDOUT');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate when the connection drops after sending', async () => {
+    const server = await startServer((req, res) => {
+      if (req.method === 'POST') req.socket.destroy();
+      else answering(503, { type: 'api_error', message: 'search unavailable' })(req, res);
+    });
+    try {
+      const outcome = await gatewayAt(server.url, { maxNetworkRetries: 0 }).charge(chargeRequest(newOutTradeNo()));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'ECONNRESET');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('is indeterminate when a refused retry follows a try that reached Stripe', async () => {
+    // The first POST gets a 500 (maybe executed); the server is then gone, so the SDK's retry is
+    // refused. The SDK's error only tells of the refusal — the adapter remembers the first try.
+    let server: { url: string; close(): Promise<void> } | undefined;
+    server = await startServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.method !== 'POST') {
+          res.writeHead(503, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { type: 'api_error', message: 'search unavailable' } }));
+          return;
+        }
+        res.writeHead(500, { 'content-type': 'application/json', connection: 'close' });
+        res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred' } }), () => void server?.close());
+      });
+    });
+    const outcome = await gatewayAt(server.url, { maxNetworkRetries: 1 }).charge(chargeRequest(newOutTradeNo()));
+    assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'ECONNREFUSED_AFTER_EARLIER_TRY');
+  });
+});
+
+describe('query', () => {
+  it('maps not found, pending, succeeded and closed', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'not_found' } });
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
+    assert.ok(paid.kind === 'succeeded');
+    assert.deepEqual(await gateway.query(outTradeNo), {
+      kind: 'answered',
+      trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
+    });
+
+    const closing = newOutTradeNo();
+    await gateway.charge(chargeRequest(closing, { buyer: 'account_restricted' }));
+    const [intent] = ((await (
+      await fetch(`${sandbox.url}/v1/payment_intents/search?query=${encodeURIComponent(`metadata['out_trade_no']:'${closing}'`)}`, {
+        headers: { authorization: `Bearer ${creds.secretKey}` },
+      })
+    ).json()) as { data: { id: string }[] }).data;
+    assert.ok(intent);
+    const canceled = await fetch(`${sandbox.url}/v1/payment_intents/${intent.id}/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${creds.secretKey}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'cancellation_reason=abandoned',
+    });
+    assert.equal(canceled.status, 200);
+    assert.deepEqual(await gateway.query(closing), { kind: 'answered', trade: { kind: 'closed' } });
+  });
+
+  it('is unavailable when Stripe cannot be reached', async () => {
+    const outcome = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).query(newOutTradeNo());
+    assert.ok(outcome.kind === 'unavailable');
+    assert.equal(outcome.code, 'ECONNREFUSED');
+  });
+});
+
+describe('notifications', () => {
+  /** The merchant's webhook: verifies with the adapter, answers from a per-trade script. */
+  const verdicts = new Map<string, NotificationVerdict[]>();
+  const scripts = new Map<string, number[]>();
+  let receiver: { url: string; close(): Promise<void> };
+
+  before(async () => {
+    receiver = await startServer((req, res) => {
+      let rawBody = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => (rawBody += chunk));
+      req.on('end', () => {
+        const key = (req.url ?? '/').split('/').pop() ?? '';
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
+        void gateway.verifyNotification({ headers, rawBody }).then((verdict) => {
+          verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
+          const script = scripts.get(key) ?? [];
+          const scripted = script.length > 1 ? script.shift() : script[0];
+          const reply = gateway.notificationReply(verdict.kind === 'verified' && scripted !== 500);
+          res.writeHead(reply.status, reply.headers);
+          res.end(reply.body);
+        });
+      });
+    });
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  const notifyUrl = (outTradeNo: string) => `${receiver.url}/stripe/${outTradeNo}`;
+  const tool = async (outTradeNo: string, overrides: Record<string, string>) => {
+    const res = await fetch(`${sandbox.url}/sandbox/stripe/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo, overrides }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    return (verdicts.get(outTradeNo) ?? []).at(-1) as NotificationVerdict;
+  };
+
+  it('verifies the sandbox’s event and is retried until it acknowledges', async () => {
+    const outTradeNo = newOutTradeNo();
+    scripts.set(outTradeNo, [500, 500, 200]);
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: notifyUrl(outTradeNo) }));
+    assert.ok(paid.kind === 'succeeded');
+
+    const { notifications } = await waitFor('the acknowledgement', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.some((n) => n.acknowledged) ? l : undefined;
+    });
+    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    const received = verdicts.get(outTradeNo) ?? [];
+    assert.equal(received.length, 3);
+    const [first] = received;
+    assert.ok(first?.kind === 'verified');
+    assert.match(first.notification.eventId, /^evt_/);
+    for (const verdict of received) {
+      assert.deepEqual(verdict, {
+        kind: 'verified',
+        notification: {
+          gateway: 'stripe',
+          eventId: first.notification.eventId, // one event, retried: dedupe on its id
+          merchantId: creds.accountId,
+          outTradeNo,
+          status: 'succeeded',
+          gatewayTradeNo: paid.gatewayTradeNo,
+          amountMinor: 5000,
+          currency: 'CNY',
+        },
+      });
+    }
+  });
+
+  it('verifies payment_intent.payment_failed as a notification that settles nothing', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds', notifyUrl: notifyUrl(outTradeNo) }));
+    const [verdict] = await waitFor('the delivery', async () => verdicts.get(outTradeNo));
+    assert.ok(verdict?.kind === 'verified');
+    assert.equal(verdict.notification.status, 'other');
+    assert.equal(verdict.notification.outTradeNo, outTradeNo);
+  });
+
+  it('verifies a validly signed tampered event (the app’s own checks must catch it) and rejects every forgery', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: notifyUrl(outTradeNo) }));
+    assert.ok(paid.kind === 'succeeded');
+    await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
+
+    const victim = newOutTradeNo();
+    const lie = await tool(outTradeNo, { amount: '1', out_trade_no: victim });
+    assert.ok(lie.kind === 'verified');
+    assert.equal(lie.notification.amountMinor, 1);
+    assert.equal(lie.notification.outTradeNo, victim);
+
+    assert.deepEqual(await tool(outTradeNo, { signature: 'ab'.repeat(32) }), {
+      kind: 'rejected',
+      reason: 'invalid signature: No signatures found matching the expected signature for payload. Are you passing the raw request body you received from Stripe? ',
+    });
+    const stale = await tool(outTradeNo, { timestamp: String(Math.floor(Date.now() / 1000) - 301) });
+    assert.deepEqual(stale, { kind: 'rejected', reason: 'invalid signature: Timestamp outside the tolerance zone' });
+    assert.equal((await tool(outTradeNo, { signature: '' })).kind, 'rejected');
+    const processing = await tool(outTradeNo, { type: 'payment_intent.processing', status: 'processing' });
+    assert.ok(processing.kind === 'verified');
+    assert.equal(processing.notification.status, 'other');
+    assert.deepEqual(await tool(outTradeNo, { amount: '12.30' }), { kind: 'rejected', reason: 'invalid amount "12.30"' });
+
+    // Signed with another secret, or not signed at all.
+    const body = JSON.stringify({ id: 'evt_forged', object: 'event', type: 'payment_intent.succeeded', data: { object: { object: 'payment_intent' } } });
+    const t = Math.floor(Date.now() / 1000);
+    const otherSecret = createHmac('sha256', 'whsec_not_the_right_one').update(`${t}.${body}`).digest('hex');
+    const forged = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${otherSecret}` }), rawBody: body });
+    assert.equal(forged.kind, 'rejected');
+    assert.deepEqual(await gateway.verifyNotification({ headers: new Headers(), rawBody: body }), {
+      kind: 'rejected',
+      reason: 'missing Stripe-Signature header',
+    });
+  });
+
+  it('acknowledges events that are not about one of our orders, so Stripe stops sending them', async () => {
+    const body = JSON.stringify({ id: 'evt_other', object: 'event', type: 'charge.refunded', data: { object: { id: 'ch_1', object: 'charge' } } });
+    const t = Math.floor(Date.now() / 1000);
+    const v1 = createHmac('sha256', creds.webhookSecret).update(`${t}.${body}`).digest('hex');
+    const verdict = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${v1}` }), rawBody: body });
+    assert.ok(verdict.kind === 'verified');
+    assert.equal(verdict.notification.status, 'other');
+    assert.equal(verdict.notification.merchantId, creds.accountId);
+  });
+
+  it('replies exactly what Stripe expects', () => {
+    assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'application/json' }, body: '{"received":true}' });
+    assert.equal(gateway.notificationReply(false).status, 503);
+  });
+});
