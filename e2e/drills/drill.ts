@@ -8,7 +8,7 @@ import { CheckoutPage } from '../pages/checkout-page';
 export type DrillGateway = 'alipay' | 'wechatpay' | 'stripe' | '2c2p';
 
 /** The gateways every drill runs for (DRILL_GATEWAYS=alipay,stripe narrows it). */
-export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? 'alipay')
+export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? 'alipay,wechatpay,stripe,2c2p')
   .split(',')
   .map((g) => g.trim())
   .filter(Boolean) as DrillGateway[];
@@ -43,6 +43,12 @@ export class Drill {
   async armSandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number }) {
     const response = await this.request.post(`${this.sandboxUrl}/sandbox/faults`, { data: spec });
     expect(response.status(), await response.text()).toBe(201);
+  }
+
+  /** The sandbox faults still armed (a fault that fired is gone). */
+  async armedSandboxFaults(): Promise<unknown[]> {
+    const response = await this.request.get(`${this.sandboxUrl}/sandbox/faults`);
+    return ((await response.json()) as { faults: unknown[] }).faults;
   }
 
   async clearFaults() {
