@@ -6,6 +6,8 @@
  *   slow                  wait `delayMs`, then process normally
  *   timeout_after_charge  charge, then hold the answer for `delayMs` (default 30 s) and hang up
  *   drop_after_charge     charge, then reset the connection without answering
+ *   duplicate_notifications  the next scheduled notification goes out `copies` extra times at once,
+ *                            each after a random delay, so the copies arrive out of order
  *
  * Armed with POST /sandbox/faults { gateway?, action, delayMs?, times? }, cleared with DELETE.
  */
@@ -13,12 +15,20 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { SandboxRequest } from './gateway-module';
 
-export const SANDBOX_FAULT_ACTIONS = ['fail_before_charge', 'slow', 'timeout_after_charge', 'drop_after_charge'] as const;
+export const SANDBOX_FAULT_ACTIONS = [
+  'fail_before_charge',
+  'slow',
+  'timeout_after_charge',
+  'drop_after_charge',
+  'duplicate_notifications',
+] as const;
 
 export const sandboxFaultSpec = z.object({
   gateway: z.enum(['alipay', 'wechatpay', 'stripe', '2c2p']).optional(),
   action: z.enum(SANDBOX_FAULT_ACTIONS),
   delayMs: z.number().int().min(0).max(600_000).optional(),
+  /** duplicate_notifications: how many extra copies. */
+  copies: z.number().int().min(1).max(100).optional(),
   times: z.number().int().min(1).max(1000).default(1),
 });
 
@@ -60,11 +70,25 @@ export class SandboxFaults {
     this.#armed = [];
   }
 
+  /** How many extra copies the next scheduled notification of `gateway` gets (a consumed fault). */
+  takeNotificationCopies(gateway: string): number {
+    const fault = this.#armed.find(
+      (f) => f.action === 'duplicate_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
+    );
+    if (!fault) return 0;
+    fault.fired++;
+    if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);
+    return fault.copies ?? 5;
+  }
+
   /** The fault that fires on this request, if any (consumed). */
   take(request: SandboxRequest): SandboxFault | undefined {
     const gateway = chargeGatewayOf(request);
     if (!gateway) return undefined;
-    const fault = this.#armed.find((f) => (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times);
+    const fault = this.#armed.find(
+      (f) =>
+        f.action !== 'duplicate_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
+    );
     if (!fault) return undefined;
     fault.fired++;
     if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);

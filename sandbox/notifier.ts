@@ -9,6 +9,7 @@
 import {
   claimDueNotifications,
   completeScheduledDelivery,
+  insertAttempt,
   type ClaimedNotification,
   type DeliveryResult,
   type Sql,
@@ -82,6 +83,8 @@ export interface NotifierOptions {
   pollIntervalMs?: number;
   deliveryTimeoutMs?: number;
   maxInFlight?: number;
+  /** Extra copies to send of the next delivery of a gateway's notification (a drill's fault). */
+  extraCopies?: (gateway: string) => number;
 }
 
 export interface Notifier {
@@ -112,6 +115,17 @@ export function startNotifier(options: NotifierOptions): Notifier {
     if (!gateway) return; // Another sandbox build's gateway: leave it for the lease to expire.
     const startedAt = new Date();
     const request = gateway.buildRequest(notification.fields, startedAt);
+    const copies = options.extraCopies?.(notification.gateway) ?? 0;
+    const duplicates = Array.from({ length: copies }, async () => {
+      // A random delay each: the copies and the original arrive in no particular order.
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));
+      const sentAt = new Date();
+      const copy = await postNotification(notification.notifyUrl, request, deliveryTimeoutMs, sentAt, (status, body) =>
+        gateway.isAcknowledged(status, body),
+      );
+      await insertAttempt(sql, notification, 'tool', copy).catch((err: unknown) => logError('recording a copy failed', err));
+    });
+    if (copies > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));
     const result = await postNotification(
       notification.notifyUrl,
       request,
@@ -128,6 +142,7 @@ export function startNotifier(options: NotifierOptions): Notifier {
       // Unrecorded: the lease expires and the delivery is repeated (at-least-once).
       logError('recording a delivery failed', err);
     }
+    await Promise.all(duplicates);
   }
 
   function logError(what: string, err: unknown): void {

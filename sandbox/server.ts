@@ -111,14 +111,15 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
 
   const notifiers: Record<string, GatewayNotifier> = {};
   for (const { gateway, instance } of gateways) notifiers[gateway] = instance.notifier;
+  const faults = new SandboxFaults();
   notifier = startNotifier({
     sql,
     gateways: notifiers,
     timeScale: options.timeScale,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
+    extraCopies: (gateway) => faults.takeNotificationCopies(gateway),
   });
   const activeNotifier = notifier;
-  const faults = new SandboxFaults();
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, baseUrl: string): Promise<void> {
     const url = new URL(req.url ?? '/', baseUrl);

@@ -8,6 +8,7 @@ import { getDb } from '../db/client';
 import type { CheckoutServices } from './checkout/services';
 import { FaultInjector, faultsEnabled } from './faults';
 import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
+import { createMetrics, instrumentGateway, observeGuard } from './metrics';
 import { gatewaysFromEnv } from './payments';
 
 const globalForServices = globalThis as unknown as { __payonceServices?: CheckoutServices };
@@ -15,15 +16,21 @@ const globalForServices = globalThis as unknown as { __payonceServices?: Checkou
 export function appServices(): CheckoutServices {
   if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
   const db = getDb();
+  const metrics = createMetrics();
+  const gateways = Object.fromEntries(
+    Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]),
+  );
   const services: CheckoutServices = {
     db,
     idempotencyStore: createPostgresIdempotencyStore(db),
     idempotencyOptions: {
       ...DEFAULT_IDEMPOTENCY_OPTIONS,
       leaseMs: Number(process.env.IDEMPOTENCY_LEASE_MS ?? DEFAULT_IDEMPOTENCY_OPTIONS.leaseMs),
+      observe: observeGuard(metrics),
     },
-    gateways: gatewaysFromEnv(),
+    gateways,
     publicBaseUrl: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`,
+    metrics,
     ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
   globalForServices.__payonceServices = services;

@@ -36,18 +36,26 @@ export async function handleGatewayNotification(
 ): Promise<Response> {
   const gateway = services.gateways[gatewayId];
   if (!gateway) return refuse(404, 'GATEWAY_NOT_CONFIGURED');
+  const count = (result: string) => services.metrics?.notifications.inc({ gateway: gatewayId, result });
 
   // 1. Signature first: nothing of an unverified body is read, let alone stored.
   const rawBody = await request.text();
   const verdict = await gateway.verifyNotification({ headers: request.headers, rawBody });
-  if (verdict.kind === 'rejected') return refuse(400, `INVALID_SIGNATURE: ${verdict.reason}`);
+  if (verdict.kind === 'rejected') {
+    count('rejected');
+    return refuse(400, `INVALID_SIGNATURE: ${verdict.reason}`);
+  }
   const notification = verdict.notification;
 
   // 2. It must be for this merchant and, if it reports a payment, for this order's exact amount.
-  if (notification.merchantId !== gateway.merchantId) return refuse(400, 'MERCHANT_MISMATCH');
+  if (notification.merchantId !== gateway.merchantId) {
+    count('rejected');
+    return refuse(400, 'MERCHANT_MISMATCH');
+  }
   if (notification.status !== 'succeeded') {
     // Only a success settles anything; other statuses are acknowledged so they stop. They never
     // touch the dedupe key, so a later success for the same trade is still processed.
+    count('ignored');
     return toResponse(gateway.notificationReply(true));
   }
   const [order] = await services.db
@@ -59,12 +67,13 @@ export async function handleGatewayNotification(
     return refuse(404, 'ORDER_NOT_FOUND');
   }
   if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
+    count('rejected');
     return refuse(400, 'AMOUNT_MISMATCH');
   }
 
   // 3. Dedupe through the same core as the API, then settle and store the outcome in one transaction.
   try {
-    await executeIdempotent(
+    const result = await executeIdempotent(
       services.idempotencyStore,
       {
         scope: `webhook:${gatewayId}`,
@@ -94,9 +103,11 @@ export async function handleGatewayNotification(
       services.idempotencyOptions,
     );
     // 4. Acknowledge only now that the effects are durable (or were, for a replayed duplicate).
+    count(result.replayed ? 'duplicate' : 'processed');
     return toResponse(gateway.notificationReply(true));
   } catch (error) {
     if (error instanceof RequestInProgressError) {
+      count('in_flight');
       // The first copy is still being processed: make the gateway come back rather than risk
       // acknowledging something that may yet roll back.
       return toResponse(gateway.notificationReply(false));

@@ -5,6 +5,7 @@
 import type { Database, Transaction } from '../../db/client';
 import type { IdempotencyOptions, IdempotencyStore } from '../idempotency';
 import type { FaultInjector } from '../faults';
+import type { CheckoutMetrics } from '../metrics';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
 
 export interface CheckoutServices {
@@ -17,6 +18,8 @@ export interface CheckoutServices {
   publicBaseUrl: string;
   /** Present only with CHECKOUT_FAULTS=1 (failure drills); undefined in every real deployment. */
   faults?: FaultInjector;
+  /** Prometheus counters; optional so that tests and tools can run without them. */
+  metrics?: CheckoutMetrics;
 }
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {

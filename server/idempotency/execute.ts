@@ -38,10 +38,23 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = {
   ttlMs: 24 * 60 * 60 * 1000,
 };
 
-export type GuardEvent =
-  | { outcome: 'claimed' | 'lease_taken_over' | 'released_taken_over' | 'expired_taken_over' }
-  | { outcome: 'replayed' | 'in_progress' | 'mismatch' | 'completed' | 'released' }
-  | { outcome: 'lease_lost' };
+export type GuardOutcome =
+  | 'claimed'
+  | 'lease_taken_over'
+  | 'released_taken_over'
+  | 'expired_taken_over'
+  | 'replayed'
+  | 'in_progress'
+  | 'mismatch'
+  | 'completed'
+  | 'released'
+  | 'lease_lost';
+
+export interface GuardEvent {
+  outcome: GuardOutcome;
+  /** On the claim's outcome (the first event of a request): how long the claim took. */
+  claimMs?: number;
+}
 
 export interface IdempotentRequest {
   /** Who may see the answer: `customer:{id}` or `webhook:{gateway}`. */
@@ -143,6 +156,7 @@ export async function executeIdempotent<Tx>(
   const observe = options.observe ?? (() => {});
   const key = parseIdempotencyKey(request.key);
   const leaseToken = randomUUID();
+  const claimStarted = performance.now();
   const claim = await store.claim({
     scope: request.scope,
     key,
@@ -152,16 +166,17 @@ export async function executeIdempotent<Tx>(
     ttlMs: options.ttlMs,
     leaseToken,
   });
+  const claimMs = performance.now() - claimStarted;
 
   switch (claim.kind) {
     case 'completed':
-      observe({ outcome: 'replayed' });
+      observe({ outcome: 'replayed', claimMs });
       return { ...claim.response, body: canonicalise(claim.response.body), replayed: true };
     case 'mismatch':
-      observe({ outcome: 'mismatch' });
+      observe({ outcome: 'mismatch', claimMs });
       throw new KeyReusedError();
     case 'in_progress':
-      observe({ outcome: 'in_progress' });
+      observe({ outcome: 'in_progress', claimMs });
       throw new RequestInProgressError(Math.max(1, Math.ceil(claim.retryAfterMs / 1000)));
     case 'owned':
       break;
@@ -180,6 +195,7 @@ export async function executeIdempotent<Tx>(
           : claim.acquisition === 'released'
             ? 'released_taken_over'
             : 'expired_taken_over',
+    claimMs,
   });
   const ref: KeyRef = { id: claim.id, leaseToken };
   const owned = new OwnedKey(store, ref, claim.recoveryPoint, claim.acquisition);

@@ -10,6 +10,7 @@ import { runMigrations } from '../../db/migrate';
 import { startSandbox } from '../../sandbox/server';
 import { handleGatewayNotification } from '../../server/checkout/notifications';
 import { FaultInjector } from '../../server/faults';
+import { createMetrics, instrumentGateway, observeGuard } from '../../server/metrics';
 import type { CheckoutServices } from '../../server/checkout/services';
 import {
   createPostgresIdempotencyStore,
@@ -129,7 +130,7 @@ export interface TestStack {
 }
 
 export async function startTestStack(
-  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean; gatewayTimeoutMs?: number } = {},
+  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean; gatewayTimeoutMs?: number; metrics?: boolean } = {},
 ): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
   await runMigrations(databaseUrl);
@@ -144,13 +145,22 @@ export async function startTestStack(
 
   const handle = openDatabase(databaseUrl, { max: 20 });
   const store = createPostgresIdempotencyStore(handle.db);
+  const metrics = options.metrics ? createMetrics() : undefined;
+  const gateways = gatewaysFromEnv(gatewayEnv);
   const services: CheckoutServices = {
     db: handle.db,
     idempotencyStore: store,
-    idempotencyOptions: { ...DEFAULT_IDEMPOTENCY_OPTIONS, ...options.idempotency },
-    gateways: gatewaysFromEnv(gatewayEnv),
+    idempotencyOptions: {
+      ...DEFAULT_IDEMPOTENCY_OPTIONS,
+      ...options.idempotency,
+      ...(metrics ? { observe: observeGuard(metrics) } : {}),
+    },
+    gateways: metrics
+      ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)]))
+      : gateways,
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(options.faults ? { faults: new FaultInjector() } : {}),
+    ...(metrics ? { metrics } : {}),
   };
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {
