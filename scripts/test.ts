@@ -1,7 +1,7 @@
 /**
  * `npm test`: every test against real PostgreSQL, in a fresh database that is dropped afterwards.
  *
- *   1. unit         node:test, no database
+ *   1. unit         tsc --noEmit over the whole project, then node:test, no database
  *   2. integration  node:test, the idempotency core, the API and the sandbox over real HTTP
  *   3. e2e          Playwright in a real Chromium against `next dev`, the sandbox and the database
  *
@@ -88,6 +88,9 @@ async function main(): Promise<number> {
   const failures: string[] = [];
   try {
     if (suites.has('unit')) {
+      console.log('\n=== type check (tsc --noEmit, the whole project) ===');
+      const typecheck = await run('node_modules/.bin/tsc', ['--noEmit', '-p', '.'], env, 'node');
+      if (typecheck !== 0) failures.push('typecheck');
       console.log('\n=== unit tests ===');
       const code = await run(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit')], env, 'node');
       if (code !== 0) failures.push('unit');

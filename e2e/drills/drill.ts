@@ -40,7 +40,7 @@ export class Drill {
     expect(response.status(), await response.text()).toBe(201);
   }
 
-  async armSandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number }) {
+  async armSandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number; copies?: number }) {
     const response = await this.request.post(`${this.sandboxUrl}/sandbox/faults`, { data: spec });
     expect(response.status(), await response.text()).toBe(201);
   }
@@ -53,6 +53,7 @@ export class Drill {
 
   async clearFaults() {
     await this.waitForApp();
+    await this.appGet('/api/faults'); // (rides out a restart still in progress)
     await this.request.delete('/api/faults');
     await this.request.delete(`${this.sandboxUrl}/sandbox/faults`);
   }
@@ -82,13 +83,29 @@ export class Drill {
   }
 
   async state(outTradeNo: string): Promise<OrderState> {
-    const response = await this.request.get(`/api/faults/state?outTradeNo=${outTradeNo}`);
+    const response = await this.appGet(`/api/faults/state?outTradeNo=${outTradeNo}`);
     expect(response.status(), await response.text()).toBe(200);
     return (await response.json()) as OrderState;
   }
 
+  /**
+   * A GET to the app that rides out a crash drill's restart: a process that has just been killed
+   * resets or refuses connections until the supervisor has it back.
+   */
+  async appGet(url: string) {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        return await this.request.get(url, { timeout: 10_000 });
+      } catch (error) {
+        if (Date.now() > deadline || !/ECONNRESET|ECONNREFUSED|socket hang up/.test(String(error))) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
   async stock(sku: string): Promise<number> {
-    const response = await this.request.get('/api/trpc/checkout.products');
+    const response = await this.appGet('/api/trpc/checkout.products');
     const products = (await response.json()).result.data as { sku: string; stock: number }[];
     return products.find((p) => p.sku === sku)!.stock;
   }

@@ -4,8 +4,9 @@
  * instance's job is retried by another, and nothing is lost with a process.
  *
  * Each recurring job re-enqueues its next run (startAfter) when it finishes. Queues use pg-boss's
- * `stately` policy — at most one job waiting and one running per queue across all instances — so
- * the chain never multiplies however many instances seed it at start-up.
+ * `short` policy — at most one job waiting per queue across all instances — so the chain never
+ * multiplies however many instances seed it at start-up, and an instance killed mid-job does not
+ * hold the chain up.
  */
 import PgBoss from 'pg-boss';
 import type { CheckoutServices } from '../checkout/services';
@@ -82,8 +83,10 @@ export async function startJobs(
   ];
 
   for (const job of jobs) {
-    // A job that outlives this is presumed dead with its instance and retried elsewhere.
-    await boss.createQueue(job.name, { name: job.name, policy: 'stately', expireInSeconds: 300, retryLimit: 3, retryDelay: 1 });
+    // `short`: at most one job waiting, however many instances seed or re-enqueue it, while a new run
+    // may start even if an earlier one is still marked active — as it is after its instance was
+    // killed mid-job, until it expires (30 s) and is retried. The jobs are safe to overlap.
+    await boss.createQueue(job.name, { name: job.name, policy: 'short', expireInSeconds: 30, retryLimit: 1, retryDelay: 1 });
     const next = () =>
       boss.send(job.name, {}, { startAfter: job.everySeconds }).catch((error: Error) => {
         log(`could not schedule ${job.name}: ${error.message}`);
@@ -97,7 +100,7 @@ export async function startJobs(
         await next();
       }
     });
-    // Seed the chain; with the stately policy a seed from every instance still leaves one job waiting.
+    // Seed the chain; with the short policy a seed from every instance still leaves one job waiting.
     await boss.send(job.name, {});
   }
 
