@@ -38,7 +38,13 @@ export function describeFailure(error: unknown): CallFailure {
       reason: data?.reason,
       message: error.message,
       retryAfterMs: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : undefined,
-      retryable: status === undefined || status === 409 || status === 429 || status >= 500,
+      // 401 SESSION_REQUIRED: the answer set the session cookie; the retry carries it.
+      retryable:
+        status === undefined ||
+        status === 409 ||
+        status === 429 ||
+        status >= 500 ||
+        (status === 401 && data?.reason === 'SESSION_REQUIRED'),
       details: data?.details,
     };
   }

@@ -16,7 +16,8 @@ export type CheckoutReason =
   | 'PAYMENT_OUTCOME_UNKNOWN'
   | 'AMOUNT_MISMATCH'
   | 'MERCHANT_MISMATCH'
-  | 'INJECTED_FAULT';
+  | 'INJECTED_FAULT'
+  | 'SESSION_REQUIRED';
 
 export class CheckoutError extends Error {
   constructor(

@@ -8,10 +8,22 @@
 import type { StandardSchemaV1 } from '@trpc/server/unstable-core-do-not-import';
 import { executeIdempotent, type OwnedKey } from '../idempotency';
 import type { Transaction } from '../../db/client';
+import { CheckoutError } from '../checkout/errors';
 import { StoredErrorResponse } from './errors';
 import { middleware, publicProcedure } from './init';
 
 const idempotency = middleware(async ({ ctx, path, input, next }) => {
+  if (ctx.sessionIssued) {
+    // A key is scoped to its customer, and this request has none yet: the session issued with this
+    // answer would be lost with it if the answer were lost, and the retry would arrive as a stranger
+    // and run again. So the first request must establish the session; the retry carries it.
+    throw new CheckoutError(
+      401,
+      'SESSION_REQUIRED',
+      'No session yet: retry with the session cookie set by this response (any request establishes it).',
+      0,
+    );
+  }
   const at = { procedure: path, gateway: (input as { gateway?: string } | undefined)?.gateway };
   await ctx.services.faults?.hit('before_claim', at);
   const result = await executeIdempotent<Transaction>(

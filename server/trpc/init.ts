@@ -29,13 +29,14 @@ export interface CreateContextOptions {
 
 export function createTRPCContext(opts: CreateContextOptions) {
   let customerId = verifySession(opts.sessionSecret, opts.headers.get('cookie'));
+  const sessionIssued = !customerId;
   if (!customerId) {
     const session = issueSession(opts.sessionSecret, { secure: opts.secureCookies });
     customerId = session.customerId;
     opts.resHeaders.append('set-cookie', session.setCookie);
   }
   const response: ResponseMetaHolder = { headers: {} };
-  return { services: opts.services, headers: opts.headers, customerId, response };
+  return { services: opts.services, headers: opts.headers, customerId, sessionIssued, response };
 }
 
 export type TRPCContext = ReturnType<typeof createTRPCContext>;

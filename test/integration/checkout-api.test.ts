@@ -66,6 +66,25 @@ describe('checkout.products and checkout.createOrder', () => {
     assert.equal(await stockOf('TEA-LONGJING'), before);
   });
 
+  it('1b. refuses a mutation from a request without a session (401 SESSION_REQUIRED), so a lost first answer cannot create a second order', async () => {
+    const customer = stack.customer();
+    const key = randomUUID();
+    const input = { items: [{ sku: 'TEA-LONGJING', quantity: 1 }] };
+    const first = await customer.send('POST', 'checkout.createOrder', { input, key, headers: { 'x-no-session': '1' } });
+    assert.equal(first.status, 401);
+    assert.equal(first.json.error.data.reason, 'SESSION_REQUIRED');
+    assert.ok(customer.cookie, 'the answer established the session');
+    const [none] = await stack.sql<{ n: number }[]>`select count(*)::int as n from orders where customer_id = ${customerIdOf(customer)}`;
+    assert.equal(none!.n, 0);
+    // Its answer lost or not, the retry carries the session and the same key: one order.
+    const retry = await customer.mutate('checkout.createOrder', input, key);
+    assert.equal(retry.status, 201);
+    const again = await customer.mutate('checkout.createOrder', input, key);
+    assert.equal(again.headers.get('idempotency-replayed'), 'true');
+    const [one] = await stack.sql<{ n: number }[]>`select count(*)::int as n from orders where customer_id = ${customerIdOf(customer)}`;
+    assert.equal(one!.n, 1);
+  });
+
   it('2. creates one order per key: the retry is replayed with Idempotency-Replayed and stock is taken once', async () => {
     const customer = stack.customer();
     const before = await stockOf('TEA-LONGJING');

@@ -65,7 +65,10 @@ export class ApiCustomer {
     procedure: string,
     options: { input?: unknown; key?: string | null; rawBody?: string; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<ApiResponse<T>> {
+    // Like the page, which loads the catalogue first: a mutation needs an established session.
+    if (method === 'POST' && !this.cookie && !options.headers?.['x-no-session']) await this.query('checkout.products');
     const headers: Record<string, string> = { ...options.headers };
+    delete headers['x-no-session'];
     if (this.cookie) headers.cookie = this.cookie;
     if (options.key !== undefined && options.key !== null) headers['idempotency-key'] = options.key;
     let url = `${this.baseUrl}/api/trpc/${procedure}`;
