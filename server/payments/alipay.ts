@@ -20,7 +20,7 @@
  *
  * No SDK type leaves this file.
  */
-import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { AlipayRequestError, AlipaySdk } from 'alipay-sdk';
 import type {
   ChargeOutcome,
@@ -33,6 +33,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
+import { keyFromText, NEVER_SENT_CODES, errorCode } from './support';
 
 export interface AlipayGatewayConfig {
   appId: string;
@@ -55,32 +56,6 @@ const CURRENCY = 'CNY';
 // ---------------------------------------------------------------------------------------------
 // Keys
 
-function keyFromText(text: string, kind: 'private' | 'public'): KeyObject {
-  // Keys often arrive through environment variables with escaped newlines.
-  const normalized = text.replaceAll('\\n', '\n').trim();
-  if (normalized.includes('-----BEGIN')) {
-    return kind === 'private' ? createPrivateKey(normalized) : createPublicKey(normalized);
-  }
-  const der = Buffer.from(normalized.replace(/\s+/g, ''), 'base64');
-  const attempts: (() => KeyObject)[] =
-    kind === 'private'
-      ? [
-          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }),
-          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs1' }),
-        ]
-      : [
-          () => createPublicKey({ key: der, format: 'der', type: 'spki' }),
-          () => createPublicKey({ key: der, format: 'der', type: 'pkcs1' }),
-        ];
-  for (const attempt of attempts) {
-    try {
-      return attempt();
-    } catch {
-      // not this encoding; try the next
-    }
-  }
-  throw new Error('not a PEM or base64 DER RSA key');
-}
 
 /**
  * Canonical PEM for the SDK, trimmed: its formatKey() strips the header and footer only when they are
@@ -115,21 +90,7 @@ type Exchange =
   | { kind: 'answered'; response: Fields }
   | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
 
-/** Connection failures that happen before a single byte of the request reaches the gateway. */
-const NEVER_SENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
 
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
 
 function classifyFailure(err: unknown): Exchange {
   if (!(err instanceof AlipayRequestError)) {

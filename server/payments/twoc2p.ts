@@ -32,6 +32,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
+import { NEVER_SENT_CODES, errorCode } from './support';
 
 export interface TwoC2pGatewayConfig {
   /** The merchant ID 2C2P registered (AN25). */
@@ -122,21 +123,7 @@ type Exchange =
   | { kind: 'plain'; body: Claims }
   | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
 
-/** Connection failures that happen before a single byte of the request reaches the gateway. */
-const NEVER_SENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
 
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
 
 function classifyFetchError(err: unknown): Exchange {
   const message = err instanceof Error ? err.message : String(err);

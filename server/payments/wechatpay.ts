@@ -23,8 +23,6 @@
  */
 import {
   createDecipheriv,
-  createPrivateKey,
-  createPublicKey,
   createSign,
   createVerify,
   randomBytes,
@@ -40,6 +38,7 @@ import type {
   TestBuyer,
   TradeStatus,
 } from './gateway';
+import { keyFromText } from './support';
 
 export interface WechatPayGatewayConfig {
   /** 商户号. */
@@ -79,32 +78,6 @@ const USER_AGENT = 'PayOnce/0.1 (+node-fetch; WeChat Pay API v3)';
 // ---------------------------------------------------------------------------------------------
 // Keys
 
-function keyFromText(text: string, kind: 'private' | 'public'): KeyObject {
-  // Keys often arrive through environment variables with escaped newlines.
-  const normalized = text.replaceAll('\\n', '\n').trim();
-  if (normalized.includes('-----BEGIN')) {
-    return kind === 'private' ? createPrivateKey(normalized) : createPublicKey(normalized);
-  }
-  const der = Buffer.from(normalized.replace(/\s+/g, ''), 'base64');
-  const attempts: (() => KeyObject)[] =
-    kind === 'private'
-      ? [
-          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }),
-          () => createPrivateKey({ key: der, format: 'der', type: 'pkcs1' }),
-        ]
-      : [
-          () => createPublicKey({ key: der, format: 'der', type: 'spki' }),
-          () => createPublicKey({ key: der, format: 'der', type: 'pkcs1' }),
-        ];
-  for (const attempt of attempts) {
-    try {
-      return attempt();
-    } catch {
-      // not this encoding; try the next
-    }
-  }
-  throw new Error('not a PEM or base64 DER RSA key');
-}
 
 interface Keys {
   merchantPrivateKey: KeyObject;
