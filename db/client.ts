@@ -6,6 +6,7 @@
  * on `globalThis`, because Next loads instrumentation and route handlers as separate module instances
  * and dev-mode hot reloads would otherwise open a new pool on every edit.
  */
+import net from 'node:net';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema';
@@ -22,7 +23,70 @@ interface DatabaseHandle {
   url: string;
 }
 
-const globalForDb = globalThis as unknown as { __payonceDb?: DatabaseHandle };
+const globalForDb = globalThis as unknown as { __payonceDb?: DatabaseHandle; __payonceStatements?: StatementCount };
+
+/**
+ * What this process has sent to PostgreSQL, counted only when BENCH=1 (the benchmark reads it through
+ * `bench.roundTrips`; nothing is counted, or wrapped, otherwise).
+ *   total/begin/commit/rollback  statements, from postgres.js's `debug` hook (once per statement
+ *                                written, BEGIN and COMMIT included: postgres.js sends them as statements);
+ *   roundTrips                   exchanges the client waits on, counted on the socket: every Sync, Flush
+ *                                and simple Query message written. A statement costs one once it is
+ *                                prepared on its connection (see preparedStatements below); its first
+ *                                use there costs two (describe, then execute).
+ */
+export interface StatementCount {
+  total: number;
+  begin: number;
+  commit: number;
+  rollback: number;
+  roundTrips: number;
+}
+
+export function statementCount(): StatementCount | undefined {
+  return globalForDb.__payonceStatements;
+}
+
+const counts = () => (globalForDb.__payonceStatements ??= { total: 0, begin: 0, commit: 0, rollback: 0, roundTrips: 0 });
+
+function countStatement(_connection: number, query: string): void {
+  const count = counts();
+  count.total++;
+  const verb = /^\s*(begin|commit|rollback)\b/i.exec(query)?.[1]?.toLowerCase();
+  if (verb === 'begin' || verb === 'commit' || verb === 'rollback') count[verb]++;
+}
+
+/** A plain TCP (or unix) socket whose writes are scanned for the messages that end a client turn. */
+function countingSocket(options: { host: string[]; port: number[]; path?: string | false }): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = options.path ? net.connect(options.path) : net.connect(options.port[0]!, options.host[0]!);
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      const write = socket.write.bind(socket) as (chunk: unknown, ...rest: unknown[]) => boolean;
+      socket.write = ((chunk: unknown, ...rest: unknown[]) => {
+        // Frontend messages are a type byte and a length that counts itself (the startup message,
+        // which has no type byte, reads as one oversized message and ends the scan).
+        if (Buffer.isBuffer(chunk)) {
+          for (let i = 0; i + 5 <= chunk.length; i += 1 + chunk.readInt32BE(i + 1)) {
+            const type = chunk[i];
+            if (type === 0x53 /* Sync */ || type === 0x48 /* Flush */ || type === 0x51 /* Query */) counts().roundTrips++;
+          }
+        }
+        return write(chunk, ...rest);
+      }) as typeof socket.write;
+      resolve(socket);
+    });
+  });
+}
+
+/** The counting hooks for BENCH=1; none otherwise, so a normal process pays nothing. */
+function benchCounting(url: string): Partial<postgres.Options<Record<string, postgres.PostgresType>>> {
+  if (process.env.BENCH !== '1') return {};
+  // Over TLS the socket carries ciphertext: count statements only.
+  const tls = /[?&]sslmode=(require|verify-ca|verify-full|prefer)/.test(url);
+  return { debug: countStatement, ...(tls ? {} : ({ socket: countingSocket } as object)) };
+}
 
 export function databaseUrl(): string {
   const url = process.env.DATABASE_URL;
@@ -43,8 +107,41 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     // NOTICE messages (e.g. "relation already exists, skipping") are noise in the app's log.
     onnotice: () => {},
     connection: { application_name: 'payonce' },
+    // Only the benchmark pays for counting (postgres.js also keeps a stack per query with `debug`).
+    ...benchCounting(url),
   });
-  return { db: drizzle(sql, { schema, casing: 'snake_case' }), sql, url };
+  return { db: drizzle(preparedStatements(sql), { schema, casing: 'snake_case' }), sql, url };
+}
+
+type Unsafe = postgres.Sql['unsafe'];
+
+/**
+ * Drizzle asks postgres.js for unnamed statements (`prepare: false`) unless a query is explicitly
+ * `.prepare()`d, and postgres.js must then describe each parameterised statement before executing
+ * it: two round trips per statement, and a parse and plan on the server every time. Named prepared
+ * statements, cached per connection by their text, cost one round trip after the first use — which
+ * is what keeps the guard at one round trip for the claim and one for the completion. The set of
+ * statement texts is small and fixed (the queries are code), so the cache stays bounded.
+ */
+function preparedStatements<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T {
+  const unsafe = sql.unsafe.bind(sql) as Unsafe;
+  (sql as { unsafe: Unsafe }).unsafe = ((query: string, parameters?: never[], options?: postgres.UnsafeQueryOptions) =>
+    unsafe(query, parameters, { ...options, prepare: true })) as Unsafe;
+  if ('begin' in sql) {
+    const begin = sql.begin.bind(sql) as (...args: unknown[]) => unknown;
+    (sql as { begin: unknown }).begin = (...args: unknown[]) => {
+      const fn = args.pop() as (tx: postgres.TransactionSql) => unknown;
+      return begin(...args, (tx: postgres.TransactionSql) => fn(preparedStatements(tx)));
+    };
+  }
+  if ('savepoint' in sql) {
+    const savepoint = sql.savepoint.bind(sql) as (...args: unknown[]) => unknown;
+    (sql as { savepoint: unknown }).savepoint = (...args: unknown[]) => {
+      const fn = args.pop() as (tx: postgres.TransactionSql) => unknown;
+      return savepoint(...args, (tx: postgres.TransactionSql) => fn(preparedStatements(tx)));
+    };
+  }
+  return sql;
 }
 
 /** The process-wide database, opened on first use. */

@@ -8,6 +8,8 @@
  *   drop_after_charge     charge, then reset the connection without answering
  *   duplicate_notifications  the next scheduled notification goes out `copies` extra times at once,
  *                            each after a random delay, so the copies arrive out of order
+ *   lose_notifications    the next `times` scheduled deliveries never reach the receiver (recorded
+ *                         as failed deliveries), so only the reconciler can settle the payment
  *
  * Armed with POST /sandbox/faults { gateway?, action, delayMs?, times? }, cleared with DELETE.
  */
@@ -21,6 +23,7 @@ export const SANDBOX_FAULT_ACTIONS = [
   'timeout_after_charge',
   'drop_after_charge',
   'duplicate_notifications',
+  'lose_notifications',
 ] as const;
 
 export const sandboxFaultSpec = z.object({
@@ -81,13 +84,27 @@ export class SandboxFaults {
     return fault.copies ?? 5;
   }
 
+  /** Whether the next scheduled delivery of `gateway` is lost (a consumed fault). */
+  takeLostNotification(gateway: string): boolean {
+    const fault = this.#armed.find(
+      (f) => f.action === 'lose_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
+    );
+    if (!fault) return false;
+    fault.fired++;
+    if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);
+    return true;
+  }
+
   /** The fault that fires on this request, if any (consumed). */
   take(request: SandboxRequest): SandboxFault | undefined {
     const gateway = chargeGatewayOf(request);
     if (!gateway) return undefined;
     const fault = this.#armed.find(
       (f) =>
-        f.action !== 'duplicate_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
+        f.action !== 'duplicate_notifications' &&
+        f.action !== 'lose_notifications' &&
+        (f.gateway === undefined || f.gateway === gateway) &&
+        f.fired < f.times,
     );
     if (!fault) return undefined;
     fault.fired++;

@@ -85,6 +85,8 @@ export interface NotifierOptions {
   maxInFlight?: number;
   /** Extra copies to send of the next delivery of a gateway's notification (a drill's fault). */
   extraCopies?: (gateway: string) => number;
+  /** Whether the next delivery of a gateway's notification is lost on the way (a drill's fault). */
+  loseDelivery?: (gateway: string) => boolean;
 }
 
 export interface Notifier {
@@ -126,13 +128,12 @@ export function startNotifier(options: NotifierOptions): Notifier {
       await insertAttempt(sql, notification, 'tool', copy).catch((err: unknown) => logError('recording a copy failed', err));
     });
     if (copies > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));
-    const result = await postNotification(
-      notification.notifyUrl,
-      request,
-      deliveryTimeoutMs,
-      startedAt,
-      (status, body) => gateway.isAcknowledged(status, body),
-    );
+    const lost = options.loseDelivery?.(notification.gateway) ?? false;
+    const result: DeliveryResult = lost
+      ? { httpStatus: null, responseBody: null, error: 'lost (sandbox fault)', acknowledged: false, startedAt }
+      : await postNotification(notification.notifyUrl, request, deliveryTimeoutMs, startedAt, (status, body) =>
+          gateway.isAcknowledged(status, body),
+        );
     const deliveryNumber = notification.deliveries + 1;
     const interval = gateway.retryIntervalsMs[deliveryNumber - 1];
     const nextDelayMs = interval === undefined ? null : Math.round(interval * timeScale);

@@ -118,6 +118,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     timeScale: options.timeScale,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
     extraCopies: (gateway) => faults.takeNotificationCopies(gateway),
+    loseDelivery: (gateway) => faults.takeLostNotification(gateway),
   });
   const activeNotifier = notifier;
 

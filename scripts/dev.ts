@@ -3,7 +3,8 @@
  * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
  *
  * Flags: --prod (builds first when there is no build), --build (rebuild), --port N (app),
- * --sandbox-port N, --database NAME (embedded cluster only), --dist-dir DIR, --instances N (with
+ * --sandbox-port N, --database NAME (its own database, also on a DATABASE_URL server), --dist-dir DIR,
+ * --instances N (with
  * --prod: N app processes on consecutive ports, sharing the database).
  */
 import { parseArgs } from 'node:util';
@@ -16,7 +17,7 @@ const { values } = parseArgs({
     instances: { type: 'string', default: '1' },
     port: { type: 'string', default: process.env.PORT ?? '3000' },
     'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
-    database: { type: 'string', default: 'payonce' },
+    database: { type: 'string' },
     'dist-dir': { type: 'string' },
   },
 });
@@ -25,7 +26,9 @@ const stack = await startStack({
   appPort: Number(values.port),
   sandboxPort: Number(values['sandbox-port']),
   mode: values.prod ? 'prod' : 'dev',
-  databaseName: values.database,
+  databaseName: values.database ?? 'payonce',
+  // An explicit --database is honoured on a DATABASE_URL server too (the browser tests' two stacks).
+  separateDatabase: values.database !== undefined,
   distDir: values['dist-dir'],
   build: values.build,
   instances: Number(values.instances),

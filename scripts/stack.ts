@@ -18,8 +18,14 @@ export interface StackOptions {
   sandboxPort: number;
   /** `dev` = next dev (hot reload); `prod` = next start on an existing build. */
   mode: 'dev' | 'prod';
-  /** Database name on the embedded cluster (ignored when DATABASE_URL is set). */
+  /** Database name on the embedded cluster (with DATABASE_URL set, see `separateDatabase`). */
   databaseName?: string;
+  /**
+   * With DATABASE_URL set: use a database named `databaseName` on that server instead of the one
+   * the URL names. Two stacks sharing one database would share one sandbox ledger, and each
+   * sandbox would deliver the other's notifications.
+   */
+  separateDatabase?: boolean;
   sandboxTimeScale?: number;
   /** Extra environment for the app process (e.g. a shorter lease for drills). */
   appEnv?: Record<string, string>;
@@ -41,7 +47,14 @@ export interface Stack {
 export async function resolveDatabase(
   databaseName: string,
   log: (line: string) => void,
+  separateDatabase = false,
 ): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
+  if (process.env.DATABASE_URL && separateDatabase) {
+    const url = new URL(process.env.DATABASE_URL);
+    await ensureDatabase(url.toString(), databaseName);
+    url.pathname = `/${databaseName}`;
+    return { url: url.toString() };
+  }
   if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL };
   const embedded = await startEmbeddedPostgres({ log: (line) => log(`[postgres] ${line}`) });
   await ensureDatabase(embedded.adminUrl, databaseName);
@@ -92,7 +105,7 @@ function stopChild(child: ChildProcess): Promise<void> {
 
 export async function startStack(options: StackOptions): Promise<Stack> {
   const log = options.log ?? ((line: string) => console.log(line));
-  const database = await resolveDatabase(options.databaseName ?? 'payonce', log);
+  const database = await resolveDatabase(options.databaseName ?? 'payonce', log, options.separateDatabase);
   const children: ChildProcess[] = [];
   let stopping = false;
   const stop = async () => {

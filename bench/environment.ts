@@ -1,0 +1,80 @@
+/**
+ * The benchmark's own PayOnce: a production build of the app with BENCH=1 (the bench procedures and
+ * the statement counter) and without background jobs (no reconciler or relay adding load), the PSP
+ * sandbox, and PostgreSQL — embedded, or DATABASE_URL. Ports and build folder are the benchmark's
+ * own, so it runs beside a developer's `npm run dev` and the browser tests.
+ */
+import os from 'node:os';
+import postgres from 'postgres';
+import { startStack, type Stack } from '../scripts/stack';
+
+export const BENCH_APP_PORT = Number(process.env.BENCH_APP_PORT ?? 3400);
+export const BENCH_SANDBOX_PORT = Number(process.env.BENCH_SANDBOX_PORT ?? 4410);
+export const BENCH_DIST_DIR = '.next-bench';
+
+export async function startBenchStack(options: { build: boolean; verbose: boolean }): Promise<Stack> {
+  const started = Date.now();
+  const stack = await startStack({
+    appPort: BENCH_APP_PORT,
+    sandboxPort: BENCH_SANDBOX_PORT,
+    mode: 'prod',
+    build: options.build,
+    distDir: BENCH_DIST_DIR,
+    databaseName: 'payonce_bench',
+    // Real-time notification retries: nothing the sandbox schedules competes with a measurement.
+    sandboxTimeScale: 1,
+    appEnv: { BENCH: '1', PAYONCE_JOBS: 'off' },
+    log: (line) => {
+      if (options.verbose || /^\[(build|supervisor)\]|error|Error/.test(line)) console.error(line);
+    },
+  });
+  console.error(`[bench] stack up in ${((Date.now() - started) / 1000).toFixed(1)} s: app ${stack.appUrl}, sandbox ${stack.sandboxUrl}`);
+  return stack;
+}
+
+/** The session cookie of one anonymous customer: every key of the run is scoped to it. */
+export async function sessionCookie(appUrl: string): Promise<string> {
+  const response = await fetch(`${appUrl}/api/trpc/checkout.products`);
+  await response.arrayBuffer();
+  const cookie = response.headers.getSetCookie()[0]?.split(';')[0];
+  if (!response.ok || !cookie) throw new Error(`no session cookie from ${appUrl} (HTTP ${response.status})`);
+  return cookie;
+}
+
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  ramGiB: number;
+  os: string;
+  node: string;
+  postgres: string;
+  database: 'embedded' | 'DATABASE_URL';
+  databaseHost: string;
+  sharedBuffers: string;
+  synchronousCommit: string;
+  appDbPoolMax: number;
+  loadGenerator: string;
+  loadAverage: { start: number[]; end?: number[] };
+}
+
+export async function machineInfo(sql: postgres.Sql, databaseUrl: string): Promise<MachineInfo> {
+  const [pg] = await sql<{ version: string; shared_buffers: string; synchronous_commit: string }[]>`
+    select current_setting('server_version') as version, current_setting('shared_buffers') as shared_buffers,
+           current_setting('synchronous_commit') as synchronous_commit`;
+  const url = new URL(databaseUrl);
+  return {
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.cpus().length,
+    ramGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    postgres: pg?.version ?? 'unknown',
+    database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded',
+    databaseHost: `${url.hostname}:${url.port || 5432}${url.pathname}`,
+    sharedBuffers: pg?.shared_buffers ?? 'unknown',
+    synchronousCommit: pg?.synchronous_commit ?? 'unknown',
+    appDbPoolMax: Number(process.env.DB_POOL_MAX ?? 10),
+    loadGenerator: 'autocannon 8, in the bench process, on the same machine as the app and PostgreSQL',
+    loadAverage: { start: os.loadavg().map((n) => Math.round(n * 100) / 100) },
+  };
+}
