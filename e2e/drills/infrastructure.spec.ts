@@ -32,7 +32,9 @@ for (const gateway of DRILL_GATEWAYS) {
     });
 
     test(`two app instances: retries of one key alternate between them, one charge (${gateway})`, async ({ request, drill }) => {
-      // One customer (one session cookie, valid on both instances) behind a load balancer.
+      // One customer (one session cookie, valid on both instances) behind a load balancer; the
+      // first request opens the session.
+      expect((await request.get('/api/trpc/checkout.products')).status()).toBe(200);
       const create = await request.post('/api/trpc/checkout.createOrder', {
         headers: { 'idempotency-key': randomUUID() },
         data: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] },
