@@ -8,11 +8,17 @@ import { DRILL_GATEWAYS, GATEWAY_LABELS, expect, test } from './drill';
 
 for (const gateway of DRILL_GATEWAYS) {
   test.describe(`${gateway}`, () => {
-    test(`double click on 立即支付 charges once (${gateway})`, async ({ checkout, drill }) => {
+    test(`double click on 立即支付 charges once (${gateway})`, async ({ checkout, drill, page }) => {
+      const sent: string[] = [];
+      page.on('request', (request) => {
+        const procedure = /checkout\.(createOrder|pay)/.exec(request.url())?.[1];
+        if (procedure) sent.push(procedure);
+      });
       await checkout.open();
       await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
       await checkout.payButton.dblclick();
       await expect(checkout.status).toContainText('支付成功');
+      expect(sent, 'one order and one payment request for two clicks').toEqual(['createOrder', 'pay']);
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
