@@ -41,13 +41,18 @@ for (const gateway of DRILL_GATEWAYS) {
     });
 
     test(`mid-processing: the gateway times out after charging, the retry is deduped by the gateway (${gateway})`, async ({ checkout, drill }) => {
-      // Longer than the adapter's 5 s timeout: the app cannot know whether the money moved.
+      // Longer than the adapter's 5 s timeout: the app cannot know whether the money moved. The
+      // notification is lost too, so only the retry (and the gateway's own dedupe) can settle it.
       await drill.armSandboxFault({ gateway, action: 'timeout_after_charge', delayMs: 7000 });
+      await drill.armSandboxFault({ gateway, action: 'lose_notifications', times: 100 });
       await checkout.pay();
       // Retried by the page (503 PAYMENT_OUTCOME_UNKNOWN) or already inside the adapter (the Stripe
       // SDK retries a timeout itself, with the same explicit idempotency key): either way, one charge.
       await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
-      expect(await drill.armedSandboxFaults(), 'the timeout fault fired').toHaveLength(0);
+      expect(
+        (await drill.armedSandboxFaults()).filter((f) => (f as { action: string }).action === 'timeout_after_charge'),
+        'the timeout fault fired',
+      ).toHaveLength(0);
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
