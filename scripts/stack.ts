@@ -64,10 +64,20 @@ export async function resolveDatabase(
 const tsxBin = 'node_modules/.bin/tsx';
 const nextBin = 'node_modules/.bin/next';
 
+/** The last lines each process printed, to explain a start that never became ready. */
+const recentOutput = new Map<string, string[]>();
+
 function run(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, log: (line: string) => void): ChildProcess {
   const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const recent: string[] = [];
+  recentOutput.set(name, recent);
   const forward = (chunk: Buffer) => {
-    for (const line of chunk.toString().split('\n')) if (line.trim()) log(`[${name}] ${line}`);
+    for (const line of chunk.toString().split('\n')) {
+      if (!line.trim()) continue;
+      log(`[${name}] ${line}`);
+      recent.push(line);
+      if (recent.length > 40) recent.shift();
+    }
   };
   child.stdout?.on('data', forward);
   child.stderr?.on('data', forward);
@@ -180,11 +190,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     // Further instances (stateless, on the next ports) share the database and the sandbox, as
     // instances behind a load balancer would. Dev mode runs one: two dev servers share one build.
     const instances = options.mode === 'dev' ? 1 : Math.max(1, options.instances ?? 1);
-    const apps = Array.from({ length: instances }, (_, instance) => startApp(instance));
-    // The first request also compiles the route in dev mode, hence the generous wait.
-    await Promise.all(
-      apps.map((app, instance) => waitForHttp(`http://127.0.0.1:${options.appPort + instance}/api/health`, app, 180_000)),
-    );
+    // One after another: each instance migrates and sets up its job queues as it starts, and a
+    // ready first instance leaves the others nothing to race over. The first request also compiles
+    // the route in dev mode, hence the generous wait.
+    for (let instance = 0; instance < instances; instance++) {
+      const app = startApp(instance);
+      try {
+        await waitForHttp(`http://127.0.0.1:${options.appPort + instance}/api/health`, app, 180_000);
+      } catch (error) {
+        const name = instance === 0 ? 'app' : `app#${instance + 1}`;
+        const output = (recentOutput.get(name) ?? []).join('\n');
+        throw new Error(`${(error as Error).message}\n--- the last lines ${name} printed ---\n${output}`);
+      }
+    }
 
     return { databaseUrl: database.url, appUrl, sandboxUrl, stop };
   } catch (error) {
