@@ -378,8 +378,8 @@ const METHOD = [
     'by round; percentiles come from the merged per-request latencies (µs resolution) of all rounds; req/s = 2xx answers / run time.',
   'Round trips are counted, not assumed, by the app itself under BENCH=1 (db/client.ts): statements from postgres.js’s `debug` hook ' +
     '(BEGIN and COMMIT included), and wire round trips on the socket (every Sync, Flush or simple Query the client sends and then waits on). ' +
-    'Drizzle does not prepare statements, so postgres.js describes each parameterised statement before executing it: two round trips ' +
-    'each, one for BEGIN or COMMIT. After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +
+    'Statements are prepared per connection (db/client.ts), so each costs one round trip once its connection has seen it. ' +
+    'After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +
     'the counters’ deltas are divided by that number.',
   'CPU µs / req, over the same fixed-size runs: the app process’s own CPU time (process.cpuUsage, read through bench.roundTrips) and ' +
     'its PostgreSQL backends’ (/proc/<pid>/schedstat, when PostgreSQL runs on this machine) — steadier than wall time on a shared machine.',
