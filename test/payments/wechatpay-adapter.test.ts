@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { createCipheriv, createSign, generateKeyPairSync, randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
 import { createWechatPayGateway, type WechatPayGatewayConfig } from '../../server/payments/wechatpay';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { wechatpayModule } from '../../sandbox/wechatpay';
+import { waitFor, startServer, readLedger } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -52,20 +52,8 @@ function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {
   };
 }
 
-async function ledger(outTradeNo: string): Promise<Ledger> {
-  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
-  assert.equal(res.status, 200);
-  return (await res.json()) as Ledger;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+function ledger(outTradeNo: string): Promise<Ledger> {
+  return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
 /** Node's incoming headers as a standard Headers, the way a route handler receives them. */
@@ -75,21 +63,6 @@ function toHeaders(incoming: http.IncomingHttpHeaders): Headers {
     if (value !== undefined) headers.set(key, Array.isArray(value) ? value.join(', ') : value);
   }
   return headers;
-}
-
-/** A throwaway HTTP server; `handler` decides how to misbehave. */
-async function startServer(handler: http.RequestListener): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /** Closes an order the way a merchant would (the adapter itself never closes). */

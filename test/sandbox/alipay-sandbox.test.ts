@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
 import { ALIPAY_TEST_BUYERS } from '../../sandbox/alipay';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+import { waitFor, readLedger } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -61,20 +62,8 @@ function pay(outTradeNo: string, authCode: string, totalAmount = '12.30', extra:
   return exec('alipay.trade.pay', { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: authCode, total_amount: totalAmount, subject }, extra);
 }
 
-async function ledger(outTradeNo: string): Promise<Ledger> {
-  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
-  assert.equal(res.status, 200);
-  return (await res.json()) as Ledger;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+function ledger(outTradeNo: string): Promise<Ledger> {
+  return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
 /** A merchant's notify_url: records every delivery, answers from a per-path script. */

@@ -13,6 +13,7 @@ import postgres from 'postgres';
 import Stripe from 'stripe';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { createStripeModule, stripeModule } from '../../sandbox/stripe';
+import { waitFor, readLedger } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -76,20 +77,8 @@ async function failure(promise: Promise<unknown>): Promise<Stripe.errors.StripeE
   assert.fail('expected the request to fail');
 }
 
-async function ledger(outTradeNo: string): Promise<Ledger> {
-  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
-  assert.equal(res.status, 200);
-  return (await res.json()) as Ledger;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+function ledger(outTradeNo: string): Promise<Ledger> {
+  return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
 /** Raw form POST with the secret key, for what the SDK would never send. */

@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
+import { waitFor, readLedger } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -114,20 +115,8 @@ async function inquiry(claims: Claims): Promise<Answer> {
   return call('paymentInquiry', { merchantID: creds.merchantId, locale: 'en', ...claims });
 }
 
-async function ledger(outTradeNo: string): Promise<Ledger> {
-  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`);
-  assert.equal(res.status, 200);
-  return (await res.json()) as Ledger;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+function ledger(outTradeNo: string): Promise<Ledger> {
+  return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
 before(async () => {

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { wechatpayModule } from '../../sandbox/wechatpay';
+import { waitFor, readLedger } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -113,20 +114,8 @@ const queryOrder = (outTradeNo: string, mchid = creds.mchid) =>
   api('GET', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}?mchid=${mchid}`);
 const closeOrder = (outTradeNo: string) => api('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}/close`, { mchid: creds.mchid });
 
-async function ledger(outTradeNo: string): Promise<Ledger> {
-  const res = await fetch(`${sandbox.url}/ledger?outTradeNo=${encodeURIComponent(outTradeNo)}`);
-  assert.equal(res.status, 200);
-  return (await res.json()) as Ledger;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+function ledger(outTradeNo: string): Promise<Ledger> {
+  return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
 function tool(path: 'notify' | 'scan', body: unknown, contentType = 'application/json') {

@@ -22,6 +22,7 @@ import { gatewaysFromEnv } from '../../server/payments';
 import { sandboxCredentialsToEnv } from '../../server/payments/sandbox-credentials';
 import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
 import { createTrpcHandler } from '../../server/trpc/http';
+import { waitFor } from './harness';
 import { serveFetch } from './serve-fetch';
 
 export function requireDatabaseUrl(): string {
@@ -207,12 +208,6 @@ export async function startTestStack(
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+export function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  return waitFor(what, check, timeoutMs);
 }
