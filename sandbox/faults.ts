@@ -75,36 +75,26 @@ export class SandboxFaults {
 
   /** How many extra copies the next scheduled notification of `gateway` gets (a consumed fault). */
   takeNotificationCopies(gateway: string): number {
-    const fault = this.#armed.find(
-      (f) => f.action === 'duplicate_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
-    );
-    if (!fault) return 0;
-    fault.fired++;
-    if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);
-    return fault.copies ?? 5;
+    const fault = this.#consume(gateway, (action) => action === 'duplicate_notifications');
+    return fault ? (fault.copies ?? 5) : 0;
   }
 
   /** Whether the next scheduled delivery of `gateway` is lost (a consumed fault). */
   takeLostNotification(gateway: string): boolean {
-    const fault = this.#armed.find(
-      (f) => f.action === 'lose_notifications' && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
-    );
-    if (!fault) return false;
-    fault.fired++;
-    if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);
-    return true;
+    return this.#consume(gateway, (action) => action === 'lose_notifications') !== undefined;
   }
 
-  /** The fault that fires on this request, if any (consumed). */
+  /** The fault that fires on this charge request, if any (consumed). */
   take(request: SandboxRequest): SandboxFault | undefined {
     const gateway = chargeGatewayOf(request);
     if (!gateway) return undefined;
+    return this.#consume(gateway, (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications');
+  }
+
+  /** Fires the first armed fault for `gateway` whose action matches, forgetting it once spent. */
+  #consume(gateway: string, matches: (action: SandboxFault['action']) => boolean): SandboxFault | undefined {
     const fault = this.#armed.find(
-      (f) =>
-        f.action !== 'duplicate_notifications' &&
-        f.action !== 'lose_notifications' &&
-        (f.gateway === undefined || f.gateway === gateway) &&
-        f.fired < f.times,
+      (f) => matches(f.action) && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
     );
     if (!fault) return undefined;
     fault.fired++;
