@@ -71,6 +71,7 @@ export async function startEmbeddedPostgres(options: {
 
   await fs.mkdir(path.dirname(dataDir), { recursive: true });
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (isRoot) await allowTraversal(path.dirname(dataDir), log);
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
@@ -90,6 +91,23 @@ export async function startEmbeddedPostgres(options: {
   }
   await server.start();
   return { adminUrl, urlFor, stop: () => server.stop() };
+}
+
+/**
+ * As root, PostgreSQL runs as the unprivileged `postgres` user, which must be able to reach its
+ * binaries (in node_modules) and its data directory. A checkout inside a private folder (mktemp -d
+ * makes them 0700) would refuse it with EACCES, so each folder above the project gets the search
+ * bit for others — traversal only, never the right to list or read.
+ */
+async function allowTraversal(from: string, log: (line: string) => void): Promise<void> {
+  for (let dir = path.resolve(from); ; dir = path.dirname(dir)) {
+    const { mode } = await fs.stat(dir);
+    if ((mode & 0o001) === 0) {
+      await fs.chmod(dir, (mode & 0o7777) | 0o001);
+      log(`made ${dir} traversable for the postgres user`);
+    }
+    if (path.dirname(dir) === dir) return;
+  }
 }
 
 /** CREATE DATABASE unless it exists (there is no IF NOT EXISTS for databases). */
