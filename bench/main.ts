@@ -376,8 +376,9 @@ const METHOD = [
     '(a completed one for replay), control included, so the load generator does the same work for every scenario.',
   'Interleaved: at each concurrency, a 1 s warm-up of every scenario, then each round runs every scenario once in an order rotated ' +
     'by round; percentiles come from the merged per-request latencies (µs resolution) of all rounds; req/s = 2xx answers / run time.',
-  'Round trips are counted, not assumed, by the app itself under BENCH=1 (db/client.ts): statements from postgres.js’s `debug` hook ' +
-    '(BEGIN and COMMIT included), and wire round trips on the socket (every Sync, Flush or simple Query the client sends and then waits on). ' +
+  'Round trips are counted, not assumed, by the app itself under BENCH=1 (db/client.ts), on its PostgreSQL socket: statements ' +
+    '(every Execute or simple Query message, BEGIN and COMMIT included) and wire round trips (every Sync, Flush or simple Query the ' +
+    'client sends and then waits on). ' +
     'Statements are prepared per connection (db/client.ts), so each costs one round trip once its connection has seen it. ' +
     'After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +
     'the counters’ deltas are divided by that number.',

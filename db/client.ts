@@ -27,13 +27,15 @@ const globalForDb = globalThis as unknown as { __payonceDb?: DatabaseHandle; __p
 
 /**
  * What this process has sent to PostgreSQL, counted only when BENCH=1 (the benchmark reads it through
- * `bench.roundTrips`; nothing is counted, or wrapped, otherwise).
- *   total/begin/commit/rollback  statements, from postgres.js's `debug` hook (once per statement
- *                                written, BEGIN and COMMIT included: postgres.js sends them as statements);
- *   roundTrips                   exchanges the client waits on, counted on the socket: every Sync, Flush
- *                                and simple Query message written. A statement costs one once it is
- *                                prepared on its connection (see preparedStatements below); its first
- *                                use there costs two (describe, then execute).
+ * `bench.roundTrips`; nothing is counted, or wrapped, otherwise). Counted on the wire, where counting
+ * costs a byte comparison per message (postgres.js's `debug` hook would capture a stack trace per
+ * query, which costs more than the guard being measured):
+ *   total            statements executed: every Execute and simple Query message written;
+ *   begin/commit/    transactions, counted where postgres.js opens them (`sql.begin`, which sends
+ *   rollback         BEGIN, then COMMIT or ROLLBACK as statements of their own);
+ *   roundTrips       exchanges the client waits on: every Sync, Flush and simple Query message
+ *                    written. A statement costs one once it is prepared on its connection (see
+ *                    preparedStatements below); its first use there costs two (describe, then execute).
  */
 export interface StatementCount {
   total: number;
@@ -49,14 +51,7 @@ export function statementCount(): StatementCount | undefined {
 
 const counts = () => (globalForDb.__payonceStatements ??= { total: 0, begin: 0, commit: 0, rollback: 0, roundTrips: 0 });
 
-function countStatement(_connection: number, query: string): void {
-  const count = counts();
-  count.total++;
-  const verb = /^\s*(begin|commit|rollback)\b/i.exec(query)?.[1]?.toLowerCase();
-  if (verb === 'begin' || verb === 'commit' || verb === 'rollback') count[verb]++;
-}
-
-/** A plain TCP (or unix) socket whose writes are scanned for the messages that end a client turn. */
+/** A plain TCP (or unix) socket whose writes are scanned for statements and for the messages that end a client turn. */
 function countingSocket(options: { host: string[]; port: number[]; path?: string | false }): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const socket = options.path ? net.connect(options.path) : net.connect(options.port[0]!, options.host[0]!);
@@ -68,9 +63,11 @@ function countingSocket(options: { host: string[]; port: number[]; path?: string
         // Frontend messages are a type byte and a length that counts itself (the startup message,
         // which has no type byte, reads as one oversized message and ends the scan).
         if (Buffer.isBuffer(chunk)) {
+          const count = counts();
           for (let i = 0; i + 5 <= chunk.length; i += 1 + chunk.readInt32BE(i + 1)) {
             const type = chunk[i];
-            if (type === 0x53 /* Sync */ || type === 0x48 /* Flush */ || type === 0x51 /* Query */) counts().roundTrips++;
+            if (type === 0x45 /* Execute */ || type === 0x51 /* Query */) count.total++;
+            if (type === 0x53 /* Sync */ || type === 0x48 /* Flush */ || type === 0x51 /* Query */) count.roundTrips++;
           }
         }
         return write(chunk, ...rest);
@@ -80,12 +77,12 @@ function countingSocket(options: { host: string[]; port: number[]; path?: string
   });
 }
 
-/** The counting hooks for BENCH=1; none otherwise, so a normal process pays nothing. */
+/** The counting socket for BENCH=1; none otherwise, so a normal process pays nothing. */
 function benchCounting(url: string): Partial<postgres.Options<Record<string, postgres.PostgresType>>> {
   if (process.env.BENCH !== '1') return {};
-  // Over TLS the socket carries ciphertext: count statements only.
+  // Over TLS the socket carries ciphertext: nothing can be counted there.
   const tls = /[?&]sslmode=(require|verify-ca|verify-full|prefer)/.test(url);
-  return { debug: countStatement, ...(tls ? {} : ({ socket: countingSocket } as object)) };
+  return tls ? {} : ({ socket: countingSocket } as object);
 }
 
 export function databaseUrl(): string {
@@ -107,10 +104,11 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     // NOTICE messages (e.g. "relation already exists, skipping") are noise in the app's log.
     onnotice: () => {},
     connection: { application_name: 'payonce' },
-    // Only the benchmark pays for counting (postgres.js also keeps a stack per query with `debug`).
+    // Only the benchmark pays for counting.
     ...benchCounting(url),
   });
-  return { db: drizzle(preparedStatements(sql), { schema, casing: 'snake_case' }), sql, url };
+  const counting = process.env.BENCH === '1';
+  return { db: drizzle(preparedStatements(sql, counting), { schema, casing: 'snake_case' }), sql, url };
 }
 
 type Unsafe = postgres.Sql['unsafe'];
@@ -123,7 +121,7 @@ type Unsafe = postgres.Sql['unsafe'];
  * is what keeps the guard at one round trip for the claim and one for the completion. The set of
  * statement texts is small and fixed (the queries are code), so the cache stays bounded.
  */
-function preparedStatements<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T {
+function preparedStatements<T extends postgres.Sql | postgres.TransactionSql>(sql: T, countTransactions = false): T {
   const unsafe = sql.unsafe.bind(sql) as Unsafe;
   (sql as { unsafe: Unsafe }).unsafe = ((query: string, parameters?: never[], options?: postgres.UnsafeQueryOptions) =>
     unsafe(query, parameters, { ...options, prepare: true })) as Unsafe;
@@ -131,7 +129,20 @@ function preparedStatements<T extends postgres.Sql | postgres.TransactionSql>(sq
     const begin = sql.begin.bind(sql) as (...args: unknown[]) => unknown;
     (sql as { begin: unknown }).begin = (...args: unknown[]) => {
       const fn = args.pop() as (tx: postgres.TransactionSql) => unknown;
-      return begin(...args, (tx: postgres.TransactionSql) => fn(preparedStatements(tx)));
+      const transaction = begin(...args, (tx: postgres.TransactionSql) => fn(preparedStatements(tx))) as Promise<unknown>;
+      if (!countTransactions) return transaction;
+      // postgres.js sends BEGIN, the callback's statements, then COMMIT (or ROLLBACK if it threw).
+      counts().begin++;
+      return transaction.then(
+        (value) => {
+          counts().commit++;
+          return value;
+        },
+        (error: unknown) => {
+          counts().rollback++;
+          throw error;
+        },
+      );
     };
   }
   if ('savepoint' in sql) {

@@ -38,15 +38,29 @@ export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<T
    * Insert-or-read in one statement: the happy path and the replay path each cost one round trip.
    * The read half sees the snapshot taken when the statement began, so a row committed by a
    * concurrent claim after that instant may be invisible to both halves; `readOnly` covers it.
+   *
+   * The claim commits without waiting for its WAL flush (synchronous_commit off for this one
+   * statement's transaction), which saves a disk sync per request. That loses nothing: the only
+   * thing a claim does is say "someone is working on this key", and nothing durable happens under it
+   * until the handler's first atomic phase, whose synchronous commit flushes the WAL up to and
+   * including the claim (WAL is flushed in order). If PostgreSQL crashes before then, the claim is
+   * gone and so is everything done under it: the key reads as absent and the retry claims it afresh,
+   * exactly as if the first request had never arrived. Completions and recovery points, which do
+   * record work, keep the server's synchronous_commit.
    */
   async function insertOrRead(request: ClaimRequest): Promise<ClaimRow | undefined> {
     const rows = await db.execute<ClaimRow>(sql`
-      with claimed as (
+      with async_commit as (
+        -- is_local: for this statement's own transaction only; the connection's setting is untouched.
+        select set_config('synchronous_commit', 'off', true)
+      ),
+      claimed as (
         insert into idempotency_keys
           (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
-        values (${request.scope}, ${request.key}, ${request.path}, ${request.fingerprint}, now(),
-                now() + ${interval(request.leaseMs)}, ${request.leaseToken}::uuid,
-                now() + ${interval(request.ttlMs)})
+        select ${request.scope}::text, ${request.key}::text, ${request.path}::text, ${request.fingerprint}::text,
+               now(), now() + ${interval(request.leaseMs)}, ${request.leaseToken}::uuid,
+               now() + ${interval(request.ttlMs)}
+          from async_commit
         on conflict (scope, key) do nothing
         returning id, true as claimed, request_path, request_hash, response_status, response_body,
                   lease_token, recovery_point, completed_at, false as expired,

@@ -5,7 +5,7 @@
  * Usage: `idempotentProcedure(inputSchema).mutation(({ ctx, input }) => …ctx.idempotencyKey…)`.
  * The input is validated before the key is claimed, so bad input costs no write at all.
  */
-import type { StandardSchemaV1 } from '@trpc/server/unstable-core-do-not-import';
+import type { MiddlewareResult, StandardSchemaV1 } from '@trpc/server/unstable-core-do-not-import';
 import { executeIdempotent, type OwnedKey } from '../idempotency';
 import type { Transaction } from '../../db/client';
 import { CheckoutError } from '../checkout/errors';
@@ -52,16 +52,13 @@ const idempotency = middleware(async ({ ctx, path, input, next }) => {
   if (result.status >= 400) {
     throw new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>);
   }
-  // The stored body is the answer, whether it was produced just now or replayed.
-  return { ok: true as const, data: result.body, marker: 'middlewareMarker' as never, ctx: undefined };
+  // The stored body is the answer, whether it was produced just now or replayed. Typed with the
+  // context the resolver saw, so resolvers get `ctx.idempotencyKey` without a second middleware.
+  return { ok: true, data: result.body, marker: 'middlewareMarker' as never } as MiddlewareResult<{
+    idempotencyKey: OwnedKey<Transaction>;
+  }>;
 });
 
 export function idempotentProcedure<TSchema extends StandardSchemaV1>(input: TSchema) {
-  return publicProcedure
-    .input(input)
-    .use(idempotency)
-    .use(({ ctx, next }) =>
-      // Narrow the context for resolvers: the key is always there past the guard.
-      next({ ctx: { idempotencyKey: (ctx as { idempotencyKey?: OwnedKey<Transaction> }).idempotencyKey! } }),
-    );
+  return publicProcedure.input(input).use(idempotency);
 }
