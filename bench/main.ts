@@ -377,9 +377,11 @@ const METHOD = [
   'Interleaved: at each concurrency, a 1 s warm-up of every scenario, then each round runs every scenario once in an order rotated ' +
     'by round; percentiles come from the merged per-request latencies (µs resolution) of all rounds; req/s = 2xx answers / run time.',
   'Round trips are counted, not assumed, by the app itself under BENCH=1 (db/client.ts), on its PostgreSQL socket: statements ' +
-    '(every Execute or simple Query message, BEGIN and COMMIT included) and wire round trips (every Sync, Flush or simple Query the ' +
-    'client sends and then waits on). ' +
-    'Statements are prepared per connection (db/client.ts), so each costs one round trip once its connection has seen it. ' +
+    '(every Execute or simple Query message, BEGIN and COMMIT included) and wire round trips (every socket write ending in a Sync, Flush or simple Query, ' +
+    'which the client then waits on). ' +
+    'Statements are prepared per connection (db/client.ts), so each costs one round trip once its connection has seen it; statements ' +
+    'queued on one connection at once share a write (the guard’s completion rides with its COMMIT; under load, postgres.js also ' +
+    'pipelines concurrent requests’ statements, so counts at high concurrency fall below the one-request figure). ' +
     'After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +
     'the counters’ deltas are divided by that number.',
   'CPU µs / req, over the same fixed-size runs: the app process’s own CPU time (process.cpuUsage, read through bench.roundTrips) and ' +

@@ -11,7 +11,7 @@ export type ScenarioId = (typeof SCENARIOS)[number];
 export type PhaseId = 'empty' | '5m';
 
 export interface RoundTrips {
-  /** Wire round trips to PostgreSQL per request (Sync, Flush or Query messages the client then waits on). */
+  /** Wire round trips to PostgreSQL per request (socket writes ending in a Sync, Flush or Query that the client then waits on). */
   perRequest: number;
   /** Statements sent per request, BEGIN and COMMIT included. */
   statementsPerRequest: number;

@@ -33,9 +33,11 @@ const globalForDb = globalThis as unknown as { __payonceDb?: DatabaseHandle; __p
  *   total            statements executed: every Execute and simple Query message written;
  *   begin/commit/    transactions, counted where postgres.js opens them (`sql.begin`, which sends
  *   rollback         BEGIN, then COMMIT or ROLLBACK as statements of their own);
- *   roundTrips       exchanges the client waits on: every Sync, Flush and simple Query message
- *                    written. A statement costs one once it is prepared on its connection (see
- *                    preparedStatements below); its first use there costs two (describe, then execute).
+ *   roundTrips       exchanges the client waits on: every write to the socket that ends with a
+ *                    Sync, Flush or simple Query message. A statement costs one once it is prepared
+ *                    on its connection (see preparedStatements below); its first use there costs two
+ *                    (describe, then execute). Statements sent together (postgres.js pipelines what is
+ *                    queued on a connection into one write) share one.
  */
 export interface StatementCount {
   total: number;
@@ -64,11 +66,13 @@ function countingSocket(options: { host: string[]; port: number[]; path?: string
         // which has no type byte, reads as one oversized message and ends the scan).
         if (Buffer.isBuffer(chunk)) {
           const count = counts();
+          let awaitsAnswer = false;
           for (let i = 0; i + 5 <= chunk.length; i += 1 + chunk.readInt32BE(i + 1)) {
             const type = chunk[i];
             if (type === 0x45 /* Execute */ || type === 0x51 /* Query */) count.total++;
-            if (type === 0x53 /* Sync */ || type === 0x48 /* Flush */ || type === 0x51 /* Query */) count.roundTrips++;
+            if (type === 0x53 /* Sync */ || type === 0x48 /* Flush */ || type === 0x51 /* Query */) awaitsAnswer = true;
           }
+          if (awaitsAnswer) count.roundTrips++;
         }
         return write(chunk, ...rest);
       }) as typeof socket.write;

@@ -127,12 +127,17 @@ export class OwnedKey<Tx> {
    * takeover, the whole transaction rolls back and nothing it did is kept.
    */
   async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
+    let fence: Promise<void> | undefined;
     const result = await this.store.transaction(async (tx) => {
       const phase = await fn(tx);
-      if (phase.kind === 'recovery_point') await this.store.saveRecoveryPoint(tx, this.ref, phase.name);
-      if (phase.kind === 'response') await this.store.complete(tx, this.ref, phase.response);
+      // The fenced write is the transaction's last statement and is not awaited here: the store may
+      // send it with the COMMIT. A lost lease fails it, which rolls the transaction back.
+      if (phase.kind === 'recovery_point') fence = this.store.saveRecoveryPoint(tx, this.ref, phase.name);
+      if (phase.kind === 'response') fence = this.store.complete(tx, this.ref, phase.response);
+      fence?.catch(() => {}); // awaited below, once the transaction has settled
       return phase;
     });
+    await fence;
     // Only now, after the commit, is the new state true.
     if (result.kind === 'recovery_point') this.#recoveryPoint = result.name;
     if (result.kind === 'response') this.#completed = result.response;

@@ -4,6 +4,7 @@
  * transaction.
  */
 import { sql } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { Database, Transaction } from '../../db/client';
 import { LeaseLostError } from './errors';
 import type {
@@ -30,6 +31,59 @@ interface ClaimRow extends Record<string, unknown> {
 
 /** How often a claim re-reads when the row it saw changed under it before giving up with a 409. */
 const MAX_CLAIM_ROUNDS = 5;
+
+/** Raised by idempotency_assert_owned (db/migrations/0003_idempotency_fence.sql). */
+const LEASE_LOST_SQLSTATE = 'IK001';
+
+/**
+ * The postgres.js handle under a Drizzle transaction. The fence goes through it directly because it
+ * must be on the connection before the COMMIT: postgres.js queues statements in the order they are
+ * started, and Drizzle's own execute starts a statement a few microtasks after it is called, late
+ * enough for the COMMIT that follows the phase to overtake it.
+ */
+function connectionOf(tx: Transaction): postgres.TransactionSql {
+  const client = (tx as unknown as { session?: { client?: postgres.TransactionSql } }).session?.client;
+  if (typeof client?.unsafe !== 'function') {
+    throw new Error('drizzle-orm changed: a postgres-js transaction no longer exposes session.client');
+  }
+  return client;
+}
+
+/**
+ * Sends the phase's closing write (fenced by the lease token, checked by idempotency_assert_owned)
+ * without waiting for its answer: the COMMIT that follows goes out in the same write, so the fence
+ * costs no round trip of its own. If the lease was lost the statement fails, PostgreSQL aborts the
+ * transaction, the COMMIT becomes a rollback, and the returned promise rejects with LeaseLostError.
+ */
+function sendFenced(tx: Transaction, text: string, parameters: (string | number | null)[]): Promise<void> {
+  const query = connectionOf(tx).unsafe(text, parameters, { prepare: true });
+  query.execute();
+  return query.then(
+    () => undefined,
+    (error: unknown) => {
+      throw (error as { code?: string }).code === LEASE_LOST_SQLSTATE ? new LeaseLostError() : error;
+    },
+  );
+}
+
+const SAVE_RECOVERY_POINT_SQL = `
+  with saved as (
+    update idempotency_keys set recovery_point = $3
+     where id = $1::uuid and lease_token = $2::uuid and completed_at is null
+    returning 1
+  )
+  select idempotency_assert_owned(count(*)) from saved`;
+
+const COMPLETE_SQL = `
+  with completed as (
+    update idempotency_keys
+       set response_status = $3::int, response_body = $4::jsonb,
+           completed_at = now(), recovery_point = 'finished',
+           lease_expires_at = null, lease_token = null
+     where id = $1::uuid and lease_token = $2::uuid and completed_at is null
+    returning 1
+  )
+  select idempotency_assert_owned(count(*)) from completed`;
 
 export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<Transaction> {
   const interval = (ms: number) => sql`(${Math.round(ms)}::bigint * interval '1 millisecond')`;
@@ -175,24 +229,17 @@ export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<T
       return db.transaction(fn);
     },
 
-    async saveRecoveryPoint(tx, ref: KeyRef, recoveryPoint: string) {
-      const rows = await tx.execute(sql`
-        update idempotency_keys set recovery_point = ${recoveryPoint}
-         where id = ${ref.id}::uuid and lease_token = ${ref.leaseToken}::uuid and completed_at is null
-        returning 1`);
-      if (rows.length !== 1) throw new LeaseLostError();
+    saveRecoveryPoint(tx, ref: KeyRef, recoveryPoint: string) {
+      return sendFenced(tx, SAVE_RECOVERY_POINT_SQL, [ref.id, ref.leaseToken, recoveryPoint]);
     },
 
-    async complete(tx, ref: KeyRef, response: StoredResponse) {
-      const rows = await tx.execute(sql`
-        update idempotency_keys
-           set response_status = ${response.status},
-               response_body = ${JSON.stringify(response.body ?? null)}::jsonb,
-               completed_at = now(), recovery_point = 'finished',
-               lease_expires_at = null, lease_token = null
-         where id = ${ref.id}::uuid and lease_token = ${ref.leaseToken}::uuid and completed_at is null
-        returning 1`);
-      if (rows.length !== 1) throw new LeaseLostError();
+    complete(tx, ref: KeyRef, response: StoredResponse) {
+      return sendFenced(tx, COMPLETE_SQL, [
+        ref.id,
+        ref.leaseToken,
+        response.status,
+        JSON.stringify(response.body ?? null),
+      ]);
     },
 
     async release(ref: KeyRef, { forget }) {

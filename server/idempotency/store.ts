@@ -40,9 +40,14 @@ export interface IdempotencyStore<Tx> {
   claim(request: ClaimRequest): Promise<ClaimOutcome>;
   /** Runs `fn` in one database transaction. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
-  /** Records a recovery point inside the caller's transaction; throws LeaseLostError if not owner. */
+  /**
+   * Records a recovery point as the last write of the caller's transaction, fenced by the lease.
+   * The caller starts it last and awaits it only after the transaction has settled, so a store may
+   * send it together with the COMMIT. Its contract: if `ref` no longer holds the lease, the write
+   * must make the whole transaction roll back, and the promise rejects with LeaseLostError.
+   */
   saveRecoveryPoint(tx: Tx, ref: KeyRef, recoveryPoint: string): Promise<void>;
-  /** Stores the final response inside the caller's transaction; throws LeaseLostError if not owner. */
+  /** Stores the final response, on the same terms as saveRecoveryPoint. */
   complete(tx: Tx, ref: KeyRef, response: StoredResponse): Promise<void>;
   /**
    * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
