@@ -82,8 +82,8 @@ function countingSocket(options: { host: string[]; port: number[]; path?: string
 }
 
 /** The counting socket for BENCH=1; none otherwise, so a normal process pays nothing. */
-function benchCounting(url: string): Partial<postgres.Options<Record<string, postgres.PostgresType>>> {
-  if (process.env.BENCH !== '1') return {};
+function benchCounting(url: string, counting: boolean): Partial<postgres.Options<Record<string, postgres.PostgresType>>> {
+  if (!counting) return {};
   // Over TLS the socket carries ciphertext: nothing can be counted there.
   const tls = /[?&]sslmode=(require|verify-ca|verify-full|prefer)/.test(url);
   return tls ? {} : ({ socket: countingSocket } as object);
@@ -101,6 +101,7 @@ export function databaseUrl(): string {
 }
 
 export function openDatabase(url: string, options: { max?: number } = {}): DatabaseHandle {
+  const counting = process.env.BENCH === '1';
   const sql = postgres(url, {
     // Enough for the guard's claim, the business transaction and a notification at once per core;
     // an app instance behind a pooler can raise it with DB_POOL_MAX.
@@ -109,9 +110,8 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
     onnotice: () => {},
     connection: { application_name: 'payonce' },
     // Only the benchmark pays for counting.
-    ...benchCounting(url),
+    ...benchCounting(url, counting),
   });
-  const counting = process.env.BENCH === '1';
   return { db: drizzle(preparedStatements(sql, counting), { schema, casing: 'snake_case' }), sql, url };
 }
 

@@ -66,24 +66,21 @@ function sendFenced(tx: Transaction, text: string, parameters: (string | number 
   );
 }
 
-const SAVE_RECOVERY_POINT_SQL = `
-  with saved as (
-    update idempotency_keys set recovery_point = $3
-     where id = $1::uuid and lease_token = $2::uuid and completed_at is null
-    returning 1
-  )
-  select idempotency_assert_owned(count(*)) from saved`;
+/** An UPDATE of the key's row, fenced: it must match exactly the row this lease holds, or it raises. */
+const fenced = (update: string) => `
+  with fenced as (${update} returning 1)
+  select idempotency_assert_owned(count(*)) from fenced`;
 
-const COMPLETE_SQL = `
-  with completed as (
-    update idempotency_keys
-       set response_status = $3::int, response_body = $4::jsonb,
-           completed_at = now(), recovery_point = 'finished',
-           lease_expires_at = null, lease_token = null
-     where id = $1::uuid and lease_token = $2::uuid and completed_at is null
-    returning 1
-  )
-  select idempotency_assert_owned(count(*)) from completed`;
+const OWNED_ROW = 'id = $1::uuid and lease_token = $2::uuid and completed_at is null';
+
+const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recovery_point = $3 where ${OWNED_ROW}`);
+
+const COMPLETE_SQL = fenced(`
+  update idempotency_keys
+     set response_status = $3::int, response_body = $4::jsonb,
+         completed_at = now(), recovery_point = 'finished',
+         lease_expires_at = null, lease_token = null
+   where ${OWNED_ROW}`);
 
 export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<Transaction> {
   const interval = (ms: number) => sql`(${Math.round(ms)}::bigint * interval '1 millisecond')`;

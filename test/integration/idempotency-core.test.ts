@@ -333,6 +333,30 @@ describe('idempotency core', () => {
     }
   });
 
+  it('12b. commits the claim without a WAL flush for that statement only: the completion after it stays synchronous', async () => {
+    // One connection, so the claim and everything after it share a session: a session-wide
+    // synchronous_commit=off would make completions and business commits lose their durability.
+    const single = openDatabase(url, { max: 1 });
+    try {
+      const singleStore = createPostgresIdempotencyStore(single.db);
+      let insidePhase = '';
+      await executeIdempotent(singleStore, { scope: s, key: 'sync', path: 'p', input: {} }, async (key) =>
+        (
+          await key.atomicPhase(async (tx) => {
+            const [row] = await tx.execute<{ setting: string }>(sql`select current_setting('synchronous_commit') as setting`);
+            insidePhase = row!.setting;
+            return respond(201, { ok: 1 });
+          })
+        ).response,
+      options);
+      const [after] = await single.sql<{ setting: string }[]>`select current_setting('synchronous_commit') as setting`;
+      assert.equal(insidePhase, 'on', 'the atomic phase after the claim commits synchronously');
+      assert.equal(after!.setting, 'on', 'the connection keeps its setting');
+    } finally {
+      await single.sql.end({ timeout: 5 });
+    }
+  });
+
   it('13. deletes expired keys in bounded batches and leaves live ones', async () => {
     await db.execute(sql`
       insert into idempotency_keys (scope, key, request_path, request_hash, completed_at, response_status, expires_at)
