@@ -77,6 +77,14 @@ export default defineConfig({
       IDEMPOTENCY_LEASE_MS: '8000',
       JOBS_RECONCILE_SECONDS: '2',
       JOBS_OUTBOX_SECONDS: '1',
+      JOBS_REFUND_SECONDS: '1',
+      REFUND_BACKOFF_MS: '500',
+      // A refund worker killed mid-call leaves its claim for this long (production: 60 s); it must
+      // outlast one refund call, which Stripe's SDK may try three times at 5 s each.
+      REFUND_LEASE_MS: '20000',
+      // An order whose trade cannot be closed waits this long past its expiry before it expires
+      // anyway (production: 10 minutes), so the late-payment refund drills take seconds.
+      ORDER_EXPIRY_CLOSE_GRACE_MS: '3000',
     }),
   ],
 });

@@ -155,6 +155,14 @@ export const orderItems = pgTable(
 export const PAYMENT_STATUSES = ['succeeded', 'declined'] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
+/**
+ * What a successful charge is to its order: `payment` pays it (at most one per order); `excess` is
+ * money that must not stay — a second success, or a success for an order that expired or can no
+ * longer be paid — and has a refund row from the moment it is recorded.
+ */
+export const PAYMENT_ROLES = ['payment', 'excess'] as const;
+export type PaymentRole = (typeof PAYMENT_ROLES)[number];
+
 export const payments = pgTable(
   'payments',
   {
@@ -171,21 +179,138 @@ export const payments = pgTable(
     gatewayTradeNo: text(),
     declineCode: text(),
     declineMessage: text(),
-    /** What told us: the gateway's response, its notification, or a reconciliation query. */
-    source: text().$type<'response' | 'notification' | 'reconciliation'>().notNull(),
+    /** What told us: the gateway's response, its notification, a reconciliation query or a close. */
+    source: text().$type<PaymentSource>().notNull(),
+    /** `payment` for the charge that pays the order; `excess` for money being given back. */
+    role: text().$type<PaymentRole>().notNull().default('payment'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
   },
   (t) => [
-    // The database's own last line of defence for promise 1: one successful payment per order.
+    // The database's own last line of defence for promise 1: one successful payment per order. A
+    // second success is kept too, as `excess`, and refunded.
     uniqueIndex('payments_one_success_per_order')
       .on(t.orderId)
-      .where(sql`${t.status} = 'succeeded'`),
+      .where(sql`${t.status} = 'succeeded' and ${t.role} = 'payment'`),
     uniqueIndex('payments_gateway_trade_unique')
       .on(t.gateway, t.gatewayTradeNo)
       .where(sql`${t.gatewayTradeNo} is not null and ${t.status} = 'succeeded'`),
     index('payments_order_idx').on(t.orderId),
   ],
 );
+
+export type PaymentSource = 'response' | 'notification' | 'reconciliation' | 'close';
+
+export const TRADE_STATUSES = ['open', 'closed', 'paid'] as const;
+export type TradeState = (typeof TRADE_STATUSES)[number];
+
+/**
+ * Every trade an order ever opened at a gateway, and whether it can still take the buyer's money.
+ *
+ * A trade is `open` from the moment an attempt may have created it (before the gateway call) until a
+ * close confirms otherwise: after a decline the gateway keeps it payable (Alipay WAIT_BUYER_PAY,
+ * WeChat NOTPAY/PAYERROR, a Stripe PaymentIntent in requires_payment_method), so an order may only
+ * start an attempt elsewhere, or expire, once every other open trade is closed. One row per order
+ * and gateway: Alipay, WeChat Pay and 2C2P deduplicate on out_trade_no (every attempt is the same
+ * trade), and closing Stripe cancels all of the order's PaymentIntents at once.
+ */
+export const orderTrades = pgTable(
+  'order_trades',
+  {
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    gateway: text().notNull(),
+    status: text().$type<TradeState>().notNull(),
+    /** The attempt that last opened it: a close only settles the trade it observed. */
+    openedAttempt: integer().notNull(),
+    openedAt: timestamptz('opened_at').notNull().defaultNow(),
+    closedAt: timestamptz('closed_at'),
+    /** The last close that could not tell (timeout, 5xx, buyer mid-payment): shown, and retried. */
+    lastCloseError: text(),
+    updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.orderId, t.gateway] }),
+    index('order_trades_open_idx')
+      .on(t.orderId)
+      .where(sql`${t.status} = 'open'`),
+  ],
+);
+
+export const REFUND_STATUSES = ['pending', 'sent', 'processing', 'succeeded', 'failed'] as const;
+/**
+ *   pending     recorded, never sent
+ *   sent        sent at least once, answer unknown (lost, timed out, crashed before the commit):
+ *               the next run asks the gateway by refund id before it sends anything
+ *   processing  the gateway accepted it and has not finished (WeChat PROCESSING)
+ *   succeeded   final: the money is on its way back
+ *   failed      final refusal: a person must look (payment_exceptions has the row)
+ */
+export type RefundState = (typeof REFUND_STATUSES)[number];
+export type RefundReason = 'duplicate_charge' | 'order_not_payable';
+
+/**
+ * Money that must go back, one row per excess charge, written in the transaction that records the
+ * charge. `refundId` is fixed here, before any call, and sent every time: each gateway deduplicates
+ * refunds on it (Alipay out_request_no, WeChat out_refund_no, Stripe Idempotency-Key, 2C2P's
+ * reference), so a retry, a second worker or a crash-and-resume never refunds twice.
+ */
+export const refunds = pgTable(
+  'refunds',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    paymentId: uuid()
+      .notNull()
+      .unique()
+      .references(() => payments.id),
+    gateway: text().notNull(),
+    outTradeNo: text().notNull(),
+    gatewayTradeNo: text().notNull(),
+    /** `R` + the order's out_trade_no body + a sequence per order: ≤ 32 characters of [0-9A-Z]. */
+    refundId: text().notNull().unique(),
+    amountMinor: integer().notNull(),
+    currency: text().notNull(),
+    reason: text().$type<RefundReason>().notNull(),
+    status: text().$type<RefundState>().notNull().default('pending'),
+    gatewayRefundId: text(),
+    /** Calls and queries made so far; the backoff grows with it. */
+    attempts: integer().notNull().default(0),
+    nextAttemptAt: timestamptz('next_attempt_at').notNull().defaultNow(),
+    /** A worker holds the refund until then; a crashed worker's refund is picked up after it. */
+    leaseUntil: timestamptz('lease_until'),
+    lastError: text(),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    settledAt: timestamptz('settled_at'),
+  },
+  (t) => [
+    index('refunds_due_idx')
+      .on(t.nextAttemptAt)
+      .where(sql`${t.status} in ('pending', 'sent', 'processing')`),
+    index('refunds_order_idx').on(t.orderId),
+    check('refunds_amount_positive', sql`${t.amountMinor} > 0`),
+  ],
+);
+
+/**
+ * What needs a person: a verified notification whose amount, currency or order does not match, a
+ * refund the gateway refused for good. Recorded once per dedupe key, never dropped.
+ */
+export const paymentExceptions = pgTable('payment_exceptions', {
+  id: uuid().primaryKey().defaultRandom(),
+  kind: text().$type<'amount_mismatch' | 'unknown_order' | 'refund_failed'>().notNull(),
+  dedupeKey: text().notNull().unique(),
+  gateway: text().notNull(),
+  outTradeNo: text(),
+  orderId: uuid(),
+  details: jsonb().notNull(),
+  occurrences: integer().notNull().default(1),
+  createdAt: timestamptz('created_at').notNull().defaultNow(),
+  lastSeenAt: timestamptz('last_seen_at').notNull().defaultNow(),
+  resolvedAt: timestamptz('resolved_at'),
+});
 
 /**
  * Transactional outbox: a side effect (the confirmation email) is written in the same transaction as

@@ -22,10 +22,12 @@ import { z } from 'zod';
 import { json, type SandboxGatewayModule } from './gateway-module';
 import {
   enqueueNotification,
-  findNotification,
+  findRefund,
   insertAttempt,
   loadOrCreateAlipayIdentity,
   recordCharge,
+  recordRefund,
+  refundedMinor,
   type AlipayIdentity,
   type DeliveryResult,
   type NotificationRow,
@@ -189,6 +191,10 @@ const SUB_MSG = {
   'ACQ.TRADE_BUYER_NOT_MATCH': '交易买家不匹配',
   'ACQ.TRADE_NOT_EXIST': '交易不存在',
   'ACQ.TRADE_STATUS_ERROR': '交易状态不合法',
+  'ACQ.TRADE_HAS_FINISHED': '交易已完结',
+  'ACQ.REFUND_AMT_NOT_EQUAL_TOTAL': '撤销或退款金额与订单金额不一致',
+  'ACQ.REASON_TRADE_REFUND_FEE_ERR': '退款金额无效',
+  'ACQ.DISCORDANT_REPEAT_REQUEST': '不一致的请求',
 } as const;
 
 /**
@@ -288,14 +294,15 @@ function readOutTradeNo(biz: Biz, required: boolean): string | undefined | Inner
   return value;
 }
 
-function readAmount(biz: Biz): bigint | Inner {
-  const raw = biz.total_amount;
+function readAmount(biz: Biz, key = 'total_amount'): bigint | Inner {
+  const raw = biz[key];
   // Alipay's Price fields accept a JSON number or a string; either way the decimal text is what
   // counts (0.1 + 0.2 sent as a number arrives as 0.30000000000000004 and is refused, as on Alipay).
   const text = typeof raw === 'number' ? String(raw) : raw;
-  if (typeof text !== 'string' || text === '') return invalidParameter('缺少 total_amount');
+  if (typeof text !== 'string' || text === '') return invalidParameter(`缺少 ${key}`);
   const fen = parseYuanToFen(text);
-  if (fen === null) return invalidParameter('订单总金额格式错误，取值范围 [0.01,100000000]，最多两位小数');
+  const label = key === 'total_amount' ? '订单总金额' : '退款金额';
+  if (fen === null) return invalidParameter(`${label}格式错误，取值范围 [0.01,100000000]，最多两位小数`);
   return fen;
 }
 
@@ -427,6 +434,9 @@ const METHODS: Readonly<Record<string, MethodHandler>> = {
   'alipay.trade.create': tradeCreate,
   'alipay.trade.query': tradeQuery,
   'alipay.trade.close': tradeClose,
+  'alipay.trade.cancel': tradeCancel,
+  'alipay.trade.refund': tradeRefund,
+  'alipay.trade.fastpay.refund.query': tradeRefundQuery,
 };
 
 export async function handleGateway(ctx: AlipayContext, params: Map<string, string>): Promise<GatewayHttpResponse> {
@@ -508,6 +518,64 @@ export async function handleGateway(ctx: AlipayContext, params: Map<string, stri
   }
 }
 
+/** One payment attempt on an open trade, as the buyer's app makes it: declined or paid. */
+type PayAttempt =
+  | { kind: 'declined'; subCode: string; subMsg: string }
+  | { kind: 'paid'; trade: TradeRow; buyer: TestBuyer };
+
+/**
+ * A buyer (undefined: an unknown payment code) pays an open (WAIT_BUYER_PAY) trade. Runs under the
+ * trade's lock. Every attempt goes into the ledger; a decline leaves the trade WAIT_BUYER_PAY (payable
+ * by another buyer later, as on Alipay); a payment schedules the TRADE_SUCCESS notification in the
+ * same transaction (an outbox: it exists if and only if the payment committed). Shared by
+ * alipay.trade.pay and the buyer-pays tool, so both pay exactly the same way.
+ */
+async function payOpenTrade(tx: Tx, app: AppRow, trade: TradeRow, buyer: TestBuyer | undefined): Promise<PayAttempt> {
+  const decline = !buyer
+    ? { subCode: 'ACQ.PAYMENT_AUTH_CODE_INVALID', subMsg: SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'] }
+    : trade.buyer_id && trade.buyer_id !== buyer.buyerId
+      ? { subCode: 'ACQ.TRADE_BUYER_NOT_MATCH', subMsg: SUB_MSG['ACQ.TRADE_BUYER_NOT_MATCH'] }
+      : buyer.decline;
+  const fen = BigInt(trade.total_amount_fen);
+  const base = {
+    gateway: 'alipay',
+    merchantId: app.app_id,
+    outTradeNo: trade.out_trade_no,
+    amountMinor: fen,
+    currency: 'CNY',
+    gatewayTradeNo: trade.trade_no,
+    buyerId: buyer?.buyerId ?? null,
+  };
+  if (decline || !buyer) {
+    const subCode = decline?.subCode ?? 'ACQ.PAYMENT_AUTH_CODE_INVALID';
+    await recordCharge(tx, { ...base, status: 'declined', declineCode: subCode });
+    return { kind: 'declined', subCode, subMsg: decline?.subMsg ?? SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'] };
+  }
+
+  const paidRows = await tx<TradeRow[]>`
+    UPDATE psp_sandbox.alipay_trades
+       SET status = 'TRADE_SUCCESS', buyer_id = ${buyer.buyerId}, buyer_logon_id = ${buyer.logonId},
+           gmt_payment = now()
+     WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no} AND status = 'WAIT_BUYER_PAY'
+    RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+              notify_url, gmt_create, gmt_payment`;
+  const paid = paidRows[0];
+  if (!paid || !paid.gmt_payment) throw new Error('trade left WAIT_BUYER_PAY under its lock');
+  await recordCharge(tx, { ...base, status: 'succeeded', declineCode: null });
+  if (paid.notify_url) {
+    const notifyId = newNotifyId();
+    await enqueueNotification(tx, {
+      gateway: 'alipay',
+      merchantId: app.app_id,
+      outTradeNo: paid.out_trade_no,
+      notifyId,
+      notifyUrl: paid.notify_url,
+      fields: notificationFields(app, paid, notifyId),
+    });
+  }
+  return { kind: 'paid', trade: paid, buyer };
+}
+
 async function tradePay(ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz): Promise<Inner> {
   const outTradeNo = readOutTradeNo(biz, true);
   if (typeof outTradeNo !== 'string') return outTradeNo ?? invalidParameter('缺少 out_trade_no');
@@ -532,6 +600,9 @@ async function tradePay(ctx: AlipayContext, app: AppRow, params: Map<string, str
   const result = await ctx.sql.begin(async (tx): Promise<Inner> => {
     await lockTrade(tx, app.app_id, outTradeNo);
     let trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    if (!trade && (await isCancelledOrder(tx, app.app_id, outTradeNo))) {
+      return { ...businessFailure('ACQ.TRADE_HAS_CLOSE', SUB_MSG['ACQ.TRADE_HAS_CLOSE']), out_trade_no: outTradeNo };
+    }
     if (trade) {
       const refusal = repeatedTradeError(trade, fen, subject);
       // Refusals of the request itself are not charge attempts: nothing is recorded.
@@ -555,48 +626,10 @@ async function tradePay(ctx: AlipayContext, app: AppRow, params: Map<string, str
       if (!trade) throw new Error('INSERT … RETURNING returned no row');
     }
 
-    const buyer = ALIPAY_TEST_BUYERS[authCode];
-    const decline = !buyer
-      ? { subCode: 'ACQ.PAYMENT_AUTH_CODE_INVALID', subMsg: SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'] }
-      : trade.buyer_id && trade.buyer_id !== buyer.buyerId
-        ? { subCode: 'ACQ.TRADE_BUYER_NOT_MATCH', subMsg: SUB_MSG['ACQ.TRADE_BUYER_NOT_MATCH'] }
-        : buyer.decline;
-    const base = {
-      gateway: 'alipay',
-      merchantId: app.app_id,
-      outTradeNo,
-      amountMinor: fen,
-      currency: 'CNY',
-      gatewayTradeNo: trade.trade_no,
-      buyerId: buyer?.buyerId ?? null,
-    };
-    if (decline || !buyer) {
-      const subCode = decline?.subCode ?? 'ACQ.PAYMENT_AUTH_CODE_INVALID';
-      await recordCharge(tx, { ...base, status: 'declined', declineCode: subCode });
-      return businessFailure(subCode, decline?.subMsg ?? SUB_MSG['ACQ.PAYMENT_AUTH_CODE_INVALID'], zero);
-    }
-
-    const paidRows = await tx<TradeRow[]>`
-      UPDATE psp_sandbox.alipay_trades
-         SET status = 'TRADE_SUCCESS', buyer_id = ${buyer.buyerId}, buyer_logon_id = ${buyer.logonId},
-             gmt_payment = now()
-       WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo} AND status = 'WAIT_BUYER_PAY'
-      RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
-                notify_url, gmt_create, gmt_payment`;
-    const paid = paidRows[0];
-    if (!paid || !paid.gmt_payment) throw new Error('trade left WAIT_BUYER_PAY under its lock');
-    await recordCharge(tx, { ...base, status: 'succeeded', declineCode: null });
-    if (paid.notify_url) {
-      const notifyId = newNotifyId();
-      await enqueueNotification(tx, {
-        gateway: 'alipay',
-        merchantId: app.app_id,
-        outTradeNo,
-        notifyId,
-        notifyUrl: paid.notify_url,
-        fields: notificationFields(app, paid, notifyId),
-      });
-    }
+    const attempt = await payOpenTrade(tx, app, trade, ALIPAY_TEST_BUYERS[authCode]);
+    if (attempt.kind === 'declined') return businessFailure(attempt.subCode, attempt.subMsg, zero);
+    const { trade: paid, buyer } = attempt;
+    if (!paid.gmt_payment) throw new Error('paid trade without gmt_payment');
     charged = true;
     const amount = formatFen(fen);
     return success({
@@ -632,6 +665,9 @@ async function tradeCreate(ctx: AlipayContext, app: AppRow, params: Map<string, 
   return ctx.sql.begin(async (tx): Promise<Inner> => {
     await lockTrade(tx, app.app_id, outTradeNo);
     const trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    if (!trade && (await isCancelledOrder(tx, app.app_id, outTradeNo))) {
+      return businessFailure('ACQ.TRADE_HAS_CLOSE', SUB_MSG['ACQ.TRADE_HAS_CLOSE']);
+    }
     if (!trade) {
       const tradeNo = newTradeNo();
       await tx`
@@ -712,6 +748,318 @@ async function tradeClose(ctx: AlipayContext, app: AppRow, _params: Map<string, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// alipay.trade.cancel (撤销)
+
+/**
+ * Orders cancelled before Alipay ever had a trade for them. alipay.trade.cancel exists for barcode
+ * payments whose outcome is unknown, including "the pay request may still be on its way": cancelling
+ * an out_trade_no that has no trade yet must stop a late trade.pay from creating (and charging) it.
+ * The trades table needs an amount and a subject that such an order never had, so the block lives
+ * in its own table. [unverified] Alipay does not document what trade.query says afterwards; the
+ * sandbox keeps answering ACQ.TRADE_NOT_EXIST (no trade was ever created) while trade.pay and
+ * trade.create answer ACQ.TRADE_HAS_CLOSE.
+ */
+const CANCELLED_ORDERS_SQL = `
+CREATE TABLE IF NOT EXISTS psp_sandbox.alipay_cancelled_orders (
+  app_id        text NOT NULL REFERENCES psp_sandbox.alipay_apps (app_id),
+  out_trade_no  text NOT NULL,
+  cancelled_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (app_id, out_trade_no)
+);
+`;
+
+async function isCancelledOrder(tx: Tx, appId: string, outTradeNo: string): Promise<boolean> {
+  const rows = await tx<{ one: number }[]>`
+    SELECT 1 AS one FROM psp_sandbox.alipay_cancelled_orders WHERE app_id = ${appId} AND out_trade_no = ${outTradeNo}`;
+  return rows.length > 0;
+}
+
+/**
+ * Alipay names a refund by its trade and the merchant's out_request_no; it has no refund id of its
+ * own on the wire. The ledger's gatewayRefundId (and the adapter's) is that pair, written `trade_no:out_request_no`.
+ */
+function gatewayRefundIdOf(tradeNo: string, outRequestNo: string): string {
+  return `${tradeNo}:${outRequestNo}`;
+}
+
+/** Alipay's gmt_refund in notifications carries milliseconds: `yyyy-MM-dd HH:mm:ss.SSS`. */
+function beijingTimeMillis(date: Date): string {
+  return `${beijingTime(date)}.${String(date.getMilliseconds()).padStart(3, '0')}`;
+}
+
+/**
+ * The notification a refund triggers. Alipay sends it to the notify_url of the payment (trade.refund
+ * takes none) as an ordinary trade_status_sync: TRADE_SUCCESS after a partial refund, TRADE_CLOSED
+ * after the last one, plus refund_fee (the trade's total refunded so far), out_biz_no (the refund's
+ * out_request_no) and gmt_refund, which is how a receiver tells it from the payment's notification.
+ * [unverified] for face-to-face specifically: Alipay documents this for products whose notify
+ * triggers include TRADE_CLOSED (its FAQ on refunds); the sandbox sends it for every refunded trade
+ * that has a notify_url, the documented behaviour nearest to ours.
+ */
+function refundNotificationFields(
+  app: AppRow,
+  trade: TradeRow,
+  refund: { outRequestNo: string; refundedTotalFen: bigint; at: Date },
+  notifyId: string,
+): Record<string, string> {
+  // Built as the paid trade's notification (amounts received), then given the refund's fields.
+  const fields = notificationFields(app, { ...trade, status: 'TRADE_SUCCESS' }, notifyId);
+  fields.trade_status = trade.status;
+  fields.refund_fee = formatFen(refund.refundedTotalFen);
+  fields.out_biz_no = refund.outRequestNo;
+  fields.gmt_refund = beijingTimeMillis(refund.at);
+  if (trade.status === 'TRADE_CLOSED') fields.gmt_close = beijingTime(refund.at);
+  return fields;
+}
+
+/**
+ * Refunds `fen` of a paid trade under its lock, after the caller checked the refundable balance:
+ * records the refund (the ledger's ground truth), closes the trade when nothing is left (as Alipay
+ * does after a full refund) and schedules the refund notification in the same transaction.
+ */
+async function refundPaidTrade(
+  tx: Tx,
+  app: AppRow,
+  trade: TradeRow,
+  outRequestNo: string,
+  fen: bigint,
+  refundedBeforeFen: bigint,
+): Promise<{ refundedTotalFen: bigint; at: Date; trade: TradeRow; notified: boolean }> {
+  const { refund } = await recordRefund(tx, {
+    gateway: 'alipay',
+    merchantId: app.app_id,
+    outTradeNo: trade.out_trade_no,
+    gatewayTradeNo: trade.trade_no,
+    refundId: outRequestNo,
+    gatewayRefundId: gatewayRefundIdOf(trade.trade_no, outRequestNo),
+    amountMinor: fen,
+    currency: 'CNY',
+    // Alipay's trade.refund is synchronous: fund_change "Y" means the money has moved.
+    status: 'succeeded',
+  });
+  const refundedTotalFen = refundedBeforeFen + fen;
+  let after = trade;
+  if (refundedTotalFen === BigInt(trade.total_amount_fen)) {
+    await tx`
+      UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
+       WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no}`;
+    after = { ...trade, status: 'TRADE_CLOSED' };
+  }
+  let notified = false;
+  if (after.notify_url) {
+    const notifyId = newNotifyId();
+    await enqueueNotification(tx, {
+      gateway: 'alipay',
+      merchantId: app.app_id,
+      outTradeNo: trade.out_trade_no,
+      notifyId,
+      notifyUrl: after.notify_url,
+      fields: refundNotificationFields(app, after, { outRequestNo, refundedTotalFen, at: refund.createdAt }, notifyId),
+    });
+    notified = true;
+  }
+  return { refundedTotalFen, at: refund.createdAt, trade: after, notified };
+}
+
+/**
+ * alipay.trade.cancel: for a barcode payment whose outcome is unknown. Alipay's rule: an unpaid trade
+ * is closed (action "close"), a paid one is refunded in full (action "refund") — so a merchant must
+ * never cancel a trade it knows to be paid. An out_trade_no with no trade yet is blocked so that a
+ * late trade.pay cannot create it. retry_flag "N": the answer is final.
+ * [unverified] cancel of a closed trade: answered as success again (the action it ended with), which
+ * keeps cancelling idempotent; cancel of a paid trade with partial refunds: ACQ.TRADE_STATUS_ERROR.
+ */
+async function tradeCancel(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const read = readTradeRef(biz);
+  if ('code' in read) return read;
+  const ref = read as { outTradeNo?: string; tradeNo?: string };
+  if (ref.outTradeNo !== undefined && !OUT_TRADE_NO_RE.test(ref.outTradeNo)) {
+    return invalidParameter('out_trade_no 只能包含字母、数字、下划线，且不超过 64 位');
+  }
+  let notified = false;
+  const result = await ctx.sql.begin(async (tx): Promise<Inner> => {
+    const found = await selectTrade(tx, app.app_id, ref);
+    const outTradeNo = found?.out_trade_no ?? ref.outTradeNo;
+    const notExist = businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST'], { retry_flag: 'N' });
+    // Only a trade_no, and it names nothing: there is no order number to block.
+    if (outTradeNo === undefined) return notExist;
+    await lockTrade(tx, app.app_id, outTradeNo);
+    const trade = await selectTrade(tx, app.app_id, found ? { outTradeNo } : ref);
+    if (!trade) {
+      // A trade_no that matches no trade, or an out_trade_no whose trade has another trade_no.
+      if (ref.tradeNo !== undefined || (await selectTrade(tx, app.app_id, { outTradeNo }))) return notExist;
+      await tx`
+        INSERT INTO psp_sandbox.alipay_cancelled_orders (app_id, out_trade_no) VALUES (${app.app_id}, ${outTradeNo})
+        ON CONFLICT DO NOTHING`;
+      return success({ out_trade_no: outTradeNo, retry_flag: 'N', action: 'close' });
+    }
+    const done = { trade_no: trade.trade_no, out_trade_no: trade.out_trade_no, retry_flag: 'N' };
+    switch (trade.status) {
+      case 'WAIT_BUYER_PAY':
+        await tx`
+          UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
+           WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no}`;
+        return success({ ...done, action: 'close' });
+      case 'TRADE_CLOSED': {
+        const cancelRefund = await findRefund(tx, 'alipay', app.app_id, trade.out_trade_no);
+        return success({ ...done, action: cancelRefund?.outTradeNo === trade.out_trade_no ? 'refund' : 'close' });
+      }
+      case 'TRADE_FINISHED':
+        return businessFailure('ACQ.TRADE_HAS_FINISHED', SUB_MSG['ACQ.TRADE_HAS_FINISHED'], { retry_flag: 'N' });
+      case 'TRADE_SUCCESS': {
+        const refundedBefore = await refundedMinor(tx, 'alipay', app.app_id, trade.trade_no);
+        if (refundedBefore > 0n) {
+          return businessFailure('ACQ.TRADE_STATUS_ERROR', SUB_MSG['ACQ.TRADE_STATUS_ERROR'], { retry_flag: 'N' });
+        }
+        // A refund without out_request_no is named by the out_trade_no, as Alipay's refund query says.
+        const refunded = await refundPaidTrade(tx, app, trade, trade.out_trade_no, BigInt(trade.total_amount_fen), 0n);
+        notified = refunded.notified;
+        return success({ ...done, action: 'refund', gmt_refund_pay: beijingTime(refunded.at) });
+      }
+      default:
+        throw new Error(`unknown trade status ${String(trade.status)}`);
+    }
+  });
+  if (notified) ctx.wakeNotifier();
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// alipay.trade.refund, alipay.trade.fastpay.refund.query
+
+/**
+ * alipay.trade.refund. Alipay's rules, in the order it applies them:
+ *  - the refund is named by out_request_no (unique per trade; when absent, by the out_trade_no, and
+ *    the amount must then be the whole trade: ACQ.REFUND_AMT_NOT_EQUAL_TOTAL);
+ *  - the same out_request_no again is the same refund answered again with fund_change "N" (no money
+ *    moved this time), even once the trade is closed by it; with another amount or on another trade
+ *    it is ACQ.DISCORDANT_REPEAT_REQUEST;
+ *  - only a paid trade refunds: WAIT_BUYER_PAY and TRADE_CLOSED are ACQ.TRADE_STATUS_ERROR,
+ *    TRADE_FINISHED (past the refund period) ACQ.TRADE_HAS_FINISHED, an unknown one ACQ.TRADE_NOT_EXIST;
+ *  - more than is left to refund is ACQ.REASON_TRADE_REFUND_FEE_ERR (what Alipay answers when an
+ *    out_request_no is given; ACQ.REFUND_AMT_NOT_EQUAL_TOTAL is its answer without one);
+ *  - the last refund closes the trade (TRADE_CLOSED), and trade.query says so from then on.
+ * refund_fee in the answer is the trade's total refunded so far, not this refund's amount.
+ * The sandbox stores refunds per merchant (psp_sandbox.refunds), so an out_request_no reused on
+ * another trade is refused as a discordant repeat rather than refunded again [sandbox limitation].
+ */
+async function tradeRefund(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const ref = readTradeRef(biz);
+  if ('code' in ref) return ref;
+  const fen = readAmount(biz, 'refund_amount');
+  if (typeof fen !== 'bigint') return fen;
+  const outRequestNo = optionalString(biz, 'out_request_no');
+  if (isInner(outRequestNo)) return outRequestNo;
+  if (outRequestNo !== undefined && [...outRequestNo].length > 64) return invalidParameter('out_request_no 超过 64 位');
+  const reason = optionalString(biz, 'refund_reason');
+  if (isInner(reason)) return reason;
+  if (reason !== undefined && [...reason].length > 256) return invalidParameter('refund_reason 超过 256 个字符');
+
+  let notified = false;
+  const result = await ctx.sql.begin(async (tx): Promise<Inner> => {
+    const notExist = businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST'], { refund_fee: '0.00' });
+    const found = await selectTrade(tx, app.app_id, ref);
+    if (!found) return notExist;
+    await lockTrade(tx, app.app_id, found.out_trade_no);
+    // Re-read under the lock: a payment or another refund may have committed in between.
+    const trade = await selectTrade(tx, app.app_id, { outTradeNo: found.out_trade_no });
+    if (!trade) return notExist;
+    const refundId = outRequestNo ?? trade.out_trade_no;
+    const refusal = (subCode: keyof typeof SUB_MSG, refundedFen = 0n) =>
+      businessFailure(subCode, SUB_MSG[subCode], { out_trade_no: trade.out_trade_no, refund_fee: formatFen(refundedFen) });
+    const answer = (refundedTotalFen: bigint, at: Date, fundChange: 'Y' | 'N') =>
+      success({
+        trade_no: trade.trade_no,
+        out_trade_no: trade.out_trade_no,
+        ...(trade.buyer_logon_id ? { buyer_logon_id: trade.buyer_logon_id } : {}),
+        ...(trade.buyer_id ? { buyer_user_id: trade.buyer_id } : {}),
+        fund_change: fundChange,
+        refund_fee: formatFen(refundedTotalFen),
+        gmt_refund_pay: beijingTime(at),
+      });
+
+    const refundedBefore = await refundedMinor(tx, 'alipay', app.app_id, trade.trade_no);
+    const existing = await findRefund(tx, 'alipay', app.app_id, refundId);
+    if (existing) {
+      if (existing.outTradeNo !== trade.out_trade_no || existing.amountMinor !== fen) {
+        return refusal('ACQ.DISCORDANT_REPEAT_REQUEST', refundedBefore);
+      }
+      return answer(refundedBefore, existing.createdAt, 'N');
+    }
+    if (trade.status === 'TRADE_FINISHED') return refusal('ACQ.TRADE_HAS_FINISHED', refundedBefore);
+    if (trade.status !== 'TRADE_SUCCESS') return refusal('ACQ.TRADE_STATUS_ERROR', refundedBefore);
+    const total = BigInt(trade.total_amount_fen);
+    if (outRequestNo === undefined && fen !== total) return refusal('ACQ.REFUND_AMT_NOT_EQUAL_TOTAL', refundedBefore);
+    if (refundedBefore + fen > total) return refusal('ACQ.REASON_TRADE_REFUND_FEE_ERR', refundedBefore);
+
+    const refunded = await refundPaidTrade(tx, app, trade, refundId, fen, refundedBefore);
+    notified = refunded.notified;
+    return answer(refunded.refundedTotalFen, refunded.at, 'Y');
+  });
+  if (notified) ctx.wakeNotifier();
+  return result;
+}
+
+/**
+ * alipay.trade.fastpay.refund.query. Alipay: "code 10000 only means the query ran; if it returns the
+ * refund's data, the refund succeeded; if not, it did not — retry the refund with the same
+ * out_request_no". So an unknown out_request_no is 10000 with no refund fields, and a known one
+ * carries refund_amount and refund_status REFUND_SUCCESS. An unknown trade is ACQ.TRADE_NOT_EXIST.
+ */
+async function tradeRefundQuery(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
+  const ref = readTradeRef(biz);
+  if ('code' in ref) return ref;
+  const outRequestNo = requiredString(biz, 'out_request_no');
+  if (typeof outRequestNo !== 'string') return outRequestNo;
+  const options = Array.isArray(biz.query_options) ? biz.query_options : [];
+  const trade = await selectTrade(ctx.sql, app.app_id, ref);
+  if (!trade) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
+  const refund = await findRefund(ctx.sql, 'alipay', app.app_id, outRequestNo);
+  if (!refund || refund.outTradeNo !== trade.out_trade_no || refund.status !== 'succeeded') return success({});
+  return success({
+    trade_no: trade.trade_no,
+    out_trade_no: trade.out_trade_no,
+    out_request_no: outRequestNo,
+    total_amount: formatFen(BigInt(trade.total_amount_fen)),
+    refund_amount: formatFen(refund.amountMinor),
+    refund_status: 'REFUND_SUCCESS',
+    ...(options.includes('gmt_refund_pay') ? { gmt_refund_pay: beijingTime(refund.createdAt) } : {}),
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /sandbox/alipay/buyer-pays — the buyer completes an open trade
+
+/**
+ * The buyer pays an open trade now, exactly as if they had confirmed it in the Alipay app: a charge
+ * in the ledger and, when paid, the trade's usual TRADE_SUCCESS notification. A declined buyer leaves
+ * the trade WAIT_BUYER_PAY, as Alipay does. Closed, paid or unknown trades are not payable.
+ * gatewayTradeNo is the trade's trade_no either way (the ledger's declined charge carries it too).
+ */
+export async function buyerPays(
+  ctx: AlipayContext,
+  request: { outTradeNo: string; buyer: TestBuyerName },
+): Promise<{ status: 'succeeded' | 'declined'; gatewayTradeNo: string }> {
+  const apps = await ctx.sql<AppRow[]>`
+    SELECT app_id, seller_id, app_public_key_pem FROM psp_sandbox.alipay_apps WHERE app_id = ${ctx.identity.appId}`;
+  const app = apps[0];
+  if (!app) throw new Error('the sandbox merchant app is missing');
+  const authCode = alipayTestBuyerAuthCodes()[request.buyer];
+  const outcome = await ctx.sql.begin(async (tx) => {
+    await lockTrade(tx, app.app_id, request.outTradeNo);
+    const trade = await selectTrade(tx, app.app_id, { outTradeNo: request.outTradeNo });
+    if (!trade) throw new ToolError(409, 'TRADE_NOT_PAYABLE', `no Alipay trade with out_trade_no ${request.outTradeNo}`);
+    if (trade.status !== 'WAIT_BUYER_PAY') {
+      throw new ToolError(409, 'TRADE_NOT_PAYABLE', `trade ${request.outTradeNo} is ${trade.status}`);
+    }
+    const attempt = await payOpenTrade(tx, app, trade, ALIPAY_TEST_BUYERS[authCode]);
+    return { status: attempt.kind === 'paid' ? ('succeeded' as const) : ('declined' as const), gatewayTradeNo: trade.trade_no };
+  });
+  if (outcome.status === 'succeeded') ctx.wakeNotifier();
+  return outcome;
+}
+
+// ---------------------------------------------------------------------------------------------
 // POST /sandbox/alipay/notify — the sandbox's "notification tool"
 
 export class ToolError extends Error {
@@ -746,12 +1094,16 @@ export async function sendToolNotifications(
   if (!trade.notify_url) {
     throw new ToolError(409, 'NO_NOTIFY_URL', `trade ${request.outTradeNo} was created without a notify_url`);
   }
-  const scheduled: NotificationRow | undefined = await findNotification(
-    ctx.sql,
-    'alipay',
-    trade.app_id,
-    trade.out_trade_no,
-  );
+  // The trade's payment notification (a refund's carries out_biz_no): the tool re-sends payments.
+  const scheduledRows = await ctx.sql<{ id: string; notify_id: string }[]>`
+    SELECT id, notify_id FROM psp_sandbox.notifications
+     WHERE gateway = 'alipay' AND merchant_id = ${trade.app_id} AND out_trade_no = ${trade.out_trade_no}
+       AND NOT (fields ? 'out_biz_no')
+     ORDER BY id DESC LIMIT 1`;
+  const scheduledRow = scheduledRows[0];
+  const scheduled: Pick<NotificationRow, 'id' | 'notifyId'> | undefined = scheduledRow
+    ? { id: scheduledRow.id, notifyId: scheduledRow.notify_id }
+    : undefined;
   // Same notify_id as the trade's scheduled notification: the copies are that notification again.
   const notifyId = scheduled?.notifyId ?? newNotifyId();
   const fields = notificationFields(trade, trade, notifyId);
@@ -782,10 +1134,16 @@ const notifyToolBody = z.object({
   overrides: z.record(z.string(), z.string()).default({}),
 });
 
+const buyerPaysBody = z.object({
+  outTradeNo: z.string().min(1).max(64),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
+});
+
 export const alipayModule: SandboxGatewayModule = {
   gateway: 'alipay',
-  // Alipay's tables are part of the shared schema (store.ts), which predates the module split.
-  schemaSql: '',
+  // Alipay's trade tables are part of the shared schema (store.ts), which predates the module split;
+  // only what came after it lives here.
+  schemaSql: CANCELLED_ORDERS_SQL,
   async setUp(tx, moduleContext) {
     const identity = await loadOrCreateAlipayIdentity(tx);
     const ctx: AlipayContext = {
@@ -814,6 +1172,28 @@ export const alipayModule: SandboxGatewayModule = {
             gatewayParams(request.url, request.method === 'POST' ? request.body : '', request.headers['content-type']),
           );
           return { status: answer.status, headers: { 'content-type': answer.contentType }, body: answer.body };
+        }
+        if (path === '/sandbox/alipay/buyer-pays') {
+          if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
+          let body: unknown;
+          try {
+            body = JSON.parse(request.body);
+          } catch {
+            return json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' });
+          }
+          const parsed = buyerPaysBody.safeParse(body);
+          if (!parsed.success) {
+            const issue = parsed.error.issues[0];
+            const message = issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid';
+            return json(400, { code: 'BAD_REQUEST', message });
+          }
+          try {
+            const paid = await buyerPays(ctx, parsed.data);
+            return json(200, { gateway: 'alipay', outTradeNo: parsed.data.outTradeNo, ...paid });
+          } catch (error) {
+            if (error instanceof ToolError) return json(error.status, { code: error.code, message: error.message });
+            throw error;
+          }
         }
         if (path === '/sandbox/alipay/notify') {
           if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });

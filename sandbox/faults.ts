@@ -1,8 +1,12 @@
 /**
- * Faults the failure drills arm on the sandbox, as a flaky gateway would inflict them. They apply to
- * charge requests only (a query after a failure must still get through, as it does in real life):
+ * Faults the failure drills arm on the sandbox, as a flaky gateway would inflict them. Each applies to
+ * one operation — `charge` (the default), `close` or `refund` — and never to queries (a query after a
+ * failure must still get through, as it does in real life). For close and refund, read "charge" below
+ * as "process the close / the refund":
  *
  *   fail_before_charge    answer HTTP 500 without charging (PSP 5xx before processing)
+ *   timeout_before_charge hold the request for `delayMs` (default 30 s), then hang up without
+ *                         processing it: the caller sees a timeout, and nothing happened
  *   slow                  wait `delayMs`, then process normally
  *   timeout_after_charge  charge, then hold the answer for `delayMs` (default 30 s) and hang up
  *   drop_after_charge     charge, then reset the connection without answering
@@ -11,7 +15,7 @@
  *   lose_notifications    the next `times` scheduled deliveries never reach the receiver (recorded
  *                         as failed deliveries), so only the reconciler can settle the payment
  *
- * Armed with POST /sandbox/faults { gateway?, action, delayMs?, times? }, cleared with DELETE.
+ * Armed with POST /sandbox/faults { gateway?, operation?, action, delayMs?, times? }, cleared with DELETE.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -19,6 +23,7 @@ import type { SandboxRequest } from './gateway-module';
 
 export const SANDBOX_FAULT_ACTIONS = [
   'fail_before_charge',
+  'timeout_before_charge',
   'slow',
   'timeout_after_charge',
   'drop_after_charge',
@@ -26,8 +31,13 @@ export const SANDBOX_FAULT_ACTIONS = [
   'lose_notifications',
 ] as const;
 
+export const SANDBOX_FAULT_OPERATIONS = ['charge', 'close', 'refund'] as const;
+export type SandboxOperation = (typeof SANDBOX_FAULT_OPERATIONS)[number];
+
 export const sandboxFaultSpec = z.object({
   gateway: z.enum(['alipay', 'wechatpay', 'stripe', '2c2p']).optional(),
+  /** Which kind of request the fault fires on; notification faults ignore it. */
+  operation: z.enum(SANDBOX_FAULT_OPERATIONS).default('charge'),
   action: z.enum(SANDBOX_FAULT_ACTIONS),
   delayMs: z.number().int().min(0).max(600_000).optional(),
   /** duplicate_notifications: how many extra copies. */
@@ -41,18 +51,28 @@ export interface SandboxFault extends SandboxFaultSpec {
   fired: number;
 }
 
-/** Which gateway a request is a charge for, by each gateway's own charge endpoints. */
-export function chargeGatewayOf(request: SandboxRequest): string | undefined {
+/** Which gateway and operation a request is, by each gateway's own endpoints; undefined for the rest. */
+export function operationOf(request: SandboxRequest): { gateway: string; operation: SandboxOperation } | undefined {
   if (request.method !== 'POST') return undefined;
   const path = request.url.pathname;
   if (path === '/gateway.do') {
     const method =
       request.url.searchParams.get('method') ?? new URLSearchParams(request.body).get('method') ?? '';
-    return method === 'alipay.trade.pay' || method === 'alipay.trade.create' ? 'alipay' : undefined;
+    if (method === 'alipay.trade.pay' || method === 'alipay.trade.create') return { gateway: 'alipay', operation: 'charge' };
+    if (method === 'alipay.trade.close' || method === 'alipay.trade.cancel') return { gateway: 'alipay', operation: 'close' };
+    if (method === 'alipay.trade.refund') return { gateway: 'alipay', operation: 'refund' };
+    return undefined;
   }
-  if (/^\/v3\/pay\/transactions\/(native|jsapi|app|h5)$/.test(path)) return 'wechatpay';
-  if (/^\/v1\/payment_intents(\/[^/]+\/confirm)?$/.test(path)) return 'stripe';
-  if (path === '/payment/4.3/payment') return '2c2p';
+  if (/^\/v3\/pay\/transactions\/(native|jsapi|app|h5)$/.test(path)) return { gateway: 'wechatpay', operation: 'charge' };
+  if (/^\/v3\/pay\/transactions\/out-trade-no\/[^/]+\/close$/.test(path)) return { gateway: 'wechatpay', operation: 'close' };
+  if (path === '/v3/refund/domestic/refunds') return { gateway: 'wechatpay', operation: 'refund' };
+  if (/^\/v1\/payment_intents(\/[^/]+\/confirm)?$/.test(path)) return { gateway: 'stripe', operation: 'charge' };
+  if (/^\/v1\/payment_intents\/[^/]+\/cancel$/.test(path)) return { gateway: 'stripe', operation: 'close' };
+  if (path === '/v1/refunds') return { gateway: 'stripe', operation: 'refund' };
+  // 2C2P: PGW v4.3 payment and its Payment Maintenance API (void/cancel and refund).
+  if (path === '/payment/4.3/payment') return { gateway: '2c2p', operation: 'charge' };
+  if (path === '/payment/4.3/cancelTransaction') return { gateway: '2c2p', operation: 'close' };
+  if (path === '/payment/4.3/refund') return { gateway: '2c2p', operation: 'refund' };
   return undefined;
 }
 
@@ -84,17 +104,29 @@ export class SandboxFaults {
     return this.#consume(gateway, (action) => action === 'lose_notifications') !== undefined;
   }
 
-  /** The fault that fires on this charge request, if any (consumed). */
+  /** The fault that fires on this charge, close or refund request, if any (consumed). */
   take(request: SandboxRequest): SandboxFault | undefined {
-    const gateway = chargeGatewayOf(request);
-    if (!gateway) return undefined;
-    return this.#consume(gateway, (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications');
+    const op = operationOf(request);
+    if (!op) return undefined;
+    return this.#consume(
+      op.gateway,
+      (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications',
+      op.operation,
+    );
   }
 
-  /** Fires the first armed fault for `gateway` whose action matches, forgetting it once spent. */
-  #consume(gateway: string, matches: (action: SandboxFault['action']) => boolean): SandboxFault | undefined {
+  /** Fires the first armed fault for `gateway` whose action (and operation) matches, forgetting it once spent. */
+  #consume(
+    gateway: string,
+    matches: (action: SandboxFault['action']) => boolean,
+    operation?: SandboxOperation,
+  ): SandboxFault | undefined {
     const fault = this.#armed.find(
-      (f) => matches(f.action) && (f.gateway === undefined || f.gateway === gateway) && f.fired < f.times,
+      (f) =>
+        matches(f.action) &&
+        (operation === undefined || f.operation === operation) &&
+        (f.gateway === undefined || f.gateway === gateway) &&
+        f.fired < f.times,
     );
     if (!fault) return undefined;
     fault.fired++;

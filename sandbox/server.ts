@@ -166,6 +166,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     if (fault?.action === 'fail_before_charge') {
       return sendJson(res, 500, { code: 'SYSTEM_ERROR', message: 'sandbox fault: failed before charging' });
     }
+    if (fault?.action === 'timeout_before_charge') {
+      await new Promise((resolve) => setTimeout(resolve, fault.delayMs ?? 30_000));
+      req.socket.destroy(); // never processed, never answered
+      return;
+    }
     if (fault?.action === 'slow') await new Promise((resolve) => setTimeout(resolve, fault.delayMs ?? 3000));
     for (const { instance } of gateways) {
       const answer = await instance.handle(request);

@@ -81,6 +81,27 @@ CREATE UNIQUE INDEX IF NOT EXISTS charges_one_success_per_trade
   ON psp_sandbox.charges (gateway, merchant_id, out_trade_no) WHERE status = 'succeeded' AND gateway <> 'stripe';
 CREATE INDEX IF NOT EXISTS charges_by_out_trade_no ON psp_sandbox.charges (out_trade_no, id);
 
+-- Every refund the merchant asked for, one row per (gateway, merchant, refund id): the gateways'
+-- own idempotency rule for refunds (Alipay out_request_no, WeChat out_refund_no, Stripe's refund
+-- idempotency key, 2C2P's refund reference), so the same id can never refund twice.
+CREATE TABLE IF NOT EXISTS psp_sandbox.refunds (
+  id                 bigserial PRIMARY KEY,
+  gateway            text NOT NULL,
+  merchant_id        text NOT NULL,
+  out_trade_no       text NOT NULL,
+  gateway_trade_no   text NOT NULL,
+  refund_id          text NOT NULL,
+  gateway_refund_id  text NOT NULL,
+  amount_minor       bigint NOT NULL CHECK (amount_minor > 0),
+  currency           text NOT NULL,
+  status             text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
+  created_at         timestamptz NOT NULL DEFAULT now(),
+  settled_at         timestamptz,
+  UNIQUE (gateway, merchant_id, refund_id)
+);
+CREATE INDEX IF NOT EXISTS refunds_by_out_trade_no ON psp_sandbox.refunds (out_trade_no, id);
+CREATE INDEX IF NOT EXISTS refunds_by_charge ON psp_sandbox.refunds (gateway, gateway_trade_no);
+
 -- One row per notification (the thing Alipay retries); its schedule is polled by every sandbox
 -- process, so delivery survives restarts and never depends on an in-memory timer.
 CREATE TABLE IF NOT EXISTS psp_sandbox.notifications (
@@ -230,6 +251,133 @@ export async function recordCharge(db: Queryable, charge: ChargeRecord): Promise
             ${charge.buyerId})`;
 }
 
+export interface RefundRecord {
+  gateway: string;
+  merchantId: string;
+  outTradeNo: string;
+  gatewayTradeNo: string;
+  refundId: string;
+  gatewayRefundId: string;
+  amountMinor: bigint;
+  currency: string;
+  status: 'pending' | 'succeeded' | 'failed';
+}
+
+export interface StoredRefund extends RefundRecord {
+  createdAt: Date;
+}
+
+interface RefundDbRow {
+  gateway: string;
+  merchant_id: string;
+  out_trade_no: string;
+  gateway_trade_no: string;
+  refund_id: string;
+  gateway_refund_id: string;
+  amount_minor: string;
+  currency: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  created_at: Date;
+}
+
+function toStoredRefund(row: RefundDbRow): StoredRefund {
+  return {
+    gateway: row.gateway,
+    merchantId: row.merchant_id,
+    outTradeNo: row.out_trade_no,
+    gatewayTradeNo: row.gateway_trade_no,
+    refundId: row.refund_id,
+    gatewayRefundId: row.gateway_refund_id,
+    amountMinor: BigInt(row.amount_minor),
+    currency: row.currency,
+    status: row.status,
+    createdAt: row.created_at,
+  };
+}
+
+/**
+ * Records a refund, or finds the one already recorded under the same (gateway, merchant, refund id):
+ * `created` is false for a repeat, whose stored row is returned unchanged. Call it inside the
+ * transaction that holds the charge's lock, after checking the refundable balance
+ * (refundedMinor), so two refunds of one charge can never both pass the check.
+ */
+export async function recordRefund(db: Queryable, refund: RefundRecord): Promise<{ created: boolean; refund: StoredRefund }> {
+  const inserted = await db<RefundDbRow[]>`
+    INSERT INTO psp_sandbox.refunds
+      (gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id, amount_minor,
+       currency, status, settled_at)
+    VALUES (${refund.gateway}, ${refund.merchantId}, ${refund.outTradeNo}, ${refund.gatewayTradeNo},
+            ${refund.refundId}, ${refund.gatewayRefundId}, ${refund.amountMinor.toString()}, ${refund.currency},
+            ${refund.status}, ${refund.status === 'pending' ? null : new Date()})
+    ON CONFLICT (gateway, merchant_id, refund_id) DO NOTHING
+    RETURNING gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id,
+              amount_minor, currency, status, created_at`;
+  if (inserted[0]) return { created: true, refund: toStoredRefund(inserted[0]) };
+  const existing = await findRefund(db, refund.gateway, refund.merchantId, refund.refundId);
+  if (!existing) throw new Error(`refund ${refund.refundId} conflicted but cannot be read`);
+  return { created: false, refund: existing };
+}
+
+export async function findRefund(
+  db: Queryable,
+  gateway: string,
+  merchantId: string,
+  refundId: string,
+): Promise<StoredRefund | undefined> {
+  const rows = await db<RefundDbRow[]>`
+    SELECT gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id, amount_minor,
+           currency, status, created_at
+      FROM psp_sandbox.refunds
+     WHERE gateway = ${gateway} AND merchant_id = ${merchantId} AND refund_id = ${refundId}`;
+  return rows[0] ? toStoredRefund(rows[0]) : undefined;
+}
+
+/** The refunds of one charge (for list/query endpoints), oldest first. */
+export async function refundsOfCharge(db: Queryable, gateway: string, merchantId: string, gatewayTradeNo: string): Promise<StoredRefund[]> {
+  const rows = await db<RefundDbRow[]>`
+    SELECT gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id, amount_minor,
+           currency, status, created_at
+      FROM psp_sandbox.refunds
+     WHERE gateway = ${gateway} AND merchant_id = ${merchantId} AND gateway_trade_no = ${gatewayTradeNo}
+     ORDER BY id`;
+  return rows.map(toStoredRefund);
+}
+
+/** What has been refunded (or is being refunded) of one charge: pending and succeeded refunds count. */
+export async function refundedMinor(db: Queryable, gateway: string, merchantId: string, gatewayTradeNo: string): Promise<bigint> {
+  const rows = await db<{ total: string }[]>`
+    SELECT coalesce(sum(amount_minor), 0)::text AS total
+      FROM psp_sandbox.refunds
+     WHERE gateway = ${gateway} AND merchant_id = ${merchantId} AND gateway_trade_no = ${gatewayTradeNo}
+       AND status IN ('pending', 'succeeded')`;
+  return BigInt(rows[0]?.total ?? '0');
+}
+
+/** Moves a pending refund to its final state (a no-op when it is already final). */
+export async function settleRefund(
+  db: Queryable,
+  gateway: string,
+  merchantId: string,
+  refundId: string,
+  status: 'succeeded' | 'failed',
+): Promise<void> {
+  await db`
+    UPDATE psp_sandbox.refunds SET status = ${status}, settled_at = now()
+     WHERE gateway = ${gateway} AND merchant_id = ${merchantId} AND refund_id = ${refundId} AND status = 'pending'`;
+}
+
+export interface LedgerRefund {
+  gateway: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  refundId: string;
+  gatewayRefundId: string;
+  gatewayTradeNo: string;
+  createdAt: string;
+}
+
 export interface LedgerCharge {
   gateway: string;
   outTradeNo: string;
@@ -251,6 +399,7 @@ export interface LedgerNotification {
 export interface Ledger {
   charges: LedgerCharge[];
   notifications: LedgerNotification[];
+  refunds: LedgerRefund[];
 }
 
 export async function readLedger(sql: Sql, outTradeNo: string | null): Promise<Ledger> {
@@ -279,7 +428,24 @@ export async function readLedger(sql: Sql, outTradeNo: string | null): Promise<L
       FROM psp_sandbox.notification_attempts
      WHERE ${outTradeNo}::text IS NULL OR out_trade_no = ${outTradeNo}
      ORDER BY at, id`;
+  const refunds = await sql<RefundDbRow[]>`
+    SELECT gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id, amount_minor,
+           currency, status, created_at
+      FROM psp_sandbox.refunds
+     WHERE ${outTradeNo}::text IS NULL OR out_trade_no = ${outTradeNo}
+     ORDER BY id`;
   return {
+    refunds: refunds.map((row) => ({
+      gateway: row.gateway,
+      outTradeNo: row.out_trade_no,
+      amountMinor: Number(row.amount_minor),
+      currency: row.currency,
+      status: row.status,
+      refundId: row.refund_id,
+      gatewayRefundId: row.gateway_refund_id,
+      gatewayTradeNo: row.gateway_trade_no,
+      createdAt: row.created_at.toISOString(),
+    })),
     charges: charges.map((row) => ({
       gateway: row.gateway,
       outTradeNo: row.out_trade_no,

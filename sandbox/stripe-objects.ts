@@ -22,7 +22,7 @@ export function base62(length: number): string {
 }
 
 /** Stripe's object ids: a type prefix and 24 base62 characters (`pi_3Mtw…`). */
-export function newId(prefix: 'pi' | 'ch' | 'pm' | 'evt' | 'pmc'): string {
+export function newId(prefix: 'pi' | 'ch' | 'pm' | 'evt' | 'pmc' | 're' | 'txn'): string {
   return `${prefix}_${base62(24)}`;
 }
 
@@ -209,9 +209,124 @@ export function paymentIntentObject(input: NewPaymentIntent, created: number): P
 }
 
 // ---------------------------------------------------------------------------------------------
+// Refund and Charge
+
+/** The metadata key PayOnce files its own refund id under (Stripe keeps refund ids of its own). */
+export const REFUND_ID_KEY = 'refund_id';
+
+export type RefundStatus = 'pending' | 'requires_action' | 'succeeded' | 'failed' | 'canceled';
+
+/** A Refund as https://docs.stripe.com/api/refunds/object renders it (card refunds: no destination details). */
+export interface RefundObject {
+  id: string;
+  object: 'refund';
+  amount: number;
+  balance_transaction: string | null;
+  charge: string;
+  created: number;
+  currency: string;
+  destination_details: { type: 'card'; card: { reference_status: string; reference_type: string; type: 'refund' } };
+  metadata: Record<string, string>;
+  payment_intent: string;
+  reason: string | null;
+  receipt_number: null;
+  source_transfer_reversal: null;
+  status: RefundStatus;
+  transfer_reversal: null;
+  [field: string]: unknown;
+}
+
+export function refundObject(input: {
+  amount: number;
+  currency: string;
+  charge: string;
+  paymentIntent: string;
+  reason: string | null;
+  metadata: Record<string, string>;
+  status: RefundStatus;
+  created: number;
+}): RefundObject {
+  return {
+    id: newId('re'),
+    object: 'refund',
+    amount: input.amount,
+    balance_transaction: input.status === 'succeeded' || input.status === 'pending' ? newId('txn') : null,
+    charge: input.charge,
+    created: input.created,
+    currency: input.currency,
+    destination_details: { type: 'card', card: { reference_status: 'pending', reference_type: 'acquirer_reference_number', type: 'refund' } },
+    metadata: input.metadata,
+    payment_intent: input.paymentIntent,
+    reason: input.reason,
+    receipt_number: null,
+    source_transfer_reversal: null,
+    status: input.status,
+    transfer_reversal: null,
+  };
+}
+
+/**
+ * The Charge a `charge.refunded` event carries: the fields a receiver reads (amounts, refunded, the
+ * PaymentIntent). Since API version 2022-11-15 a Charge no longer embeds its refunds list.
+ * [unverified] that Stripe copies the PaymentIntent's metadata onto its Charge; the sandbox does.
+ */
+export interface ChargeObject {
+  id: string;
+  object: 'charge';
+  amount: number;
+  amount_captured: number;
+  amount_refunded: number;
+  captured: boolean;
+  created: number;
+  currency: string;
+  metadata: Record<string, string>;
+  paid: boolean;
+  payment_intent: string;
+  payment_method: string | null;
+  refunded: boolean;
+  status: 'succeeded' | 'failed';
+  [field: string]: unknown;
+}
+
+export function chargeObject(input: {
+  id: string;
+  intent: PaymentIntentObject;
+  amountRefunded: number;
+  created: number;
+}): ChargeObject {
+  const amount = input.intent.amount_received;
+  return {
+    id: input.id,
+    object: 'charge',
+    amount,
+    amount_captured: amount,
+    amount_refunded: input.amountRefunded,
+    balance_transaction: null,
+    captured: true,
+    created: input.created,
+    currency: input.intent.currency,
+    description: input.intent.description ?? null,
+    livemode: false,
+    metadata: { ...input.intent.metadata },
+    paid: true,
+    payment_intent: input.intent.id,
+    payment_method: input.intent.payment_method,
+    refunded: input.amountRefunded >= amount,
+    status: 'succeeded',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Events
 
-export type EventType = 'payment_intent.succeeded' | 'payment_intent.payment_failed';
+export type EventType =
+  | 'payment_intent.succeeded'
+  | 'payment_intent.payment_failed'
+  | 'refund.created'
+  | 'refund.updated'
+  | 'charge.refunded';
+
+export type EventDataObject = PaymentIntentObject | RefundObject | ChargeObject;
 
 export interface EventObject {
   id: string;
@@ -219,7 +334,7 @@ export interface EventObject {
   account: string;
   api_version: string;
   created: number;
-  data: { object: PaymentIntentObject };
+  data: { object: EventDataObject };
   livemode: false;
   pending_webhooks: number;
   request: { id: string | null; idempotency_key: string | null };
@@ -233,8 +348,8 @@ export interface EventObject {
 export function eventObject(input: {
   type: EventType;
   account: string;
-  paymentIntent: PaymentIntentObject;
-  requestId: string;
+  object: EventDataObject;
+  requestId: string | null;
   idempotencyKey: string | null;
   delivered: boolean;
 }): EventObject {
@@ -244,7 +359,7 @@ export function eventObject(input: {
     account: input.account,
     api_version: ACCOUNT_API_VERSION,
     created: unixNow(),
-    data: { object: input.paymentIntent },
+    data: { object: input.object },
     livemode: false,
     pending_webhooks: input.delivered ? 1 : 0,
     request: { id: input.requestId, idempotency_key: input.idempotencyKey },

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { json, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { postNotification, type GatewayNotifier, type NotificationRequest } from './notifier';
 import { insertAttempt, type DeliveryResult, type Sql } from './store';
-import { NOTIFY_URL_KEY, OUT_TRADE_NO_KEY, type EventObject, type EventType, type PaymentIntentStatus } from './stripe-objects';
+import { NOTIFY_URL_KEY, OUT_TRADE_NO_KEY, type EventObject, type EventType, type PaymentIntentObject, type PaymentIntentStatus } from './stripe-objects';
 
 const GATEWAY = 'stripe';
 
@@ -101,7 +101,8 @@ function numberOrText(value: string): number | string {
 }
 
 function applyOverrides(event: EventObject, overrides: Record<string, string>): EventObject {
-  const intent = event.data.object;
+  // The tool only resends payment_intent.succeeded events: their object is a PaymentIntent.
+  const intent = event.data.object as PaymentIntentObject;
   for (const [key, value] of Object.entries(overrides)) {
     switch (key) {
       case 'amount':

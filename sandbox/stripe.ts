@@ -4,11 +4,17 @@
  *
  *   POST /v1/payment_intents                  create (confirm=true charges at once)
  *   POST /v1/payment_intents/{id}/confirm     confirm, e.g. again after a decline with another card
- *   POST /v1/payment_intents/{id}/cancel      cancel an unpaid PaymentIntent
+ *   POST /v1/payment_intents/{id}/cancel      cancel an unpaid PaymentIntent (a succeeded, processing or
+ *                                             canceled one: 400 payment_intent_unexpected_state)
  *   GET  /v1/payment_intents/{id}             retrieve
  *   GET  /v1/payment_intents                  list, newest first (created[gte…], starting_after, limit)
  *   GET  /v1/payment_intents/search           search: metadata['out_trade_no']:'PO…' (see stripe-search.ts)
+ *   POST /v1/refunds                          refund a succeeded PaymentIntent (payment_intent or charge,
+ *                                             amount, reason, metadata); refund.created + charge.refunded
+ *   GET  /v1/refunds                          list, newest first (payment_intent, charge, starting_after, limit)
+ *   GET  /v1/refunds/{id}                     retrieve
  *   POST /sandbox/stripe/notify               the notification test tool (not Stripe's)
+ *   POST /sandbox/stripe/buyer-pays           the buyer confirms the order's open PaymentIntent (not Stripe's)
  *
  * What it keeps of Stripe's rules (shared/gateways.md):
  *  - Authentication: any `sk_test_…` key is accepted, as stripe-mock does, and acts on the sandbox's
@@ -25,6 +31,11 @@
  *    again is a 400 payment_intent_unexpected_state. Stripe does NOT deduplicate on our
  *    out_trade_no: a second PaymentIntent for a paid order is charged (the double charge the app must
  *    prevent), serialized per out_trade_no in PostgreSQL so the ledger counts it exactly.
+ *  - Refunds (https://docs.stripe.com/api/refunds): only a succeeded PaymentIntent can be refunded, in
+ *    one or more parts up to what it received (400 amount_too_large; charge_already_refunded once all
+ *    of it is back); an unknown one is a 404 resource_missing. Stripe deduplicates refunds by the
+ *    Idempotency-Key alone — metadata[refund_id] is the merchant's note, which the ledger files the
+ *    refund under. Test-mode card refunds succeed at once, so no refund.updated follows.
  *  - Webhooks: `payment_intent.succeeded` / `payment_intent.payment_failed` events POSTed as JSON with
  *    `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx acknowledges; retried for ~3 days.
  *    Stripe has no per-request notify URL — the endpoint is account configuration (Dashboard →
@@ -37,7 +48,9 @@
 import { createHash } from 'node:crypto';
 import type postgres from 'postgres';
 import type { SandboxGatewayModule, SandboxRequest, SandboxResponse } from './gateway-module';
-import { enqueueNotification, recordCharge, type Sql, type Tx } from './store';
+import { z } from 'zod';
+import { json } from './gateway-module';
+import { enqueueNotification, recordCharge, recordRefund, refundedMinor, type Sql, type Tx } from './store';
 import { cardByNumber, cardByPaymentMethodId, stripeTestBuyers, type TestCard } from './stripe-cards';
 import {
   paramsHash,
@@ -54,6 +67,7 @@ import {
 import {
   ACCOUNT_API_VERSION,
   base62,
+  chargeObject,
   errorBody,
   eventObject,
   newId,
@@ -62,11 +76,15 @@ import {
   OUT_TRADE_NO_KEY,
   paymentIntentObject,
   paymentMethodObject,
+  REFUND_ID_KEY,
+  refundObject,
   unixNow,
+  type EventDataObject,
   type EventType,
   type NewPaymentIntent,
   type PaymentIntentObject,
   type PaymentIntentStatus,
+  type RefundObject,
   type StripeErrorBody,
 } from './stripe-objects';
 import { parseSearchQuery, SearchQueryError, type SearchClause } from './stripe-search';
@@ -138,6 +156,22 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_events (
   created_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS stripe_events_by_out_trade_no ON psp_sandbox.stripe_events (out_trade_no, type, created_at);
+
+-- Refunds as the API renders them. The money side of each one is also in psp_sandbox.refunds (the
+-- shared ledger), recorded in the same transaction; this table is what GET /v1/refunds reads.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_refunds (
+  id              text PRIMARY KEY,
+  -- Insertion order: "newest first" for list, and its pagination cursor.
+  seq             bigserial NOT NULL UNIQUE,
+  account_id      text NOT NULL,
+  payment_intent  text NOT NULL,
+  charge          text NOT NULL,
+  status          text NOT NULL,
+  object          jsonb NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS stripe_refunds_by_payment_intent
+  ON psp_sandbox.stripe_refunds (account_id, payment_intent, seq DESC);
 
 -- Stripe's idempotency layer: one stored response per (secret key, Idempotency-Key), kept 24 h.
 CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_idempotency_keys (
@@ -653,14 +687,24 @@ function isUniqueViolation(err: unknown, constraint: string): boolean {
   );
 }
 
-/** Stores the event and, when the PaymentIntent names a webhook endpoint, enqueues its delivery. */
-async function emitEvent(ctx: StripeContext, tx: Tx, call: ApiCall, intent: PaymentIntentObject, type: EventType): Promise<boolean> {
+/**
+ * Stores the event and, when the PaymentIntent names a webhook endpoint, enqueues its delivery. Refund
+ * and charge events go where their PaymentIntent's events go: on Stripe the endpoint is per account.
+ */
+async function emitEvent(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  type: EventType,
+  object: EventDataObject = intent,
+): Promise<boolean> {
   const notifyUrl = intent.metadata[NOTIFY_URL_KEY] ?? null;
   const event = eventObject({
     type,
     account: ctx.identity.accountId,
-    // A snapshot: the event shows the PaymentIntent as it was when the event happened.
-    paymentIntent: structuredClone(intent),
+    // A snapshot: the event shows the object as it was when the event happened.
+    object: structuredClone(object),
     requestId: call.requestId,
     idempotencyKey: call.idempotencyKey,
     delivered: notifyUrl !== null,
@@ -768,12 +812,24 @@ async function executeCreate(ctx: StripeContext, tx: Tx, call: ApiCall, input: C
 }
 
 const CONFIRMABLE: ReadonlySet<PaymentIntentStatus> = new Set(['requires_payment_method', 'requires_confirmation', 'requires_action']);
-const CANCELABLE: ReadonlySet<PaymentIntentStatus> = new Set([
+/**
+ * What the API reference lists as cancelable: "requires_payment_method, requires_capture,
+ * requires_confirmation, requires_action or, in rare cases, processing". The rare cases are some
+ * asynchronous payment methods; a card payment that is processing cannot be canceled, and this
+ * sandbox has cards only, so `processing` is refused while the message still lists it as Stripe does.
+ */
+const CANCELABLE_IN_MESSAGE: ReadonlySet<PaymentIntentStatus> = new Set([
   'requires_payment_method',
   'requires_capture',
   'requires_confirmation',
   'requires_action',
   'processing',
+]);
+const CANCELABLE: ReadonlySet<PaymentIntentStatus> = new Set([
+  'requires_payment_method',
+  'requires_capture',
+  'requires_confirmation',
+  'requires_action',
 ]);
 
 function unexpectedState(intent: PaymentIntentObject, action: 'confirm' | 'cancel', allowed: ReadonlySet<PaymentIntentStatus>): ApiAnswer {
@@ -829,12 +885,140 @@ async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: str
 async function executeCancel(ctx: StripeContext, tx: Tx, id: string, input: { reason: string | null }): Promise<Executed> {
   const row = await lockIntent(ctx, tx, id);
   const intent = row.object;
-  if (!CANCELABLE.has(intent.status)) return { answer: unexpectedState(intent, 'cancel', CANCELABLE), wake: false };
+  // Canceling a canceled PaymentIntent is refused too (400, status canceled): callers read the status.
+  if (!CANCELABLE.has(intent.status)) return { answer: unexpectedState(intent, 'cancel', CANCELABLE_IN_MESSAGE), wake: false };
   intent.status = 'canceled';
   intent.canceled_at = unixNow();
   intent.cancellation_reason = input.reason;
   await saveIntent(tx, intent, null);
   return { answer: { status: 200, body: intent }, wake: false };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds (https://docs.stripe.com/api/refunds/create)
+
+const REFUND_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer'];
+/** Stripe's zero-decimal currencies: their amounts are whole units already. */
+const ZERO_DECIMAL = new Set('bif clp djf gnf jpy kmf krw mga pyg rwf ugx vnd vuv xaf xof xpf'.split(' '));
+
+/** How Stripe's refund errors show an amount, e.g. "CN¥12.30" [unverified]: the sandbox writes "CNY 12.30". */
+function formatAmount(amount: number, currency: string): string {
+  const units = ZERO_DECIMAL.has(currency) ? String(amount) : (amount / 100).toFixed(2);
+  return `${currency.toUpperCase()} ${units}`;
+}
+
+interface RefundInput {
+  paymentIntent: string | null;
+  charge: string | null;
+  amount: number | null;
+  reason: string | null;
+  metadata: Record<string, string>;
+}
+
+function validateRefund(params: FormHash): RefundInput {
+  param(() => rejectUnknown(params, ['payment_intent', 'charge', 'amount', 'reason', 'metadata']));
+  const paymentIntent = param(() => readString(params.payment_intent, 'payment_intent')) || null;
+  const charge = param(() => readString(params.charge, 'charge')) || null;
+  if (paymentIntent === null && charge === null) {
+    // What Stripe answers when neither is sent (an empty payment_intent included).
+    throw invalidRequest('Missing required param: charge.', { code: 'parameter_missing', param: 'charge' });
+  }
+  if (paymentIntent !== null && charge !== null) {
+    // [unverified] wording; Stripe takes one of the two.
+    throw invalidRequest('You cannot specify both `charge` and `payment_intent`: pass one of them.', { param: 'payment_intent' });
+  }
+  const amount = param(() => readInteger(params.amount, 'amount')) ?? null;
+  if (amount !== null && amount < 1) {
+    throw invalidRequest('This value must be greater than or equal to 1.', { code: 'parameter_invalid_integer', param: 'amount' });
+  }
+  const reason = param(() => readString(params.reason, 'reason')) || null;
+  if (reason !== null && !REFUND_REASONS.includes(reason)) {
+    throw invalidRequest(`Invalid reason: must be one of ${REFUND_REASONS.join(', ')}`, { param: 'reason' });
+  }
+  return { paymentIntent, charge, amount, reason, metadata: readMetadata(params) };
+}
+
+/**
+ * One refund of a PaymentIntent's charge, under the order's lock and the PaymentIntent's row lock, so
+ * two refunds of one charge can never both pass the balance check. Stripe's only deduplication of
+ * refunds is the Idempotency-Key (runPost); metadata[refund_id] is the merchant's note, filed in the
+ * shared ledger as the refund id.
+ */
+async function executeRefund(ctx: StripeContext, tx: Tx, call: ApiCall, input: RefundInput): Promise<Executed> {
+  const accountId = ctx.identity.accountId;
+  let intentId = input.paymentIntent;
+  if (input.charge !== null) {
+    const [charge] = await tx<{ payment_intent: string; status: string }[]>`
+      SELECT payment_intent, status FROM psp_sandbox.stripe_charges WHERE id = ${input.charge} AND account_id = ${accountId}`;
+    if (!charge) throw invalidRequest(`No such charge: '${input.charge}'`, { code: 'resource_missing', param: 'charge' }, 404);
+    if (charge.status !== 'succeeded') {
+      // [unverified] wording: a failed charge moved no money, so there is nothing to give back.
+      throw invalidRequest(`Charge ${input.charge} has failed and cannot be refunded.`, { param: 'charge' });
+    }
+    intentId = charge.payment_intent;
+  }
+  if (intentId === null) throw new Error('validateRefund lets neither charge nor payment_intent through');
+  if (!(await selectIntent(tx, accountId, intentId, false))) throw noSuchIntent(intentId, 'payment_intent');
+  const row = await lockIntent(ctx, tx, intentId);
+  const intent = row.object;
+  const chargeId = intent.latest_charge;
+  if (intent.status !== 'succeeded' || chargeId === null) {
+    // [unverified] wording; the status and the refusal (400 invalid_request_error) are Stripe's.
+    throw invalidRequest(`This PaymentIntent (${intent.id}) does not have a successful charge to refund.`, { param: 'payment_intent' });
+  }
+  const charged = intent.amount_received;
+  const alreadyRefunded = Number(await refundedMinor(tx, GATEWAY, accountId, intent.id));
+  const remaining = charged - alreadyRefunded;
+  if (remaining <= 0) {
+    throw invalidRequest(`Charge ${chargeId} has already been refunded.`, { code: 'charge_already_refunded' });
+  }
+  const amount = input.amount ?? remaining;
+  if (amount > remaining) {
+    throw invalidRequest(
+      `Refund amount (${formatAmount(amount, intent.currency)}) is greater than unrefunded amount on charge (${formatAmount(remaining, intent.currency)})`,
+      { code: 'amount_too_large', param: 'amount' },
+    );
+  }
+
+  // Card refunds in test mode succeed at once (https://docs.stripe.com/testing#refunds).
+  const refund = refundObject({
+    amount,
+    currency: intent.currency,
+    charge: chargeId,
+    paymentIntent: intent.id,
+    reason: input.reason,
+    metadata: input.metadata,
+    status: 'succeeded',
+    created: unixNow(),
+  });
+  await tx`
+    INSERT INTO psp_sandbox.stripe_refunds (id, account_id, payment_intent, charge, status, object)
+    VALUES (${refund.id}, ${accountId}, ${intent.id}, ${chargeId}, ${refund.status}, ${jsonb(tx, refund)})`;
+  const ledgerEntry = {
+    gateway: GATEWAY,
+    merchantId: accountId,
+    outTradeNo: ledgerOutTradeNo(intent),
+    gatewayTradeNo: intent.id,
+    refundId: input.metadata[REFUND_ID_KEY] ?? refund.id,
+    gatewayRefundId: refund.id,
+    amountMinor: BigInt(amount),
+    currency: intent.currency.toUpperCase(),
+    status: 'succeeded' as const,
+  };
+  const recorded = await recordRefund(tx, ledgerEntry);
+  if (!recorded.created) {
+    // Stripe refunds again when the same metadata[refund_id] comes with another Idempotency-Key: it
+    // knows nothing of our refund ids. The ledger keeps the second refund (money really went back)
+    // under a distinct id, and says so loudly.
+    await recordRefund(tx, { ...ledgerEntry, refundId: `${ledgerEntry.refundId}:${refund.id}` });
+    console.error(
+      `[psp-sandbox] stripe: DUPLICATE REFUND: metadata[refund_id] ${ledgerEntry.refundId} was refunded again as ${refund.id} under another Idempotency-Key.`,
+    );
+  }
+  let wake = await emitEvent(ctx, tx, call, intent, 'refund.created', refund);
+  const charge = chargeObject({ id: chargeId, intent, amountRefunded: alreadyRefunded + amount, created: intent.created });
+  wake = (await emitEvent(ctx, tx, call, intent, 'charge.refunded', charge)) || wake;
+  return { answer: { status: 200, body: refund }, wake };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1123,6 +1307,45 @@ async function retrieve(ctx: StripeContext, id: string, params: FormHash): Promi
   return { status: 200, body: row.object };
 }
 
+/** GET /v1/refunds: newest first, filtered by payment_intent or charge; strongly consistent like every list. */
+async function listRefunds(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, ['payment_intent', 'charge', 'limit', 'starting_after']));
+  const limit = readLimit(params);
+  const accountId = ctx.identity.accountId;
+  const paymentIntent = param(() => readString(params.payment_intent, 'payment_intent')) ?? null;
+  const charge = param(() => readString(params.charge, 'charge')) ?? null;
+  // [unverified] that an unknown PaymentIntent filter is a 404 rather than an empty list.
+  if (paymentIntent !== null && !(await selectIntent(ctx.sql, accountId, paymentIntent, false))) throw noSuchIntent(paymentIntent, 'payment_intent');
+  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
+  let after: string | null = null;
+  if (startingAfter !== undefined) {
+    const [row] = await ctx.sql<{ seq: string }[]>`
+      SELECT seq FROM psp_sandbox.stripe_refunds WHERE id = ${startingAfter} AND account_id = ${accountId}`;
+    if (!row) throw invalidRequest(`No such refund: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
+    after = row.seq;
+  }
+  const rows = await ctx.sql<{ object: RefundObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_refunds
+     WHERE account_id = ${accountId}
+       AND (${paymentIntent}::text IS NULL OR payment_intent = ${paymentIntent}::text)
+       AND (${charge}::text IS NULL OR charge = ${charge}::text)
+       AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
+     ORDER BY seq DESC
+     LIMIT ${limit + 1}`;
+  return {
+    status: 200,
+    body: { object: 'list', data: rows.slice(0, limit).map((row) => row.object), has_more: rows.length > limit, url: '/v1/refunds' },
+  };
+}
+
+async function retrieveRefund(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, []));
+  const [row] = await ctx.sql<{ object: RefundObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_refunds WHERE id = ${id} AND account_id = ${ctx.identity.accountId}`;
+  if (!row) throw invalidRequest(`No such refund: '${id}'`, { code: 'resource_missing', param: 'id' }, 404);
+  return { status: 200, body: row.object };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The v1 API entry point
 
@@ -1132,9 +1355,19 @@ type Route =
   | { kind: 'search' }
   | { kind: 'retrieve'; id: string }
   | { kind: 'confirm'; id: string }
-  | { kind: 'cancel'; id: string };
+  | { kind: 'cancel'; id: string }
+  | { kind: 'refund' }
+  | { kind: 'list_refunds' }
+  | { kind: 'retrieve_refund'; id: string };
 
 function matchRoute(method: string, path: string): Route | undefined {
+  if (path === '/v1/refunds') {
+    if (method === 'POST') return { kind: 'refund' };
+    if (method === 'GET') return { kind: 'list_refunds' };
+    return undefined;
+  }
+  const refund = /^\/v1\/refunds\/([^/]+)$/.exec(path);
+  if (refund) return method === 'GET' ? { kind: 'retrieve_refund', id: decodeURIComponent(refund[1] ?? '') } : undefined;
   if (path === '/v1/payment_intents') {
     if (method === 'POST') return { kind: 'create' };
     if (method === 'GET') return { kind: 'list' };
@@ -1205,6 +1438,12 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
         return await runPost(ctx, call, endpoint, params, validateConfirm, (tx, input) => executeConfirm(ctx, tx, call, route.id, input));
       case 'cancel':
         return await runPost(ctx, call, endpoint, params, validateCancel, (tx, input) => executeCancel(ctx, tx, route.id, input));
+      case 'refund':
+        return await runPost(ctx, call, endpoint, params, validateRefund, (tx, input) => executeRefund(ctx, tx, call, input));
+      case 'list_refunds':
+        return renderAnswer(call, await listRefunds(ctx, params));
+      case 'retrieve_refund':
+        return renderAnswer(call, await retrieveRefund(ctx, route.id, params));
       case 'retrieve':
         return renderAnswer(call, await retrieve(ctx, route.id, params));
       case 'list':
@@ -1222,6 +1461,72 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
     console.error('[psp-sandbox] stripe %s %s failed:', request.method, request.url.pathname, err);
     return renderAnswer(call, { status: 500, body: errorBody({ type: 'api_error', message: 'An unknown error occurred' }) });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /sandbox/stripe/buyer-pays — the buyer finishing the payment on Stripe's side
+
+const buyerPaysBody = z.object({
+  outTradeNo: z.string().min(1).max(500),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
+});
+
+/**
+ * The buyer confirms the order's newest PaymentIntent that can still take a card — what completing
+ * 3-D Secure, Stripe's hosted page or a saved-card step does on the real Stripe — with the card of
+ * that test buyer. It runs exactly the charge a confirm runs: a ledger row, the PaymentIntent's new
+ * state and its payment_intent.succeeded / payment_failed webhook. A decline leaves it confirmable
+ * again, as on Stripe; a canceled or succeeded PaymentIntent cannot be paid (409 TRADE_NOT_PAYABLE).
+ */
+async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
+  let body: unknown;
+  try {
+    body = JSON.parse(request.body);
+  } catch {
+    return json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' });
+  }
+  const parsed = buyerPaysBody.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return json(400, { code: 'BAD_REQUEST', message: issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid body' });
+  }
+  const { outTradeNo, buyer } = parsed.data;
+  const accountId = ctx.identity.accountId;
+  const card = cardByPaymentMethodId(stripeTestBuyers()[buyer]);
+  if (!card) throw new Error(`no test card for buyer ${buyer}`);
+  // The buyer's confirm is a request of its own on Stripe (made with the publishable key): no
+  // Idempotency-Key of the merchant's.
+  const call: ApiCall = { requestId: newRequestId(), apiVersion: ACCOUNT_API_VERSION, scope: '', idempotencyKey: null };
+  let wake = false;
+  const paid = await ctx.sql.begin(async (tx) => {
+    await lockOrder(tx, accountId, outTradeNo);
+    const [open] = await tx<{ id: string }[]>`
+      SELECT id FROM psp_sandbox.stripe_payment_intents
+       WHERE account_id = ${accountId} AND out_trade_no = ${outTradeNo}
+         AND status IN ('requires_payment_method', 'requires_confirmation', 'requires_action')
+       ORDER BY seq DESC LIMIT 1`;
+    if (!open) {
+      const [any] = await tx<{ count: string }[]>`
+        SELECT count(*)::text AS count FROM psp_sandbox.stripe_payment_intents
+         WHERE account_id = ${accountId} AND out_trade_no = ${outTradeNo}`;
+      return { payable: false as const, known: Number(any?.count ?? '0') > 0 };
+    }
+    const row = await lockIntent(ctx, tx, open.id);
+    const executed = await chargeIntent(ctx, tx, call, row.object, { card, alias: stripeTestBuyers()[buyer] });
+    wake = executed.wake;
+    return { payable: true as const, intentId: row.object.id, succeeded: executed.answer.status === 200 };
+  });
+  if (wake) ctx.wakeNotifier();
+  if (!paid.payable) {
+    return json(409, {
+      code: 'TRADE_NOT_PAYABLE',
+      message: paid.known
+        ? `no PaymentIntent with metadata.out_trade_no ${outTradeNo} can be confirmed: each one has succeeded or is canceled`
+        : `no Stripe PaymentIntent with metadata.out_trade_no ${outTradeNo}`,
+    });
+  }
+  return json(200, { gateway: GATEWAY, outTradeNo, status: paid.succeeded ? 'succeeded' : 'declined', gatewayTradeNo: paid.intentId });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1274,6 +1579,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
               request,
             );
           }
+          if (path === '/sandbox/stripe/buyer-pays') return handleBuyerPays(ctx, request);
           // /v1/… is Stripe's namespace on the sandbox's port: unknown paths get Stripe's own 404.
           if (path === '/v1' || path.startsWith('/v1/')) return handleApi(ctx, request);
           return undefined;

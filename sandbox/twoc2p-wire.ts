@@ -22,6 +22,7 @@ import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } fro
 export const RESP_DESC = {
   '0000': 'Success',
   '0001': 'Transaction is pending',
+  '0003': 'Transaction is cancelled',
   '0999': 'System error',
   '2000': 'Transaction is completed, please do payment inquiry request for full payment information.',
   '2002': 'Transaction not found',
@@ -44,6 +45,24 @@ export const RESP_DESC = {
 } as const;
 
 export type RespCode = keyof typeof RESP_DESC;
+
+/**
+ * The Payment Maintenance API's own result codes (two digits), as 2C2P's "Payment Maintenance Result
+ * Codes" page lists them: refund and refund-status answers carry these, not PGW's four-digit codes.
+ * Only the ones the sandbox can produce are here.
+ */
+export const MAINTENANCE_DESC = {
+  '00': 'Success',
+  '11': 'Request validation failed.',
+  '12': 'Transaction status is not valid to perform your action.',
+  '16': "Requested transaction doesn't exist.",
+  '17': 'Request type is invalid.',
+  '18': 'Invalid Action Amount.',
+  '40': 'Refund amount is more than transaction amount.',
+  '49': 'Transaction is already fully refunded.',
+} as const;
+
+export type MaintenanceCode = keyof typeof MAINTENANCE_DESC;
 
 // ---------------------------------------------------------------------------------------------
 // JSON with exact decimal literals

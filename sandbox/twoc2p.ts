@@ -4,8 +4,12 @@
  *   POST /payment/4.3/paymentToken     {"payload":"<JWT>"} → {"payload":"<JWT>"} | {respCode,respDesc}
  *   POST /payment/4.3/payment          Do Payment, in either of two envelopes (below)
  *   POST /payment/4.3/paymentInquiry   {"payload":"<JWT>"} → {"payload":"<JWT>"} | {respCode,respDesc}
+ *   POST /payment/4.3/cancelTransaction  cancel an unpaid invoice and every payment token of it (below)
+ *   POST /payment/4.3/refund           Payment Maintenance refund (processType "R"), JWT envelope (below)
+ *   POST /payment/4.3/refundStatusInquiry  Payment Maintenance refund status (processType "RS")
  *   GET  /sandbox/2c2p/pay             where webPaymentUrl points (the hosted page is not emulated)
  *   POST /sandbox/2c2p/notify          the notification test tool
+ *   POST /sandbox/2c2p/buyer-pays      the buyer submits the hosted payment page now (test tool)
  *
  * JWTs are HS256 over the merchant's secret key. Every error of the envelope or of validation comes
  * back as plain JSON `{respCode, respDesc}` with HTTP 200, as 2C2P does (e.g. 9042 for a JWT signed
@@ -18,6 +22,38 @@
  * answered the documented way (what the adapter uses, so it works against the real 2C2P unchanged);
  * a `{"payload":"<JWT>"}` request is verified with the merchant's secret and answered with a signed
  * JWT carrying the full result (0000 + tranRef, referenceNo, approvalCode … or the 4xxx decline).
+ *
+ * Cancel Transaction: 2C2P documents `POST …/canceltransaction` with plain JSON `{paymentToken, clientID,
+ * locale}` answered `{invoiceNo, respCode:"2000", respDesc}` ("completed, do a payment inquiry"), and
+ * warns on the same page that it "is not working anymore" for cancelling payments; its Payment
+ * Maintenance API voids by invoiceNo instead. The sandbox takes both shapes on the path above: the
+ * documented plain form (the token is the credential; it cancels that token's invoice) and the JWT
+ * envelope `{merchantID, invoiceNo}` signed with the merchant secret (what the adapter uses: it
+ * needs no payment token, which PayOnce does not keep), answered signed. Cancelling cancels the
+ * invoice, so every payment token of it dies with it; paymentInquiry then answers 0003 "Transaction is
+ * cancelled", Do Payment on any of its tokens answers 0003, and a new paymentToken for the invoiceNo
+ * is 9015 (invoice numbers stay unique; a cancelled invoice is final, like Alipay's TRADE_CLOSED)
+ * [unverified: 2C2P does not document either answer]. Cancelling again answers success again; a paid
+ * invoice is refused with 9015 (the sandbox's code for "the invoice is already paid") [unverified]; an
+ * unknown invoiceNo is 2002. A declined payment leaves the invoice open: another card (or a new
+ * token for the same amount) can still pay it until it is cancelled, as on the hosted payment page.
+ *
+ * Refund: 2C2P's Payment Maintenance API is XML `<PaymentProcessRequest>` (version 3.8/4.3,
+ * merchantID, processType, invoiceNo, actionAmount) wrapped in JWE (RSA-OAEP + A256GCM) inside a JWS
+ * (PS256) with exchanged RSA keys, on …/PaymentAction/2.0/action. Emulating that key exchange would
+ * add nothing the tests need, so the sandbox takes the same fields in PGW v4.3's envelope instead —
+ * `{"payload":"<JWT HS256>"}` on /payment/4.3/refund and /payment/4.3/refundStatusInquiry — and
+ * answers with the Maintenance API's own result codes (00 success, 12 status not valid for the
+ * action, 16 transaction doesn't exist, 18 invalid action amount, 40 refund more than transaction
+ * amount, 49 already fully refunded …), signed. The merchant's refund reference travels as
+ * `idempotencyID` (the Maintenance API documents idempotent keys — result codes 50/51 — but not the
+ * field's name [unverified]; idempotencyID is what PGW v4.3 calls it elsewhere): the same
+ * idempotencyID again returns the first refund, whatever its amount, and refunds nothing more.
+ * Answers carry `refundReferenceNo` (2C2P's id for the refund) and `status` "RF" (refunded) [unverified
+ * status letters]. Card refunds complete at once here; 2C2P documents asynchronous refunds (and a
+ * notifyURL callback for them) only for alternative payment methods, whose callback format it does
+ * not publish, so the sandbox sends no refund notification. Refunds need a paid ("settled") invoice:
+ * the sandbox settles at once, so any paid invoice qualifies.
  *
  * Test cards (the sandbox's own choice, mapped onto ISO 8583 decline reasons as 2C2P's 4xxx codes do):
  *   4111111111111111 — ok: approved.
@@ -33,9 +69,13 @@ import { postNotification, type GatewayNotifier } from './notifier';
 import {
   enqueueNotification,
   findNotification,
+  findRefund,
   insertAttempt,
   recordCharge,
+  recordRefund,
+  refundedMinor,
   type DeliveryResult,
+  type StoredRefund,
   type Queryable,
   type Sql,
   type Tx,
@@ -46,6 +86,7 @@ import {
   DecimalLiteral,
   formatAmount,
   luhnValid,
+  MAINTENANCE_DESC,
   maskCard,
   parseAmount,
   peekJwt,
@@ -54,6 +95,7 @@ import {
   transactionDateTime,
   verifyJwt,
   type Claims,
+  type MaintenanceCode,
   type RespCode,
 } from './twoc2p-wire';
 
@@ -108,11 +150,17 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_invoices (
   payment_channels     text[],
   backend_return_url   text,
   frontend_return_url  text,
-  status               text NOT NULL CHECK (status IN ('open', 'paid')),
+  status               text NOT NULL CHECK (status IN ('open', 'paid', 'cancelled')),
   created_at           timestamptz NOT NULL DEFAULT now(),
   paid_at              timestamptz,
+  cancelled_at         timestamptz,
   PRIMARY KEY (merchant_id, invoice_no)
 );
+-- Databases created before cancelTransaction existed: widen the status rule (idempotent).
+ALTER TABLE psp_sandbox.twoc2p_invoices ADD COLUMN IF NOT EXISTS cancelled_at timestamptz;
+ALTER TABLE psp_sandbox.twoc2p_invoices DROP CONSTRAINT IF EXISTS twoc2p_invoices_status_check;
+ALTER TABLE psp_sandbox.twoc2p_invoices
+  ADD CONSTRAINT twoc2p_invoices_status_check CHECK (status IN ('open', 'paid', 'cancelled'));
 
 CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_payment_tokens (
   payment_token  text PRIMARY KEY,
@@ -135,6 +183,8 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_idempotency (
 
 -- tranRef comes from a sequence: unique across restarts and sandbox processes.
 CREATE SEQUENCE IF NOT EXISTS psp_sandbox.twoc2p_tran_ref_seq START 3000001;
+-- refundReferenceNo, likewise. Refunds themselves live in the shared psp_sandbox.refunds ledger.
+CREATE SEQUENCE IF NOT EXISTS psp_sandbox.twoc2p_refund_ref_seq START 7000001;
 
 -- Every Do Payment that reached the "card host", approved or declined.
 CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_transactions (
@@ -174,7 +224,7 @@ interface InvoiceRow {
   currency_code: string;
   payment_channels: string[] | null;
   backend_return_url: string | null;
-  status: 'open' | 'paid';
+  status: 'open' | 'paid' | 'cancelled';
   paid_at: Date | null;
 }
 
@@ -503,6 +553,7 @@ async function paymentTokenApi(ctx: Context, body: string, baseUrl: string): Pro
       // what 2C2P's v4.3 code list says). An open one for the same amount and currency reopens: a new
       // token for the same invoice, so a new attempt after a decline pays the same invoice.
       if (existing.status === 'paid') return new Refusal('9015', 'the invoice is already paid');
+      if (existing.status === 'cancelled') return new Refusal('9015', 'the invoice is cancelled');
       if (BigInt(existing.amount_minor) !== request.amountMinor || existing.currency_code !== request.currencyCode) {
         return new Refusal('9015', 'the invoice exists with another amount or currency');
       }
@@ -622,6 +673,8 @@ async function processPayment(ctx: Context, token: TokenRow, request: PaymentReq
     // One approval per invoice: a payment on a paid invoice is refused before reaching the card host,
     // and is not a charge attempt (nothing recorded). 9015, the code 2C2P gives for a paid invoice.
     if (invoice.status === 'paid') return new Refusal('9015', 'the invoice is already paid');
+    // Every token of a cancelled invoice is dead: 0003 "Transaction is cancelled" [unverified code].
+    if (invoice.status === 'cancelled') return new Refusal('0003');
     if (invoice.payment_channels && !invoice.payment_channels.includes(request.channelCode)) {
       return new Refusal('9004', `channelCode ${request.channelCode} is not enabled for this payment token`);
     }
@@ -782,6 +835,20 @@ async function paymentInquiryApi(ctx: Context, body: string): Promise<SandboxRes
   if (!invoice) {
     return signed({ merchantID: merchant.merchant_id, invoiceNo, respCode: '2002', respDesc: RESP_DESC['2002'] }, merchant.secret_key);
   }
+  if (invoice.status === 'cancelled') {
+    // Cancelled before anyone paid it: that is the invoice's final state, whatever was declined before.
+    return signed(
+      {
+        merchantID: merchant.merchant_id,
+        invoiceNo,
+        amount: new DecimalLiteral(formatAmount(BigInt(invoice.amount_minor), exponentOf(invoice.currency_code))),
+        currencyCode: invoice.currency_code,
+        respCode: '0003',
+        respDesc: RESP_DESC['0003'],
+      },
+      merchant.secret_key,
+    );
+  }
   const transaction = await reportedTransaction(ctx.sql, merchant.merchant_id, invoiceNo);
   if (!transaction) {
     // A token was issued but nobody has paid yet.
@@ -799,6 +866,226 @@ async function paymentInquiryApi(ctx: Context, body: string): Promise<SandboxRes
   }
   // The approval, or else the latest decline (the invoice is still payable then).
   return signed(transactionClaims(merchant.merchant_id, invoice, transaction), merchant.secret_key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /payment/4.3/cancelTransaction
+
+type CancelResult = 'cancelled' | 'already_cancelled' | 'paid' | 'not_found';
+
+/** Cancels an unpaid invoice (and with it every payment token of it), under the invoice lock. */
+async function cancelInvoice(ctx: Context, merchantId: string, invoiceNo: string): Promise<CancelResult> {
+  return ctx.sql.begin(async (tx): Promise<CancelResult> => {
+    // The same lock Do Payment takes: a payment and a cancel of one invoice are strictly ordered, so a
+    // cancel either sees the approval (and refuses) or every later payment sees the cancel.
+    await lockInvoice(tx, merchantId, invoiceNo);
+    const invoice = await selectInvoice(tx, merchantId, invoiceNo);
+    if (!invoice) return 'not_found';
+    switch (invoice.status) {
+      case 'paid':
+        return 'paid';
+      case 'cancelled':
+        return 'already_cancelled';
+      case 'open':
+        await tx`
+          UPDATE psp_sandbox.twoc2p_invoices SET status = 'cancelled', cancelled_at = now()
+           WHERE merchant_id = ${merchantId} AND invoice_no = ${invoiceNo} AND status = 'open'`;
+        return 'cancelled';
+    }
+  });
+}
+
+async function cancelTransactionApi(ctx: Context, body: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+
+  if ('payload' in parsed) {
+    // The JWT form: the merchant names the invoice, signed with its secret; answered signed.
+    const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
+    if (opened instanceof Refusal) return opened.response();
+    const { claims, merchant } = opened;
+    const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
+    if (typeof invoiceNo !== 'string') return (invoiceNo ?? new Refusal('9005', 'invoiceNo')).response();
+    const result = await cancelInvoice(ctx, merchant.merchant_id, invoiceNo);
+    const answer = (code: RespCode, detail?: string) =>
+      signed(
+        { merchantID: merchant.merchant_id, invoiceNo, respCode: code, respDesc: detail ? `${RESP_DESC[code]}: ${detail}` : RESP_DESC[code] },
+        merchant.secret_key,
+      );
+    switch (result) {
+      case 'cancelled':
+      case 'already_cancelled':
+        return answer('0000');
+      case 'paid':
+        return answer('9015', 'the invoice is already paid');
+      case 'not_found':
+        return answer('2002');
+    }
+  }
+
+  // The documented plain form: the payment token is the credential.
+  const token = await findToken(ctx.sql, parsed.paymentToken);
+  if (!token) return parsed.paymentToken ? plainError('9040') : plainError('9005', 'paymentToken');
+  const result = await cancelInvoice(ctx, token.merchant_id, token.invoice_no);
+  switch (result) {
+    case 'cancelled':
+    case 'already_cancelled':
+      // As documented: "completed, please do payment inquiry" (which then answers 0003).
+      return json(200, { invoiceNo: token.invoice_no, respCode: '2000', respDesc: RESP_DESC['2000'] });
+    case 'paid':
+      return json(200, { invoiceNo: token.invoice_no, respCode: '9015', respDesc: `${RESP_DESC['9015']}: the invoice is already paid` });
+    case 'not_found':
+      throw new Error('payment token without its invoice');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /payment/4.3/refund and /payment/4.3/refundStatusInquiry (Payment Maintenance, JWT form)
+
+/** The approved transaction of a paid invoice: the charge a refund gives money back from. */
+async function approvalOf(db: Queryable, merchantId: string, invoiceNo: string): Promise<TransactionRow> {
+  const transaction = await reportedTransaction(db, merchantId, invoiceNo);
+  if (!transaction || transaction.resp_code !== '0000') throw new Error('paid invoice without its approval');
+  return transaction;
+}
+
+/** A refund as the Maintenance API reports it (refund and refund status alike). */
+function refundClaims(merchantId: string, processType: 'R' | 'RS', refund: StoredRefund): Claims {
+  return {
+    merchantID: merchantId,
+    processType,
+    invoiceNo: refund.outTradeNo,
+    idempotencyID: refund.refundId,
+    refundReferenceNo: refund.gatewayRefundId,
+    tranRef: refund.gatewayTradeNo,
+    amount: new DecimalLiteral(formatAmount(refund.amountMinor, exponentOf(refund.currency))),
+    currencyCode: refund.currency,
+    // RF refunded, RP refund pending, RR refund rejected [unverified letters].
+    status: refund.status === 'succeeded' ? 'RF' : refund.status === 'pending' ? 'RP' : 'RR',
+    transactionDateTime: transactionDateTime(refund.createdAt),
+    respCode: '00',
+    respDesc: MAINTENANCE_DESC['00'],
+  };
+}
+
+function maintenanceRefusal(
+  merchant: MerchantRow,
+  processType: 'R' | 'RS',
+  fields: { invoiceNo: string; idempotencyID: string | undefined },
+  code: MaintenanceCode,
+  detail?: string,
+): SandboxResponse {
+  return signed(
+    {
+      merchantID: merchant.merchant_id,
+      processType,
+      invoiceNo: fields.invoiceNo,
+      idempotencyID: fields.idempotencyID,
+      respCode: code,
+      respDesc: detail ? `${MAINTENANCE_DESC[code]} ${detail}` : MAINTENANCE_DESC[code],
+    },
+    merchant.secret_key,
+  );
+}
+
+/** processType must be the one this path serves (absent means it); anything else is code 17. */
+function checkProcessType(claims: Claims, expected: 'R' | 'RS'): boolean {
+  return claims.processType === undefined || claims.processType === null || claims.processType === expected;
+}
+
+async function refundApi(ctx: Context, body: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
+  if (opened instanceof Refusal) return opened.response();
+  const { claims, merchant } = opened;
+  const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
+  if (typeof invoiceNo !== 'string') return (invoiceNo ?? new Refusal('9005', 'invoiceNo')).response();
+  const idempotencyId = readString(claims, 'idempotencyID', { required: false, max: 100 });
+  if (idempotencyId instanceof Refusal) return idempotencyId.response();
+  const notifyUrl = readUrl(claims, 'notifyURL'); // accepted, never called (see the header)
+  if (notifyUrl instanceof Refusal) return notifyUrl.response();
+  const fields = { invoiceNo, idempotencyID: idempotencyId };
+  if (!checkProcessType(claims, 'R')) return maintenanceRefusal(merchant, 'R', fields, '17', 'Use processType R on this API.');
+  if (claims.actionAmount === undefined || claims.actionAmount === null || claims.actionAmount === '') {
+    return plainError('9005', 'actionAmount');
+  }
+
+  const outcome = await ctx.sql.begin(async (tx): Promise<StoredRefund | { code: MaintenanceCode; detail?: string }> => {
+    // The invoice lock serializes refunds of one charge with each other and with payments, so the
+    // balance check below and the insert are one atomic step.
+    await lockInvoice(tx, merchant.merchant_id, invoiceNo);
+    // The idempotent key first: a repeat gets the first refund back, even once the charge is fully
+    // refunded (which a fresh request would be refused for).
+    if (idempotencyId !== undefined) {
+      const seen = await findRefund(tx, GATEWAY, merchant.merchant_id, idempotencyId);
+      if (seen) {
+        if (seen.outTradeNo !== invoiceNo) return { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
+        return seen;
+      }
+    }
+    const invoice = await selectInvoice(tx, merchant.merchant_id, invoiceNo);
+    if (!invoice) return { code: '16' };
+    if (invoice.status !== 'paid') return { code: '12', detail: `The invoice is ${invoice.status === 'open' ? 'not paid' : invoice.status}.` };
+    const amountMinor = parseAmount(claims.actionAmount, exponentOf(invoice.currency_code));
+    if (amountMinor === null) return { code: '18' };
+    const approval = await approvalOf(tx, merchant.merchant_id, invoiceNo);
+    const remaining = BigInt(invoice.amount_minor) - (await refundedMinor(tx, GATEWAY, merchant.merchant_id, approval.tran_ref));
+    if (remaining <= 0n) return { code: '49' };
+    if (amountMinor > remaining) return { code: '40' };
+    const seq = await tx<{ n: string }[]>`SELECT nextval('psp_sandbox.twoc2p_refund_ref_seq')::text AS n`;
+    const refundReferenceNo = seq[0]?.n;
+    if (!refundReferenceNo) throw new Error('nextval returned nothing');
+    const { refund } = await recordRefund(tx, {
+      gateway: GATEWAY,
+      merchantId: merchant.merchant_id,
+      outTradeNo: invoiceNo,
+      gatewayTradeNo: approval.tran_ref,
+      // Without an idempotencyID every request is a refund of its own, known by 2C2P's reference.
+      refundId: idempotencyId ?? `RF${refundReferenceNo}`,
+      gatewayRefundId: refundReferenceNo,
+      amountMinor,
+      currency: invoice.currency_code,
+      status: 'succeeded',
+    });
+    // Under the invoice lock a conflict can only be the same key on another invoice, racing: the
+    // stored row tells which.
+    if (refund.outTradeNo !== invoiceNo) return { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
+    return refund;
+  });
+  if ('code' in outcome) return maintenanceRefusal(merchant, 'R', fields, outcome.code, outcome.detail);
+  return signed(refundClaims(merchant.merchant_id, 'R', outcome), merchant.secret_key);
+}
+
+async function refundStatusInquiryApi(ctx: Context, body: string): Promise<SandboxResponse> {
+  const parsed = parseBody(body);
+  if (parsed instanceof Refusal) return parsed.response();
+  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
+  if (opened instanceof Refusal) return opened.response();
+  const { claims, merchant } = opened;
+  const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
+  if (typeof invoiceNo !== 'string') return (invoiceNo ?? new Refusal('9005', 'invoiceNo')).response();
+  const idempotencyId = readString(claims, 'idempotencyID', { required: false, max: 100 });
+  if (idempotencyId instanceof Refusal) return idempotencyId.response();
+  const fields = { invoiceNo, idempotencyID: idempotencyId };
+  if (!checkProcessType(claims, 'RS')) return maintenanceRefusal(merchant, 'RS', fields, '17', 'Use processType RS on this API.');
+
+  let refund: StoredRefund | undefined;
+  if (idempotencyId !== undefined) {
+    const found = await findRefund(ctx.sql, GATEWAY, merchant.merchant_id, idempotencyId);
+    refund = found?.outTradeNo === invoiceNo ? found : undefined;
+  } else {
+    // Without a reference: the invoice's latest refund record.
+    const rows = await ctx.sql<{ refund_id: string }[]>`
+      SELECT refund_id FROM psp_sandbox.refunds
+       WHERE gateway = ${GATEWAY} AND merchant_id = ${merchant.merchant_id} AND out_trade_no = ${invoiceNo}
+       ORDER BY id DESC LIMIT 1`;
+    const latest = rows[0];
+    refund = latest ? await findRefund(ctx.sql, GATEWAY, merchant.merchant_id, latest.refund_id) : undefined;
+  }
+  // "Doesn't exist" is a positive answer: no refund under this reference was ever recorded.
+  if (!refund) return maintenanceRefusal(merchant, 'RS', fields, '16', 'No refund matches the request.');
+  return signed(refundClaims(merchant.merchant_id, 'RS', refund), merchant.secret_key);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -957,6 +1244,69 @@ async function notifyTool(ctx: Context, method: string, contentType: string | un
 }
 
 // ---------------------------------------------------------------------------------------------
+// POST /sandbox/2c2p/buyer-pays — the buyer submits the hosted payment page now
+
+const buyerPaysBody = z.object({
+  outTradeNo: z.string().min(1).max(50),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
+});
+
+function toolJson(status: number, code: string, message: string): SandboxResponse {
+  return json(status, { code, message });
+}
+
+/**
+ * What the hosted payment page does when the buyer submits the test buyer's card: a Do Payment on the
+ * invoice's latest payment token, with the same ledger row and backend notification as any other
+ * payment. Only an open invoice can be paid: unknown, paid and cancelled ones are 409.
+ */
+async function buyerPaysTool(ctx: Context, method: string, body: string): Promise<SandboxResponse> {
+  if (method !== 'POST') return toolJson(405, 'METHOD_NOT_ALLOWED', 'use POST');
+  let parsedJson: unknown;
+  try {
+    parsedJson = JSON.parse(body);
+  } catch {
+    return toolJson(400, 'BAD_REQUEST', 'the body is not valid JSON');
+  }
+  const parsed = buyerPaysBody.safeParse(parsedJson);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return toolJson(400, 'BAD_REQUEST', issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid');
+  }
+  const { outTradeNo, buyer } = parsed.data;
+  const invoices = await ctx.sql<InvoiceRow[]>`
+    SELECT ${ctx.sql.unsafe(INVOICE_COLUMNS)} FROM psp_sandbox.twoc2p_invoices
+     WHERE invoice_no = ${outTradeNo}
+     ORDER BY (merchant_id = ${ctx.merchant.merchant_id}) DESC, created_at DESC
+     LIMIT 1`;
+  const invoice = invoices[0];
+  if (!invoice) return toolJson(409, 'TRADE_NOT_PAYABLE', `no 2C2P invoice with invoiceNo ${outTradeNo}`);
+  if (invoice.status !== 'open') return toolJson(409, 'TRADE_NOT_PAYABLE', `invoice ${outTradeNo} is ${invoice.status}`);
+  const tokens = await ctx.sql<TokenRow[]>`
+    SELECT payment_token, merchant_id, invoice_no FROM psp_sandbox.twoc2p_payment_tokens
+     WHERE merchant_id = ${invoice.merchant_id} AND invoice_no = ${invoice.invoice_no}
+     ORDER BY created_at DESC LIMIT 1`;
+  const token = tokens[0];
+  if (!token) throw new Error('invoice without a payment token');
+  // The page offers the channels the token allows; the test buyer's card stands in for any of them.
+  const channelCode = !invoice.payment_channels || invoice.payment_channels.includes('CC') ? 'CC' : (invoice.payment_channels[0] ?? 'CC');
+  const result = await processPayment(ctx, token, {
+    paymentToken: token.payment_token,
+    channelCode,
+    cardNo: TWOC2P_TEST_CARDS[buyer],
+    expiry: null,
+  });
+  // Paid or cancelled between the check above and the invoice lock.
+  if (result instanceof Refusal) return toolJson(409, 'TRADE_NOT_PAYABLE', `invoice ${outTradeNo}: ${RESP_DESC[result.code]}`);
+  return json(200, {
+    gateway: GATEWAY,
+    outTradeNo,
+    status: result.kind === 'approved' ? 'succeeded' : 'declined',
+    gatewayTradeNo: result.kind === 'approved' ? result.transaction.tran_ref : null,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // GET /sandbox/2c2p/pay — where webPaymentUrl points
 
 async function payPage(ctx: Context, url: URL): Promise<SandboxResponse> {
@@ -981,6 +1331,9 @@ const APIS: Readonly<Record<string, (ctx: Context, body: string, baseUrl: string
   paymentToken: paymentTokenApi,
   payment: (ctx, body) => doPaymentApi(ctx, body),
   paymentInquiry: (ctx, body) => paymentInquiryApi(ctx, body),
+  cancelTransaction: (ctx, body) => cancelTransactionApi(ctx, body),
+  refund: (ctx, body) => refundApi(ctx, body),
+  refundStatusInquiry: (ctx, body) => refundStatusInquiryApi(ctx, body),
 };
 
 export const twoC2pModule: SandboxGatewayModule = {
@@ -1019,6 +1372,7 @@ export const twoC2pModule: SandboxGatewayModule = {
             return plainError('0999');
           }
         }
+        if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request.method, request.body);
         if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
         if (path === '/sandbox/2c2p/pay') {
           if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });

@@ -154,6 +154,11 @@ export function newTransactionId(now: Date): string {
   return `4200${randomDigits(6)}${beijingDate(now)}${randomDigits(10)}`;
 }
 
+/** 29 digits like WeChat's refund_id (50000000382019052709732678859): 50, 8 digits, the Beijing date, 11 digits. */
+export function newRefundId(now: Date): string {
+  return `50${randomDigits(8)}${beijingDate(now)}${randomDigits(11)}`;
+}
+
 /** `weixin://wxpay/bizpayurl?pr=XXXXXXX`, the QR code content Native下单 returns. */
 export function newCodeUrl(): string {
   return `weixin://wxpay/bizpayurl?pr=${randomAlnum(7)}`;

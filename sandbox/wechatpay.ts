@@ -5,9 +5,12 @@
  *   POST /v3/pay/transactions/jsapi                           → 200 { prepay_id }
  *   GET  /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=…  → the transaction
  *   GET  /v3/pay/transactions/id/{transaction_id}?mchid=…          → the transaction
- *   POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close    → 204
- *   POST /sandbox/wechatpay/notify   the notification test tool (see sendToolNotifications)
- *   POST /sandbox/wechatpay/scan     a test buyer pays an open trade later (see scanTool)
+ *   POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close    → 204 (400 ORDERPAID when paid)
+ *   POST /v3/refund/domestic/refunds                          → 200 the refund (PROCESSING, later SUCCESS)
+ *   GET  /v3/refund/domestic/refunds/{out_refund_no}          → the refund
+ *   POST /sandbox/wechatpay/notify       the notification test tool (see sendToolNotifications)
+ *   POST /sandbox/wechatpay/buyer-pays   a test buyer pays an open trade later (see buyerPaysTool);
+ *                                        /sandbox/wechatpay/scan is the same tool under its old name
  *
  * Every /v3 request must carry WeChat's `Authorization: WECHATPAY2-SHA256-RSA2048 …` header signed by
  * the merchant's API key (wechatpay-protocol.ts); every answer to an authenticated request is signed
@@ -26,7 +29,12 @@
  * Without `sandbox_buyer` nobody scans: the trade stays NOTPAY (as on the real gateway until the
  * buyer shows up; POST /sandbox/wechatpay/scan plays that buyer later). A real deployment sends its
  * own `attach` (or none). A failed payment leaves the trade payable: creating it again with the same
- * out_trade_no and the same parameters reopens it for another buyer.
+ * out_trade_no and the same parameters reopens it for another buyer, and buyer-pays can still pay it.
+ * A closed trade takes no money any more: create answers 403 OUT_TRADE_NO_USED, buyer-pays 409.
+ *
+ * Refunds. 申请退款 answers PROCESSING, as WeChat does ("申请退款接口的返回仅代表业务的受理情况"); the
+ * refund becomes SUCCESS REFUND_PROCESSING_MS (× SANDBOX_TIME_SCALE) later, when REFUND.SUCCESS goes
+ * to the refund's notify_url. The same out_refund_no again is the same refund, never a second one.
  *
  * Where WeChat's documentation leaves a behaviour open, the nearest documented behaviour is used and
  * a comment says so.
@@ -38,9 +46,11 @@ import { generateRsaKeyPair } from './keys';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
   enqueueNotification,
-  findNotification,
   insertAttempt,
   recordCharge,
+  recordRefund,
+  refundedMinor,
+  settleRefund,
   type DeliveryResult,
   type Queryable,
   type Sql,
@@ -54,6 +64,7 @@ import {
   encryptResource,
   newCodeUrl,
   newPrepayId,
+  newRefundId,
   newTransactionId,
   parseAuthorization,
   platformHeaders,
@@ -110,6 +121,51 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_trades (
   updated_at        timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (mchid, out_trade_no)
 );
+
+-- WeChat's own view of each refund (the shared psp_sandbox.refunds row is the ledger's). One row per
+-- out_refund_no: "同一退款单号多次请求只退一笔".
+CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_refunds (
+  mchid                  text NOT NULL REFERENCES psp_sandbox.wechatpay_merchants (mchid),
+  out_refund_no          text NOT NULL,
+  refund_id              text NOT NULL UNIQUE,
+  out_trade_no           text NOT NULL,
+  transaction_id         text NOT NULL,
+  reason                 text,
+  notify_url             text,
+  refund                 bigint NOT NULL CHECK (refund > 0),
+  total                  bigint NOT NULL CHECK (total > 0),
+  currency               text NOT NULL,
+  status                 text NOT NULL CHECK (status IN ('SUCCESS', 'CLOSED', 'PROCESSING', 'ABNORMAL')),
+  -- When a PROCESSING refund reaches the buyer: fixed at creation, so every observer (query, repeat,
+  -- notification) agrees on it whichever sandbox process looks first.
+  settle_at              timestamptz NOT NULL,
+  success_time           timestamptz,
+  created_at             timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (mchid, out_refund_no)
+);
+
+-- A refund settles at the latest when its REFUND.SUCCESS notification is claimed for its first
+-- delivery (the schedule holds it until settle_at): the ledger then says succeeded before the
+-- merchant hears so, even if nobody queried the refund in between. A trigger rather than code in
+-- the delivery loop, because the loop is shared by every gateway and knows nothing of refunds.
+CREATE OR REPLACE FUNCTION psp_sandbox.wechatpay_settle_notified_refund() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE psp_sandbox.wechatpay_refunds
+     SET status = 'SUCCESS', success_time = settle_at
+   WHERE mchid = NEW.merchant_id AND out_refund_no = NEW.fields->>'out_refund_no' AND status = 'PROCESSING';
+  UPDATE psp_sandbox.refunds
+     SET status = 'succeeded', settled_at = now()
+   WHERE gateway = 'wechatpay' AND merchant_id = NEW.merchant_id AND refund_id = NEW.fields->>'out_refund_no'
+     AND status = 'pending';
+  RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER wechatpay_settle_notified_refund
+  AFTER UPDATE OF lease_until ON psp_sandbox.notifications
+  FOR EACH ROW
+  WHEN (NEW.gateway = 'wechatpay' AND NEW.lease_until IS NOT NULL AND NEW.fields ? 'out_refund_no')
+  EXECUTE FUNCTION psp_sandbox.wechatpay_settle_notified_refund();
 `;
 
 export interface WechatPayIdentity {
@@ -526,6 +582,28 @@ function notificationFields(trade: TradeRow, id: string, createTime: string): Re
   };
 }
 
+const REFUND_SUMMARY: Readonly<Record<RefundStatus, string>> = {
+  SUCCESS: '退款成功',
+  CLOSED: '退款关闭',
+  ABNORMAL: '退款异常',
+  PROCESSING: '退款处理中',
+};
+
+/**
+ * A refund notification's stored fields: `out_refund_no` at the top level is what the settling
+ * trigger (SCHEMA_SQL) and the payment-notification lookups tell refund notifications apart by.
+ */
+function refundNotificationFields(refund: RefundRow, id: string, createTime: string): Record<string, string> {
+  return {
+    id,
+    create_time: createTime,
+    event_type: `REFUND.${refund.status}`,
+    summary: REFUND_SUMMARY[refund.status],
+    out_refund_no: refund.out_refund_no,
+    refund: JSON.stringify(refundResourceView(refund)),
+  };
+}
+
 const ENVELOPE_OVERRIDES = new Set(['id', 'create_time', 'event_type', 'resource_type', 'summary']);
 const RESOURCE_OVERRIDES = new Set(['resource.original_type', 'resource.algorithm', 'resource.associated_data', 'resource.nonce']);
 const HEADER_OVERRIDES = new Set(['Wechatpay-Timestamp', 'Wechatpay-Nonce', 'Wechatpay-Signature', 'Wechatpay-Serial']);
@@ -578,7 +656,9 @@ export function buildWechatPayNotification(
   now: Date,
   overrides: Record<string, string> = {},
 ): { contentType: string; body: string; headers: Record<string, string> } {
-  const transaction = JSON.parse(fields.transaction ?? '{}') as Record<string, unknown>;
+  // A refund notification carries a refund resource (original_type "refund"); the rest are payments.
+  const kind = fields.refund === undefined ? 'transaction' : 'refund';
+  const transaction = JSON.parse((kind === 'refund' ? fields.refund : fields.transaction) ?? '{}') as Record<string, unknown>;
   const envelope: Record<string, string> = {
     id: fields.id ?? randomUUID(),
     create_time: fields.create_time ?? beijingRfc3339(now),
@@ -587,9 +667,9 @@ export function buildWechatPayNotification(
     summary: fields.summary ?? NOTIFICATION_SUMMARY,
   };
   const resourceMeta: Record<string, string> = {
-    original_type: 'transaction',
+    original_type: kind,
     algorithm: 'AEAD_AES_256_GCM',
-    associated_data: 'transaction',
+    associated_data: kind,
     nonce: randomAlnum(12),
   };
   const headerOverrides: Record<string, string> = {};
@@ -655,6 +735,8 @@ interface Context {
   keys: NotificationKeys;
   wakeNotifier(): void;
   deliveryTimeoutMs: number;
+  /** SANDBOX_TIME_SCALE, applied to how long a refund stays PROCESSING. */
+  timeScale: number;
 }
 
 /**
@@ -812,8 +894,10 @@ async function closeTransaction(ctx: Context, outTradeNo: string, authMchid: str
     // The close API's error table lists 404 ORDER_NOT_EXIST; (merchants report the live gateway
     // answering 204 even then; the documented answer is the more useful one for a sandbox).
     if (!trade) return errorAnswer(404, 'ORDER_NOT_EXIST', '订单不存在');
-    // v3 lists no ORDERPAID; TRADE_ERROR ("因业务原因交易失败") is the nearest documented code.
-    if (isPaid(trade)) return errorAnswer(403, 'TRADE_ERROR', '订单已支付，不能关闭');
+    // "ORDERPAID 订单已支付：订单已支付，不能发起关单，请当作已支付的正常交易" — the close API's error
+    // table (v2, and v3 as published for the cross-border /v3/global close). [unverified] the HTTP
+    // status in the domestic v3 API: 400, the status v3 gives business-rule refusals.
+    if (isPaid(trade)) return errorAnswer(400, 'ORDERPAID', '订单已支付，不能发起关单，请当作已支付的正常交易');
     // Closing a closed trade is 204 again: closing is idempotent for the caller.
     if (trade.trade_state !== 'CLOSED') {
       await tx`
@@ -825,10 +909,303 @@ async function closeTransaction(ctx: Context, outTradeNo: string, authMchid: str
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Refunds (申请退款 / 查询单笔退款)
+
+type RefundStatus = 'SUCCESS' | 'CLOSED' | 'PROCESSING' | 'ABNORMAL';
+
+interface RefundRow {
+  mchid: string;
+  out_refund_no: string;
+  refund_id: string;
+  out_trade_no: string;
+  transaction_id: string;
+  reason: string | null;
+  notify_url: string | null;
+  refund: string;
+  total: string;
+  currency: string;
+  status: RefundStatus;
+  settle_at: Date;
+  success_time: Date | null;
+  created_at: Date;
+}
+
+/**
+ * How long a refund stays PROCESSING, in real time (× SANDBOX_TIME_SCALE). [unverified] WeChat gives
+ * no figure: a refund to 零钱 usually lands within minutes, to a bank card in 1–3 working days. A few
+ * seconds keeps the demo moving while still making the merchant handle PROCESSING (0.001 → 3 ms).
+ */
+export const REFUND_PROCESSING_MS = 3000;
+
+/** out_refund_no: "商户系统内部的退款单号，商户系统内部唯一，只能是数字、大小写字母_-|*@", 1–64. */
+const OUT_REFUND_NO_RE = /^[0-9A-Za-z_\-|*@]{1,64}$/;
+
+async function selectRefund(db: Queryable, mchid: string, outRefundNo: string): Promise<RefundRow | undefined> {
+  const rows = await db<RefundRow[]>`
+    SELECT * FROM psp_sandbox.wechatpay_refunds WHERE mchid = ${mchid} AND out_refund_no = ${outRefundNo}`;
+  return rows[0];
+}
+
+/**
+ * The refund as it is now: a PROCESSING refund whose time has come is SUCCESS from here on, in
+ * WeChat's table and the ledger alike (the notification's trigger may have done it already).
+ */
+async function currentRefund(tx: Tx, refund: RefundRow): Promise<RefundRow> {
+  if (refund.status !== 'PROCESSING') return refund;
+  const rows = await tx<RefundRow[]>`
+    UPDATE psp_sandbox.wechatpay_refunds SET status = 'SUCCESS', success_time = settle_at
+     WHERE mchid = ${refund.mchid} AND out_refund_no = ${refund.out_refund_no} AND status = 'PROCESSING'
+       AND settle_at <= now()
+    RETURNING *`;
+  const settled = rows[0];
+  if (!settled) return refund;
+  await settleRefund(tx, GATEWAY, refund.mchid, refund.out_refund_no, 'succeeded');
+  return settled;
+}
+
+/** The refund as 申请退款 and 查询单笔退款 answer it. No coupons in the sandbox: payer amounts = amounts. */
+function refundView(refund: RefundRow): Record<string, unknown> {
+  const total = Number(refund.total);
+  const amount = Number(refund.refund);
+  const view: Record<string, unknown> = {
+    refund_id: refund.refund_id,
+    out_refund_no: refund.out_refund_no,
+    transaction_id: refund.transaction_id,
+    out_trade_no: refund.out_trade_no,
+    channel: 'ORIGINAL',
+    user_received_account: '支付用户零钱',
+  };
+  if (refund.success_time) view.success_time = beijingRfc3339(refund.success_time);
+  view.create_time = beijingRfc3339(refund.created_at);
+  view.status = refund.status;
+  view.funds_account = 'AVAILABLE';
+  view.amount = {
+    total,
+    refund: amount,
+    from: [],
+    payer_total: total,
+    payer_refund: amount,
+    settlement_refund: amount,
+    settlement_total: total,
+    discount_refund: 0,
+    currency: refund.currency,
+    refund_fee: 0,
+  };
+  view.promotion_detail = [];
+  return view;
+}
+
+/** The decrypted resource of a REFUND.* notification ("退款结果通知"). */
+function refundResourceView(refund: RefundRow): Record<string, unknown> {
+  const total = Number(refund.total);
+  const amount = Number(refund.refund);
+  const view: Record<string, unknown> = {
+    mchid: refund.mchid,
+    out_trade_no: refund.out_trade_no,
+    transaction_id: refund.transaction_id,
+    out_refund_no: refund.out_refund_no,
+    refund_id: refund.refund_id,
+    refund_status: refund.status,
+  };
+  if (refund.success_time) view.success_time = beijingRfc3339(refund.success_time);
+  view.user_received_account = '支付用户零钱';
+  view.amount = { total, refund: amount, payer_total: total, payer_refund: amount };
+  return view;
+}
+
+interface RefundParams {
+  transactionId: string | null;
+  outTradeNo: string | null;
+  outRefundNo: string;
+  reason: string | null;
+  notifyUrl: string | null;
+  refund: number;
+  total: number;
+  currency: string;
+}
+
+function readAmount(amount: Body, field: 'refund' | 'total'): number | Answer {
+  const value = amount[field];
+  if (value === undefined || value === null) return paramError(`/amount/${field}`, '为必填项');
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_TOTAL) {
+    return paramError(`/amount/${field}`, `必须是 1-${MAX_TOTAL} 之间的整数（单位：分）`);
+  }
+  return value;
+}
+
+function parseRefund(body: Body): RefundParams | Answer {
+  const transactionId = readString(body, 'transaction_id', 32, false);
+  if (isAnswer(transactionId)) return transactionId;
+  const outTradeNo = readString(body, 'out_trade_no', 32, false);
+  if (isAnswer(outTradeNo)) return outTradeNo;
+  // "transaction_id 与 out_trade_no 二选一".
+  if (transactionId === null && outTradeNo === null) return paramError('/transaction_id', '与 out_trade_no 须二选一');
+  if (outTradeNo !== null && !OUT_TRADE_NO_RE.test(outTradeNo)) {
+    return paramError('/out_trade_no', '要求6-32个字符内，只能是数字、大小写字母_-|*');
+  }
+  const outRefundNo = readString(body, 'out_refund_no', 64, true);
+  if (isAnswer(outRefundNo)) return outRefundNo;
+  if (!OUT_REFUND_NO_RE.test(outRefundNo)) return paramError('/out_refund_no', '要求1-64个字符内，只能是数字、大小写字母_-|*@');
+  const reason = readString(body, 'reason', 80, false);
+  if (isAnswer(reason)) return reason;
+  const notifyUrl = readString(body, 'notify_url', 256, false);
+  if (isAnswer(notifyUrl)) return notifyUrl;
+  if (notifyUrl !== null) {
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(notifyUrl);
+    } catch {
+      parsed = null;
+    }
+    if (!parsed || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')) return paramError('/notify_url', '必须是 http(s) 的绝对 URL');
+    if (parsed.search !== '' || parsed.hash !== '') return paramError('/notify_url', '不能携带参数');
+  }
+  const amount = body.amount;
+  if (typeof amount !== 'object' || amount === null || Array.isArray(amount)) return paramError('/amount', '为必填项');
+  const refund = readAmount(amount as Body, 'refund');
+  if (isAnswer(refund)) return refund;
+  const total = readAmount(amount as Body, 'total');
+  if (isAnswer(total)) return total;
+  const currency = (amount as Body).currency;
+  if (currency === undefined || currency === null) return paramError('/amount/currency', '为必填项');
+  if (typeof currency !== 'string') return paramError('/amount/currency', '必须是字符串');
+  if (currency !== 'CNY') return paramError('/amount/currency', '境内商户号仅支持人民币 CNY');
+  // funds_account, goods_detail…: accepted and ignored.
+  return { transactionId, outTradeNo, outRefundNo, reason, notifyUrl, refund, total, currency };
+}
+
+/**
+ * 申请退款. The rules, in WeChat's order: the same out_refund_no is the same refund (answered as it is
+ * now, never refunded twice; other amounts or another order under it are refused); the order must
+ * exist and be paid; amount.total must be the order's; the refunds of one order may not exceed it.
+ */
+async function createRefund(ctx: Context, authMchid: string, rawBody: string): Promise<Answer> {
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody);
+  } catch {
+    return errorAnswer(400, 'PARAM_ERROR', '请求体不是合法的 JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return errorAnswer(400, 'PARAM_ERROR', '请求体必须是 JSON 对象');
+  const params = parseRefund(body as Body);
+  if (isAnswer(params)) return params;
+  const mchid = authMchid;
+  // "订单号不存在：请检查订单号是否正确且是否已支付，未支付的订单不能发起退款" (404 RESOURCE_NOT_EXISTS):
+  // WeChat does not tell an unknown order from an unpaid one here.
+  const noSuchOrder = errorAnswer(404, 'RESOURCE_NOT_EXISTS', '订单不存在：请检查订单号是否正确且是否已支付，未支付的订单不能发起退款');
+
+  // The lock is per out_trade_no; a refund by transaction_id finds its out_trade_no first (a paid
+  // trade's transaction_id never changes, so reading it outside the lock is safe).
+  let outTradeNo = params.outTradeNo;
+  if (params.transactionId !== null) {
+    const byId = await selectTrade(ctx.sql, mchid, { transactionId: params.transactionId });
+    if (!byId) {
+      // A repeat of a refund whose order is somehow unknown by this id still answers the refund.
+      const existing = await selectRefund(ctx.sql, mchid, params.outRefundNo);
+      if (!existing || existing.transaction_id !== params.transactionId) return noSuchOrder;
+      outTradeNo = existing.out_trade_no;
+    } else {
+      if (outTradeNo !== null && outTradeNo !== byId.out_trade_no) {
+        return errorAnswer(400, 'INVALID_REQUEST', 'transaction_id 与 out_trade_no 不是同一笔订单');
+      }
+      outTradeNo = byId.out_trade_no;
+    }
+  }
+  if (outTradeNo === null) return noSuchOrder;
+  const lockedOutTradeNo = outTradeNo;
+
+  return ctx.sql.begin(async (tx): Promise<Answer> => {
+    await lockTrade(tx, mchid, lockedOutTradeNo);
+    const existing = await selectRefund(tx, mchid, params.outRefundNo);
+    if (existing) {
+      // [unverified] the v3 code for a reused out_refund_no with other terms: v2 answered
+      // REFUND_FEE_MISMATCH ("订单金额或退款金额与之前请求不一致"); v3 folds business-rule refusals into
+      // 400 INVALID_REQUEST.
+      if (
+        existing.out_trade_no !== lockedOutTradeNo ||
+        Number(existing.refund) !== params.refund ||
+        Number(existing.total) !== params.total
+      ) {
+        return errorAnswer(400, 'INVALID_REQUEST', '订单金额或退款金额与之前请求不一致，请核实后再试');
+      }
+      return { status: 200, body: refundView(await currentRefund(tx, existing)) };
+    }
+    const trade = await selectTrade(tx, mchid, { outTradeNo: lockedOutTradeNo });
+    if (!trade || !isPaid(trade) || !trade.transaction_id) return noSuchOrder;
+    // [unverified] wording; the documented rule is that amount.total is the original order's amount.
+    if (BigInt(trade.total) !== BigInt(params.total)) return errorAnswer(400, 'INVALID_REQUEST', '订单金额与原订单金额不一致');
+    if (trade.currency !== params.currency) return paramError('/amount/currency', '与原订单币种不一致');
+    // Pending refunds count: two refunds of one order can never both pass (this runs under its lock).
+    const refunded = await refundedMinor(tx, GATEWAY, mchid, trade.transaction_id);
+    if (refunded + BigInt(params.refund) > BigInt(trade.total)) {
+      return errorAnswer(400, 'INVALID_REQUEST', '申请退款金额超过订单可退金额');
+    }
+
+    const delaySeconds = (REFUND_PROCESSING_MS * ctx.timeScale) / 1000;
+    const inserted = await tx<RefundRow[]>`
+      INSERT INTO psp_sandbox.wechatpay_refunds
+        (mchid, out_refund_no, refund_id, out_trade_no, transaction_id, reason, notify_url, refund, total, currency,
+         status, settle_at)
+      VALUES (${mchid}, ${params.outRefundNo}, ${newRefundId(new Date())}, ${trade.out_trade_no}, ${trade.transaction_id},
+              ${params.reason}, ${params.notifyUrl}, ${String(params.refund)}, ${trade.total}, ${trade.currency},
+              'PROCESSING', now() + make_interval(secs => ${delaySeconds}))
+      RETURNING *`;
+    const refund = inserted[0];
+    if (!refund) throw new Error('INSERT … RETURNING returned no row');
+    const recorded = await recordRefund(tx, {
+      gateway: GATEWAY,
+      merchantId: mchid,
+      outTradeNo: trade.out_trade_no,
+      gatewayTradeNo: trade.transaction_id,
+      refundId: refund.out_refund_no,
+      gatewayRefundId: refund.refund_id,
+      amountMinor: BigInt(refund.refund),
+      currency: refund.currency,
+      status: 'pending',
+    });
+    if (!recorded.created) throw new Error(`ledger already holds refund ${refund.out_refund_no}`);
+    // "转入退款": a query shows trade_state REFUND from the refund request on.
+    await tx`
+      UPDATE psp_sandbox.wechatpay_trades
+         SET trade_state = 'REFUND', trade_state_desc = ${STATE_DESC.REFUND}, updated_at = now()
+       WHERE mchid = ${mchid} AND out_trade_no = ${trade.out_trade_no} AND trade_state = 'SUCCESS'`;
+    if (refund.notify_url !== null) {
+      // REFUND.SUCCESS, due when the refund lands: its fields describe it as it will be then.
+      const landed: RefundRow = { ...refund, status: 'SUCCESS', success_time: refund.settle_at };
+      const id = randomUUID();
+      await enqueueNotification(tx, {
+        gateway: GATEWAY,
+        merchantId: mchid,
+        outTradeNo: refund.out_trade_no,
+        notifyId: id,
+        notifyUrl: refund.notify_url,
+        fields: refundNotificationFields(landed, id, beijingRfc3339(refund.settle_at)),
+      });
+      await tx`UPDATE psp_sandbox.notifications SET next_attempt_at = ${refund.settle_at} WHERE notify_id = ${id}`;
+    }
+    return { status: 200, body: refundView(refund) };
+  });
+}
+
+/** 查询单笔退款（通过商户退款单号）. */
+async function queryRefund(ctx: Context, outRefundNo: string, authMchid: string): Promise<Answer> {
+  if (!OUT_REFUND_NO_RE.test(outRefundNo)) {
+    return paramError('/out_refund_no', '要求1-64个字符内，只能是数字、大小写字母_-|*@', 'uri_template');
+  }
+  return ctx.sql.begin(async (tx): Promise<Answer> => {
+    const refund = await selectRefund(tx, authMchid, outRefundNo);
+    if (!refund) return errorAnswer(404, 'RESOURCE_NOT_EXISTS', '退款单不存在');
+    return { status: 200, body: refundView(await currentRefund(tx, refund)) };
+  });
+}
+
 type Route =
   | { kind: 'create'; tradeType: TradeType }
   | { kind: 'query'; by: { outTradeNo: string } | { transactionId: string } }
-  | { kind: 'close'; outTradeNo: string };
+  | { kind: 'close'; outTradeNo: string }
+  | { kind: 'refund' }
+  | { kind: 'refundQuery'; outRefundNo: string };
 
 function decodeSegment(segment: string): string | null {
   try {
@@ -850,6 +1227,16 @@ function matchRoute(method: string, path: string): Route | { notFound: true } | 
     if (method !== 'POST') return { wrongMethod: 'POST' };
     const outTradeNo = decodeSegment(close[1] ?? '');
     return outTradeNo === null ? { notFound: true } : { kind: 'close', outTradeNo };
+  }
+  if (path === '/v3/refund/domestic/refunds') {
+    if (method !== 'POST') return { wrongMethod: 'POST' };
+    return { kind: 'refund' };
+  }
+  const refundQuery = /^\/v3\/refund\/domestic\/refunds\/([^/]+)$/.exec(path);
+  if (refundQuery) {
+    if (method !== 'GET') return { wrongMethod: 'GET' };
+    const outRefundNo = decodeSegment(refundQuery[1] ?? '');
+    return outRefundNo === null ? { notFound: true } : { kind: 'refundQuery', outRefundNo };
   }
   const query = /^\/v3\/pay\/transactions\/(out-trade-no|id)\/([^/]+)$/.exec(path);
   if (query) {
@@ -908,6 +1295,12 @@ async function handleApi(ctx: Context, request: SandboxRequest): Promise<Sandbox
       case 'close':
         answer = await closeTransaction(ctx, route.outTradeNo, auth.mchid, request.body);
         break;
+      case 'refund':
+        answer = await createRefund(ctx, auth.mchid, request.body);
+        break;
+      case 'refundQuery':
+        answer = await queryRefund(ctx, route.outRefundNo, auth.mchid);
+        break;
       default:
         return assertNever(route);
     }
@@ -936,6 +1329,20 @@ export class ToolError extends Error {
   }
 }
 
+/** The trade's TRANSACTION.SUCCESS notification (its refunds' REFUND.* notifications are others). */
+async function findPaymentNotification(
+  db: Queryable,
+  mchid: string,
+  outTradeNo: string,
+): Promise<{ id: string; fields: Record<string, string> } | undefined> {
+  const rows = await db<{ id: string; fields: Record<string, string> }[]>`
+    SELECT id, fields FROM psp_sandbox.notifications
+     WHERE gateway = ${GATEWAY} AND merchant_id = ${mchid} AND out_trade_no = ${outTradeNo}
+       AND NOT (fields ? 'out_refund_no')
+     ORDER BY id DESC LIMIT 1`;
+  return rows[0];
+}
+
 /**
  * POST /sandbox/wechatpay/notify: sends `copies` deliveries of one paid trade's notification at once,
  * with the trade's scheduled notification's `id` (they are that notification again) and overrides
@@ -947,15 +1354,15 @@ async function sendToolNotifications(
 ): Promise<DeliveryResult[]> {
   const trade = await selectTrade(ctx.sql, ctx.identity.mchid, { outTradeNo: request.outTradeNo });
   if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
-  if (trade.trade_state !== 'SUCCESS') {
+  // REFUND ("转入退款") was paid too: its TRANSACTION.SUCCESS exists, as it was sent at payment.
+  if (!isPaid(trade)) {
     throw new ToolError(409, 'TRADE_NOT_PAID', `trade ${request.outTradeNo} is ${trade.trade_state}; only a paid trade has a TRANSACTION.SUCCESS notification`);
   }
-  const scheduled = await findNotification(ctx.sql, GATEWAY, trade.mchid, trade.out_trade_no);
-  const fields = notificationFields(
-    trade,
-    scheduled?.fields.id ?? randomUUID(),
-    scheduled?.fields.create_time ?? beijingRfc3339(trade.success_time ?? new Date()),
-  );
+  const scheduled = await findPaymentNotification(ctx.sql, trade.mchid, trade.out_trade_no);
+  const fields =
+    scheduled?.fields.transaction !== undefined
+      ? scheduled.fields
+      : notificationFields(trade, randomUUID(), beijingRfc3339(trade.success_time ?? new Date()));
   const notifyUrl = trade.notify_url;
   return Promise.all(
     Array.from({ length: request.copies }, async () => {
@@ -968,26 +1375,37 @@ async function sendToolNotifications(
   );
 }
 
+/** A trade the buyer cannot pay (closed, paid, unknown): buyer-pays answers 409 TRADE_NOT_PAYABLE. */
+class TradeNotPayable extends Error {}
+
 /**
- * POST /sandbox/wechatpay/scan: a test buyer scans an open trade's code now (the real-world case of
- * a Native order the buyer pays later, e.g. after the merchant's charge call gave up waiting).
+ * POST /sandbox/wechatpay/buyer-pays (alias /scan): a test buyer scans an open trade's code now (the
+ * real-world case of a Native order the buyer pays later, e.g. after the merchant's charge call gave
+ * up waiting), exactly as on WeChat: a charge in the ledger, the trade SUCCESS (or PAYERROR, still
+ * payable) and TRANSACTION.SUCCESS to the trade's notify_url. Only NOTPAY, USERPAYING and PAYERROR
+ * trades take money: a CLOSED/REVOKED one cannot be paid any more, and a paid one only once.
  */
-async function scanTool(ctx: Context, request: { outTradeNo: string; buyer: TestBuyerName }): Promise<Record<string, unknown>> {
+async function buyerPaysTool(
+  ctx: Context,
+  request: { outTradeNo: string; buyer: TestBuyerName },
+): Promise<{ status: 'succeeded' | 'declined'; gatewayTradeNo: string | null }> {
   const mchid = ctx.identity.mchid;
   let charged = false;
-  const view = await ctx.sql.begin(async (tx) => {
+  const paid = await ctx.sql.begin(async (tx) => {
     await lockTrade(tx, mchid, request.outTradeNo);
     const trade = await selectTrade(tx, mchid, { outTradeNo: request.outTradeNo });
-    if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
+    if (!trade) throw new TradeNotPayable(`no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
     if (trade.trade_state !== 'NOTPAY' && trade.trade_state !== 'PAYERROR' && trade.trade_state !== 'USERPAYING') {
-      throw new ToolError(409, 'TRADE_NOT_PAYABLE', `trade ${request.outTradeNo} is ${trade.trade_state}`);
+      throw new TradeNotPayable(`trade ${request.outTradeNo} is ${trade.trade_state} (${trade.trade_state_desc})`);
     }
     const result = await payTrade(tx, ctx, trade, WECHATPAY_TEST_BUYERS[request.buyer]);
     charged = result.charged;
-    return transactionView(result.trade);
+    return result.trade;
   });
   if (charged) ctx.wakeNotifier();
-  return view;
+  return paid.trade_state === 'SUCCESS'
+    ? { status: 'succeeded', gatewayTradeNo: paid.transaction_id }
+    : { status: 'declined', gatewayTradeNo: null };
 }
 
 const notifyToolBody = z.object({
@@ -996,14 +1414,46 @@ const notifyToolBody = z.object({
   overrides: z.record(z.string(), z.string()).default({}),
 });
 
-const scanToolBody = z.object({
+const buyerPaysBody = z.object({
   outTradeNo: z.string().min(1).max(64),
-  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
 });
+
+const BUYER_PAYS_PATHS: ReadonlySet<string> = new Set(['/sandbox/wechatpay/buyer-pays', '/sandbox/wechatpay/scan']);
+
+function issueMessage(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
+  const issue = issues[0];
+  return issue ? `${issue.path.map(String).join('.') || 'body'}: ${issue.message}` : 'invalid';
+}
+
+/** The uniform buyer tool every gateway of the sandbox offers: `{ code, message }` errors. */
+async function handleBuyerPays(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  const badRequest = (message: string) => json(400, { code: 'BAD_REQUEST', message });
+  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
+  if (!(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+    return badRequest('send application/json');
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(request.body);
+  } catch {
+    return badRequest('the body is not valid JSON');
+  }
+  const parsed = buyerPaysBody.safeParse(body);
+  if (!parsed.success) return badRequest(issueMessage(parsed.error.issues));
+  try {
+    const result = await buyerPaysTool(ctx, parsed.data);
+    return json(200, { gateway: GATEWAY, outTradeNo: parsed.data.outTradeNo, ...result });
+  } catch (error) {
+    if (error instanceof TradeNotPayable) return json(409, { code: 'TRADE_NOT_PAYABLE', message: error.message });
+    throw error;
+  }
+}
 
 async function handleTool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse | undefined> {
   const path = request.url.pathname;
-  if (path !== '/sandbox/wechatpay/notify' && path !== '/sandbox/wechatpay/scan') return undefined;
+  if (BUYER_PAYS_PATHS.has(path)) return handleBuyerPays(ctx, request);
+  if (path !== '/sandbox/wechatpay/notify') return undefined;
   if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
   if (!(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
     return json(415, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json' } });
@@ -1014,23 +1464,13 @@ async function handleTool(ctx: Context, request: SandboxRequest): Promise<Sandbo
   } catch {
     return json(400, { error: { code: 'INVALID_JSON', message: 'the body is not valid JSON' } });
   }
-  const invalid = (issues: readonly { path: readonly PropertyKey[]; message: string }[]) => {
-    const issue = issues[0];
-    const message = issue ? `${issue.path.map(String).join('.') || 'body'}: ${issue.message}` : 'invalid';
-    return json(400, { error: { code: 'INVALID_REQUEST', message } });
-  };
   try {
-    if (path === '/sandbox/wechatpay/notify') {
-      const parsed = notifyToolBody.safeParse(body);
-      if (!parsed.success) return invalid(parsed.error.issues);
-      const deliveries = await sendToolNotifications(ctx, parsed.data);
-      return json(200, {
-        deliveries: deliveries.map((d) => ({ status: d.httpStatus, body: d.responseBody, ...(d.error ? { error: d.error } : {}) })),
-      });
-    }
-    const parsed = scanToolBody.safeParse(body);
-    if (!parsed.success) return invalid(parsed.error.issues);
-    return json(200, await scanTool(ctx, parsed.data));
+    const parsed = notifyToolBody.safeParse(body);
+    if (!parsed.success) return json(400, { error: { code: 'INVALID_REQUEST', message: issueMessage(parsed.error.issues) } });
+    const deliveries = await sendToolNotifications(ctx, parsed.data);
+    return json(200, {
+      deliveries: deliveries.map((d) => ({ status: d.httpStatus, body: d.responseBody, ...(d.error ? { error: d.error } : {}) })),
+    });
   } catch (error) {
     if (error instanceof ToolError) return json(error.status, { error: { code: error.code, message: error.message } });
     throw error;
@@ -1054,6 +1494,7 @@ export const wechatpayModule: SandboxGatewayModule = {
       keys,
       wakeNotifier: moduleContext.wakeNotifier,
       deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+      timeScale: moduleContext.timeScale,
     };
     return {
       notifier: wechatpayNotifier(keys),

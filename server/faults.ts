@@ -8,6 +8,8 @@
  *   after_claim         the key is claimed, nothing else has happened
  *   after_gateway_call  the gateway answered (money may have moved), nothing is committed
  *   after_commit        everything is committed, the response has not been sent
+ *   after_refund_call   the refund worker's gateway call answered (money may have gone back),
+ *                       nothing is committed (procedure `refunds.process`)
  *
  * Actions: `throw` (a transient error: the key is released), `delay` (ms), and `crash` (the process
  * dies at once with SIGKILL, like a Pod evicted between the charge and the database write).
@@ -15,7 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { CheckoutError } from './checkout/errors';
 
-export const FAULT_POINTS = ['before_claim', 'after_claim', 'after_gateway_call', 'after_commit'] as const;
+export const FAULT_POINTS = ['before_claim', 'after_claim', 'after_gateway_call', 'after_commit', 'after_refund_call'] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 export type FaultAction = { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' };

@@ -5,7 +5,7 @@
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GuardEvent } from './idempotency';
-import type { ChargeOutcome, PaymentGateway, QueryOutcome } from './payments/gateway';
+import type { PaymentGateway } from './payments/gateway';
 
 export interface CheckoutMetrics {
   registry: Registry;
@@ -14,6 +14,7 @@ export interface CheckoutMetrics {
   keysCleaned: Counter;
   gatewayCalls: Counter<'gateway' | 'operation' | 'outcome'>;
   notifications: Counter<'gateway' | 'result'>;
+  refunds: Counter<'gateway' | 'reason' | 'outcome'>;
 }
 
 export function createMetrics(): CheckoutMetrics {
@@ -52,6 +53,12 @@ export function createMetrics(): CheckoutMetrics {
       labelNames: ['gateway', 'result'],
       registers: [registry],
     }),
+    refunds: new Counter({
+      name: 'payonce_refunds_total',
+      help: 'Refunds of money that must not stay: recorded, succeeded, failed (needs a person), retried (in doubt or transient)',
+      labelNames: ['gateway', 'reason', 'outcome'],
+      registers: [registry],
+    }),
   };
 }
 
@@ -63,33 +70,29 @@ export function observeGuard(metrics: CheckoutMetrics) {
   };
 }
 
-/** Wraps an adapter so every charge and query is counted by its outcome. */
+/** Wraps an adapter so every charge, query, close and refund is counted by its outcome. */
 export function instrumentGateway(gateway: PaymentGateway, metrics: CheckoutMetrics): PaymentGateway {
-  const count = (operation: string, outcome: string) =>
-    metrics.gatewayCalls.inc({ gateway: gateway.id, operation, outcome });
+  async function counted<T>(operation: string, call: () => Promise<T>, outcomeOf: (result: T) => string): Promise<T> {
+    try {
+      const result = await call();
+      metrics.gatewayCalls.inc({ gateway: gateway.id, operation, outcome: outcomeOf(result) });
+      return result;
+    } catch (error) {
+      metrics.gatewayCalls.inc({ gateway: gateway.id, operation, outcome: 'error' });
+      throw error;
+    }
+  }
   return {
     id: gateway.id,
     merchantId: gateway.merchantId,
-    async charge(request) {
-      try {
-        const outcome: ChargeOutcome = await gateway.charge(request);
-        count('charge', outcome.kind);
-        return outcome;
-      } catch (error) {
-        count('charge', 'error');
-        throw error;
-      }
-    },
-    async query(outTradeNo) {
-      try {
-        const outcome: QueryOutcome = await gateway.query(outTradeNo);
-        count('query', outcome.kind === 'answered' ? outcome.trade.kind : 'unavailable');
-        return outcome;
-      } catch (error) {
-        count('query', 'error');
-        throw error;
-      }
-    },
+    oneTradePerOrder: gateway.oneTradePerOrder,
+    charge: (request) => counted('charge', () => gateway.charge(request), (o) => o.kind),
+    query: (outTradeNo) =>
+      counted('query', () => gateway.query(outTradeNo), (o) => (o.kind === 'answered' ? o.trade.kind : 'unavailable')),
+    close: (request) => counted('close', () => gateway.close(request), (o) => o.kind),
+    refund: (request) => counted('refund', () => gateway.refund(request), (o) => o.kind),
+    queryRefund: (request) =>
+      counted('refund_query', () => gateway.queryRefund(request), (o) => (o.kind === 'answered' ? o.refund.kind : 'unavailable')),
     verifyNotification: (request) => gateway.verifyNotification(request),
     notificationReply: (ack) => gateway.notificationReply(ack),
   };

@@ -143,8 +143,8 @@ export async function runCustomer(plan: OrderPlan, options: CustomerOptions): Pr
     durationMs: Date.now() - started,
     ...(outcome === 'gave_up' ? { abortedMidRequest } : {}),
   });
-  const pay = (buyer: OrderPlan['buyer']): Promise<PayResult> =>
-    payForCart({ client, storage, cart: plan.cart, gateway: plan.gateway, buyer, sleep, onProgress });
+  const pay = (buyer: OrderPlan['buyer'], gateway = plan.gateway): Promise<PayResult> =>
+    payForCart({ client, storage, cart: plan.cart, gateway, buyer, sleep, onProgress });
 
   try {
     // As the page does: the catalogue first. Its answer carries the session cookie, so the first
@@ -163,7 +163,7 @@ export async function runCustomer(plan: OrderPlan, options: CustomerOptions): Pr
       ({ orderId, outTradeNo } = paid.order);
       if (!plan.retryAfterDecline) return result('declined');
       afterDecline = true;
-      paid = await pay('ok');
+      paid = await pay('ok', plan.retryGateway);
     }
     switch (paid.kind) {
       case 'paid':

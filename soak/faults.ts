@@ -31,6 +31,10 @@ export class FaultController {
   #polling: NodeJS.Timeout | undefined;
   terminatedBackends = 0;
   lateNotifications = { sent: 0, deliveries: 0, acknowledged: 0, failed: 0 };
+  /** The buyer completing an order's trades late: what the gateways answered. */
+  lateCompletions = { paid: 0, refused: 0, declined: 0, failed: 0 };
+  /** Orders charged again outside the checkout, and what the gateway said. */
+  strayCharges = { succeeded: 0, refused: 0, failed: 0 };
 
   constructor(
     private readonly appUrls: string[],
@@ -113,10 +117,10 @@ export class FaultController {
   /** `track: false` for a fault that is only part of another (the slow gateway of a customer giving up). */
   async armSandbox(
     label: string,
-    spec: { gateway: string; action: string; delayMs?: number; copies?: number },
+    spec: { gateway: string; operation?: 'charge' | 'close' | 'refund'; action: string; delayMs?: number; copies?: number; times?: number },
     track = true,
   ): Promise<boolean> {
-    const fault = await this.#post(`${this.sandboxUrl}/sandbox/faults`, { ...spec, times: 1 });
+    const fault = await this.#post(`${this.sandboxUrl}/sandbox/faults`, { times: 1, ...spec });
     if (!fault) {
       this.#failedToArm(label);
       return false;
@@ -164,6 +168,25 @@ export class FaultController {
       }
     } catch {
       this.lateNotifications.failed++;
+    }
+  }
+
+  /** The sandbox's buyer tool: the buyer completes the order's trade at `gateway` now. */
+  async buyerPays(gateway: string, outTradeNo: string): Promise<void> {
+    try {
+      const response = await fetch(`${this.sandboxUrl}/sandbox/${gateway}/buyer-pays`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ outTradeNo, buyer: 'ok' }),
+        signal: AbortSignal.timeout(30_000),
+      });
+      const body = (await response.json().catch(() => ({}))) as { status?: string };
+      if (response.status === 409) this.lateCompletions.refused++;
+      else if (response.status === 200 && body.status === 'succeeded') this.lateCompletions.paid++;
+      else if (response.status === 200) this.lateCompletions.declined++;
+      else this.lateCompletions.failed++;
+    } catch {
+      this.lateCompletions.failed++;
     }
   }
 

@@ -3,18 +3,25 @@
  * sandbox's ledger (`GET {sandbox}/ledger`) and the app's database — for the orders created since a
  * baseline taken before the run (so the database may hold earlier runs).
  *
- *   double_charge          more than one succeeded ledger charge for one out_trade_no (any gateways)
- *   charged_not_paid       a succeeded ledger charge whose order is not `paid` with exactly one
- *                          succeeded payment matching one of its charges (gateway + gatewayTradeNo)
+ *   money_kept             per order, succeeded ledger charges − succeeded ledger refunds ≠ the order's
+ *                          amount if it is paid, 0 otherwise (and any money kept for an out_trade_no
+ *                          that no order has)
+ *   refund_exceeds_charge  the refunds of one charge (pending and succeeded) add up to more than it
+ *   refund_twice           more than one succeeded refund of one charge
+ *   charged_not_paid       a succeeded ledger charge that its order does not record (as its payment or
+ *                          as excess being refunded), or a paid order whose one payment is not one of
+ *                          its charges
  *   paid_without_charge    a paid order, or a succeeded payment, that no succeeded ledger charge backs
  *   stock_not_conserved    per SKU: baseline stock − quantities of the run's orders not expired/failed
  *                          + quantities of orders open at the baseline that expired since ≠ stock now
  *   emails_per_paid_order  confirmation emails delivered (mail_sink rows via the outbox) ≠ 1 for a
- *                          paid order, or any email for an order that is not paid
+ *                          paid order, or any email for an order that is not paid; refund emails ≠ 1
+ *                          per succeeded refund
  *   key_in_flight          an idempotency key, not completed, whose lease is held at the check and is
  *                          still held by the same owner (same lease token) more than a lease length
  *                          later: with every client gone, no request can legitimately hold it that long
- *   unsettled              after the settling time: an order still `paying`, or an email still queued
+ *   unsettled              after the settling time: an order still `paying`, an email still queued, a
+ *                          refund not final, or a trade still open on an order that is over
  */
 import postgres from 'postgres';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,9 +36,21 @@ export interface LedgerCharge {
   createdAt: string;
 }
 
+export interface LedgerRefund {
+  gateway: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  status: string;
+  refundId: string;
+  gatewayTradeNo: string;
+  createdAt: string;
+}
+
 export interface Ledger {
   charges: LedgerCharge[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+  refunds: LedgerRefund[];
 }
 
 export async function fetchLedger(sandboxUrl: string): Promise<Ledger> {
@@ -41,7 +60,9 @@ export async function fetchLedger(sandboxUrl: string): Promise<Ledger> {
 }
 
 export const VIOLATION_KINDS = [
-  'double_charge',
+  'money_kept',
+  'refund_exceeds_charge',
+  'refund_twice',
   'charged_not_paid',
   'paid_without_charge',
   'stock_not_conserved',
@@ -88,7 +109,10 @@ export interface InvariantStats {
   notifications: { deliveries: number; acknowledged: number };
   emailsSent: number;
   keys: { total: number; completed: number; staleLease: number; released: number };
-  duplicateChargeRecords: number;
+  /** Charges that had to go back (second successes, late payments), and their refunds at the ledger. */
+  refunds: { excessCharges: number; ledgerSucceeded: number; ledgerOther: number; byReason: Record<string, number> };
+  /** Orders that had to pay with two or more charges before the refunds: the protection at work. */
+  ordersChargedTwice: number;
 }
 
 export interface InvariantReport {
@@ -119,13 +143,16 @@ export async function checkInvariants(params: {
   const orders = await sql<{ id: string; out_trade_no: string; status: string; amount_minor: number }[]>`
     select id, out_trade_no, status, amount_minor from orders where created_at >= ${since} order by created_at`;
   const byTradeNo = new Map(orders.map((o) => [o.out_trade_no, o]));
-  type PaymentRow = { order_id: string; gateway: string; gateway_trade_no: string | null; source: string };
-  const payments = await sql<PaymentRow[]>`
-    select p.order_id, p.gateway, p.gateway_trade_no, p.source
+  type PaymentRow = { order_id: string; gateway: string; gateway_trade_no: string | null; source: string; role: string };
+  const allSucceeded = await sql<PaymentRow[]>`
+    select p.order_id, p.gateway, p.gateway_trade_no, p.source, p.role
       from payments p join orders o on o.id = p.order_id
      where o.created_at >= ${since} and p.status = 'succeeded'`;
+  const payments = allSucceeded.filter((p) => p.role === 'payment');
   const paymentsByOrder = new Map<string, PaymentRow[]>();
   for (const p of payments) paymentsByOrder.set(p.order_id, [...(paymentsByOrder.get(p.order_id) ?? []), p]);
+  const recordedByOrder = new Map<string, PaymentRow[]>();
+  for (const p of allSucceeded) recordedByOrder.set(p.order_id, [...(recordedByOrder.get(p.order_id) ?? []), p]);
 
   // --- The ledger, scoped to this run: charges for its orders, and charges since the baseline for
   // an out_trade_no that no order has at all (money taken for nothing we know of).
@@ -134,37 +161,83 @@ export async function checkInvariants(params: {
   const known = unknownTradeNos.length
     ? new Set((await sql<{ out_trade_no: string }[]>`select out_trade_no from orders where out_trade_no in ${sql(unknownTradeNos)}`).map((r) => r.out_trade_no))
     : new Set<string>();
-  const charges = ledger.charges.filter(
-    (c) => byTradeNo.has(c.outTradeNo) || (new Date(c.createdAt) >= since && !known.has(c.outTradeNo)),
-  );
+  const inScope = (c: { outTradeNo: string; createdAt: string }) =>
+    byTradeNo.has(c.outTradeNo) || (new Date(c.createdAt) >= since && !known.has(c.outTradeNo));
+  const charges = ledger.charges.filter(inScope);
+  const ledgerRefunds = (ledger.refunds ?? []).filter(inScope);
   const succeeded = charges.filter((c) => c.status === 'succeeded');
   const chargesByTradeNo = new Map<string, LedgerCharge[]>();
   for (const c of succeeded) chargesByTradeNo.set(c.outTradeNo, [...(chargesByTradeNo.get(c.outTradeNo) ?? []), c]);
+  const refundedByTradeNo = new Map<string, number>();
+  for (const r of ledgerRefunds) {
+    if (r.status === 'succeeded') refundedByTradeNo.set(r.outTradeNo, (refundedByTradeNo.get(r.outTradeNo) ?? 0) + r.amountMinor);
+  }
   const describe = (list: LedgerCharge[]) => list.map((c) => `${c.gateway}/${c.gatewayTradeNo} ${c.amountMinor}`).join(', ');
 
-  // 1. At most one successful charge per order.
-  for (const [tradeNo, list] of chargesByTradeNo) {
-    if (list.length > 1) add('double_charge', tradeNo, `${list.length} succeeded charges: ${describe(list)}`);
+  // 1. Money kept per order: its amount if paid, nothing otherwise.
+  for (const tradeNo of new Set([...chargesByTradeNo.keys(), ...refundedByTradeNo.keys(), ...byTradeNo.keys()])) {
+    const list = chargesByTradeNo.get(tradeNo) ?? [];
+    const charged = list.reduce((sum, c) => sum + c.amountMinor, 0);
+    const refunded = refundedByTradeNo.get(tradeNo) ?? 0;
+    const order = byTradeNo.get(tradeNo);
+    const expected = order?.status === 'paid' ? order.amount_minor : 0;
+    if (charged - refunded !== expected) {
+      add(
+        'money_kept',
+        tradeNo,
+        `kept ${charged - refunded} (charged ${charged}: ${describe(list) || 'none'}; refunded ${refunded}), expected ${expected} for ${order ? `an order that is ${order.status}` : 'no order'}`,
+      );
+    }
   }
 
-  // 2. Every successful charge is reflected in exactly one paid order.
+  // 1b. Refunds never exceed their charge, and no charge is refunded twice.
+  const refundsByCharge = new Map<string, LedgerRefund[]>();
+  for (const r of ledgerRefunds) {
+    const charge = `${r.gateway}/${r.gatewayTradeNo}`;
+    refundsByCharge.set(charge, [...(refundsByCharge.get(charge) ?? []), r]);
+  }
+  for (const [charge, list] of refundsByCharge) {
+    const live = list.filter((r) => r.status === 'succeeded' || r.status === 'pending');
+    const total = live.reduce((sum, r) => sum + r.amountMinor, 0);
+    const original = succeeded.find((c) => `${c.gateway}/${c.gatewayTradeNo}` === charge);
+    if (!original || total > original.amountMinor) {
+      add('refund_exceeds_charge', charge, `refunds total ${total}; the charge is ${original ? original.amountMinor : 'not in the ledger'}`);
+    }
+    const done = list.filter((r) => r.status === 'succeeded');
+    if (done.length > 1) add('refund_twice', charge, `${done.length} succeeded refunds: ${done.map((r) => r.refundId).join(', ')}`);
+  }
+
+  // 2. Every successful charge is reflected in its order: as the one payment of a paid order, or as
+  // excess being refunded.
   for (const [tradeNo, list] of chargesByTradeNo) {
     const order = byTradeNo.get(tradeNo);
     if (!order) {
       add('charged_not_paid', tradeNo, `charged (${describe(list)}) but no order has this out_trade_no`);
       continue;
     }
-    const paid = paymentsByOrder.get(order.id) ?? [];
-    const matches = (p: (typeof paid)[number]) =>
-      list.some((c) => c.gateway === p.gateway && c.gatewayTradeNo === p.gateway_trade_no);
-    if (order.status !== 'paid') {
-      add('charged_not_paid', tradeNo, `charged (${describe(list)}) but the order is ${order.status}`);
-    } else if (paid.length !== 1) {
-      add('charged_not_paid', tradeNo, `charged (${describe(list)}); the paid order has ${paid.length} succeeded payments`);
-    } else if (!matches(paid[0]!)) {
-      const p = paid[0]!;
-      add('charged_not_paid', tradeNo, `charged (${describe(list)}) but the payment records ${p.gateway}/${p.gateway_trade_no}`);
+    const recorded = recordedByOrder.get(order.id) ?? [];
+    const problems: string[] = [];
+    // A charge the gateway itself reversed in full (Alipay's cancel of a trade paid a moment before)
+    // kept no money: the order need not record it.
+    const reversed = (c: LedgerCharge) =>
+      ledgerRefunds
+        .filter((r) => r.status === 'succeeded' && r.gateway === c.gateway && r.gatewayTradeNo === c.gatewayTradeNo)
+        .reduce((sum, r) => sum + r.amountMinor, 0) >= c.amountMinor;
+    for (const c of list) {
+      if (!recorded.some((p) => p.gateway === c.gateway && p.gateway_trade_no === c.gatewayTradeNo) && !reversed(c)) {
+        problems.push(`charge ${c.gateway}/${c.gatewayTradeNo} is not recorded by its order (${order.status})`);
+      }
     }
+    const paid = paymentsByOrder.get(order.id) ?? [];
+    const matches = (p: PaymentRow) => list.some((c) => c.gateway === p.gateway && c.gatewayTradeNo === p.gateway_trade_no);
+    if (order.status === 'paid' && paid.length !== 1) {
+      problems.push(`the paid order has ${paid.length} payments`);
+    } else if (order.status === 'paid' && !matches(paid[0]!)) {
+      problems.push(`the payment records ${paid[0]!.gateway}/${paid[0]!.gateway_trade_no}`);
+    } else if (order.status !== 'paid' && paid.length > 0) {
+      problems.push(`recorded as the payment of an order that is ${order.status}`);
+    }
+    if (problems.length > 0) add('charged_not_paid', tradeNo, `charged (${describe(list)}): ${problems.join('; ')}`);
   }
 
   // 2b. The converse: nothing is paid that the gateway did not charge.
@@ -230,6 +303,22 @@ export async function checkInvariants(params: {
     }
   }
 
+  // 4b. One refund email per refund that succeeded in our books, none for any other.
+  const refundRows = await sql<{ refund_id: string; status: string; reason: string; order_status: string; sent: number; queued: number }[]>`
+    select r.refund_id, r.status, r.reason, o.status as order_status,
+           (select count(*)::int from outbox ob join mail_sink m on m.outbox_id = ob.id
+             where ob.topic = 'email.refund' and ob.dedupe_key = 'refund-email:' || r.refund_id) as sent,
+           (select count(*)::int from outbox ob
+             where ob.topic = 'email.refund' and ob.dedupe_key = 'refund-email:' || r.refund_id and ob.delivered_at is null) as queued
+      from refunds r join orders o on o.id = r.order_id
+     where o.created_at >= ${since}`;
+  for (const r of refundRows) {
+    const expected = r.status === 'succeeded' ? 1 : 0;
+    if (r.sent !== expected && !(r.status === 'succeeded' && r.queued > 0)) {
+      add('emails_per_paid_order', r.refund_id, `${r.sent} refund emails sent for a refund that is ${r.status}`);
+    }
+  }
+
   // 5. Keys left in flight: held now, and still held by the same owner after a full lease length.
   const held = await sql<{ id: string; scope: string; key: string; request_path: string; lease_token: string }[]>`
     select id, scope, key, request_path, lease_token from idempotency_keys
@@ -256,6 +345,14 @@ export async function checkInvariants(params: {
     const e = emailsByOrder.get(order.id);
     if (e && e.undelivered > 0) add('unsettled', order.out_trade_no, `${e.undelivered} confirmation email(s) still queued`);
   }
+  for (const r of refundRows) {
+    if (r.status !== 'succeeded' && r.status !== 'failed') add('unsettled', r.refund_id, `the refund is still ${r.status}`);
+    if (r.queued > 0) add('unsettled', r.refund_id, 'the refund email is still queued');
+  }
+  const openTrades = await sql<{ out_trade_no: string; gateway: string; status: string }[]>`
+    select o.out_trade_no, t.gateway, o.status from order_trades t join orders o on o.id = t.order_id
+     where o.created_at >= ${since} and t.status = 'open' and o.status in ('paid', 'expired', 'failed')`;
+  for (const t of openTrades) add('unsettled', t.out_trade_no, `the ${t.gateway} trade is still open on an order that is ${t.status}`);
 
   // --- Figures.
   const [keyStats] = await sql<{ total: number; completed: number; stale: number; released: number }[]>`
@@ -264,9 +361,7 @@ export async function checkInvariants(params: {
            count(*) filter (where completed_at is null and lease_token is not null and lease_expires_at <= now())::int as stale,
            count(*) filter (where completed_at is null and lease_token is null)::int as released
       from idempotency_keys where created_at >= ${since}`;
-  const [dup] = await sql<{ n: number }[]>`
-    select count(*)::int as n from outbox ob join orders o on o.id = (ob.payload->>'orderId')::uuid
-     where ob.topic = 'payment.duplicate_charge' and o.created_at >= ${since}`;
+  const excess = allSucceeded.filter((p) => p.role === 'excess');
   const scopedTradeNos = new Set(charges.map((c) => c.outTradeNo));
   const notifications = ledger.notifications.filter((n) => scopedTradeNos.has(n.outTradeNo) || byTradeNo.has(n.outTradeNo));
   const paidOrderIds = new Set(orders.filter((o) => o.status === 'paid').map((o) => o.id));
@@ -287,7 +382,13 @@ export async function checkInvariants(params: {
       staleLease: keyStats?.stale ?? 0,
       released: keyStats?.released ?? 0,
     },
-    duplicateChargeRecords: dup?.n ?? 0,
+    refunds: {
+      excessCharges: excess.length,
+      ledgerSucceeded: ledgerRefunds.filter((r) => r.status === 'succeeded').length,
+      ledgerOther: ledgerRefunds.filter((r) => r.status !== 'succeeded').length,
+      byReason: tally(refundRows.map((r) => r.reason)),
+    },
+    ordersChargedTwice: [...chargesByTradeNo.values()].filter((list) => list.length > 1).length,
   };
   return { violations, stats };
 }
@@ -304,11 +405,14 @@ export async function pendingWork(
   const [row] = await sql<{ paying: number; queued: number; fingerprint: string }[]>`
     select (select count(*)::int from orders where created_at >= ${since} and status = 'paying') as paying,
            (select count(*)::int from outbox ob join orders o on o.id = (ob.payload->>'orderId')::uuid
-             where ob.topic = 'email.order_paid' and ob.delivered_at is null and o.created_at >= ${since}) as queued,
+             where ob.topic in ('email.order_paid', 'email.refund') and ob.delivered_at is null and o.created_at >= ${since})
+           + (select count(*)::int from refunds r join orders o on o.id = r.order_id
+               where o.created_at >= ${since} and r.status in ('pending', 'sent', 'processing')) as queued,
            concat_ws('/',
              (select string_agg(status || ':' || n, ',' order by status)
                 from (select status, count(*) as n from orders where created_at >= ${since} group by status) s),
              (select count(*) from payments p join orders o on o.id = p.order_id where o.created_at >= ${since}),
+             (select count(*) filter (where r.status = 'succeeded') from refunds r join orders o on o.id = r.order_id where o.created_at >= ${since}),
              (select count(*) from mail_sink where sent_at >= ${since}),
              (select count(*) filter (where completed_at is not null) || ':' || count(*) filter (where lease_token is not null)
                 from idempotency_keys where created_at >= ${since})) as fingerprint`;

@@ -18,6 +18,9 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { startStack, type Stack } from '../scripts/stack';
+import { gatewaysFromEnv } from '../server/payments';
+import type { GatewayId, PaymentGateway } from '../server/payments/gateway';
+import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 import { runCustomer, type CustomerResult, type Outcome } from './customer';
 import { FaultController } from './faults';
 import { checkInvariants, fetchLedger, pendingWork, takeBaseline, VIOLATION_KINDS, type InvariantReport } from './invariants';
@@ -123,6 +126,9 @@ try {
       GATEWAY_TIMEOUT_MS: '2000',
       JOBS_RECONCILE_SECONDS: '1',
       JOBS_OUTBOX_SECONDS: '1',
+      JOBS_REFUND_SECONDS: '1',
+      REFUND_BACKOFF_MS: '500',
+      REFUND_LEASE_MS: '10000',
     },
   });
 } catch (error) {
@@ -145,6 +151,21 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     console.error(`\n${signal}: stopping the stack`);
     void shutdown(130);
   });
+}
+
+// The gateways as a second, stale client would reach them, for the stray charges.
+const strayGateways: Partial<Record<GatewayId, PaymentGateway>> = gatewaysFromEnv(
+  sandboxCredentialsToEnv((await (await fetch(`${stack.sandboxUrl}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0]),
+);
+/**
+ * How many tries one fault must spoil to fail one call: stripe-node retries a 5xx, a timeout or a
+ * dropped connection itself (twice, same key); alipay-sdk's HTTP client re-sends a POST once after a
+ * dropped connection; the other adapters do not retry.
+ */
+function triesPerCall(gateway: GatewayId, action: string): number {
+  if (gateway === 'stripe') return 3;
+  if (gateway === 'alipay' && action !== 'fail_before_charge') return 2;
+  return 1;
 }
 
 faults = new FaultController(appUrls, stack.sandboxUrl, sql);
@@ -201,6 +222,15 @@ async function runOrder(plan: OrderPlan): Promise<void> {
       ...('delayMs' in fault && fault.delayMs !== undefined ? { delayMs: fault.delayMs } : {}),
       ...('copies' in fault ? { copies: fault.copies } : {}),
     });
+  } else if (fault?.kind === 'sandbox_close') {
+    // On the first gateway: its trade is the one closed when the customer switches or the order expires.
+    await controller.armSandbox(label!, {
+      gateway: plan.gateway,
+      operation: 'close',
+      action: fault.action,
+      times: triesPerCall(plan.gateway, fault.action),
+      ...(fault.delayMs !== undefined ? { delayMs: fault.delayMs } : {}),
+    });
   } else if (fault?.kind === 'give_up') {
     // A slow gateway, so that the customer leaves while the charge is under way.
     await controller.armSandbox(label!, { gateway: plan.gateway, action: 'slow', delayMs: fault.slowMs }, false);
@@ -235,6 +265,62 @@ async function runOrder(plan: OrderPlan): Promise<void> {
 
   // 3. Record; a late notification comes after the order settled.
   results.push({ ...result, plan });
+  const paidOrder = result.outcome === 'paid' || result.outcome === 'paid_after_decline';
+  if (plan.lateCompletion && result.outTradeNo) {
+    // The buyer completes every trade the order used, late: each must be refused, or settle the
+    // order if it was still open, or be refunded.
+    const outTradeNo = result.outTradeNo;
+    const used = [...new Set([plan.gateway, plan.retryGateway])];
+    background.push(
+      sleep(plan.lateCompletion.afterMs).then(async () => {
+        for (const gateway of used) await controller.buyerPays(gateway, outTradeNo);
+      }),
+    );
+  }
+  if (fault?.kind === 'stray_charge') {
+    const gateway = strayGateways[fault.gateway];
+    if (paidOrder && result.outTradeNo && gateway) {
+      const outTradeNo = result.outTradeNo;
+      const amount = await sql<{ amount_minor: number; currency: string }[]>`
+        select amount_minor, currency from orders where out_trade_no = ${outTradeNo}`;
+      background.push(
+        sleep(fault.afterMs).then(async () => {
+          if (fault.refundFault === 'crash_after_refund_call') {
+            // The refund worker runs on whichever instance picks the job: arm every instance.
+            for (const instance of appUrls.keys()) {
+              await controller.armApp(`${label!}:instance`, instance, {
+                point: 'after_refund_call',
+                action: { kind: 'crash' },
+                procedure: 'refunds.process',
+                gateway: fault.gateway,
+              });
+            }
+          } else if (fault.refundFault) {
+            await controller.armSandbox(
+              `${label!}:armed`,
+              { gateway: fault.gateway, operation: 'refund', action: fault.refundFault, times: triesPerCall(fault.gateway, fault.refundFault) },
+              false,
+            );
+          }
+          const outcome = await gateway.charge({
+            outTradeNo,
+            amountMinor: amount[0]!.amount_minor,
+            currency: amount[0]!.currency,
+            subject: `PayOnce 订单 ${outTradeNo}`,
+            attempt: 100 + plan.index, // a request of its own, not a replay of the checkout's
+            buyer: 'ok',
+            notifyUrl: `${appUrls[plan.home]}/api/webhooks/${fault.gateway}`,
+          });
+          if (outcome.kind === 'succeeded') controller.strayCharges.succeeded++;
+          else if (outcome.kind === 'declined') controller.strayCharges.refused++;
+          else controller.strayCharges.failed++;
+          controller.recordDirect(label!, outcome.kind === 'succeeded');
+        }),
+      );
+    } else {
+      controller.recordDirect(label!, false);
+    }
+  }
   if (fault?.kind === 'late_notification') {
     const paid = result.outcome === 'paid' || result.outcome === 'paid_after_decline';
     if (paid && result.outTradeNo) {
@@ -365,13 +451,17 @@ say(`  app restarts seen: ${controller.restarts} (${appUrls.map((_, i) => `insta
 say(`  app connections terminated: ${controller.terminatedBackends}`);
 const ln = controller.lateNotifications;
 say(`  late notifications: ${ln.sent} sent, ${ln.deliveries} deliveries, ${ln.acknowledged} acknowledged, ${ln.failed} failed`);
+const lc = controller.lateCompletions;
+say(`  late completions by the buyer: ${lc.refused} refused (trade closed or paid), ${lc.paid} paid, ${lc.declined} declined, ${lc.failed} failed`);
+const sc = controller.strayCharges;
+say(`  stray charges of paid orders: ${sc.succeeded} succeeded, ${sc.refused} refused by the gateway, ${sc.failed} in doubt`);
 say('');
 const s = report.stats;
 say('ground truth:');
 say(`  orders by status: ${Object.entries(s.ordersByStatus).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 say(`  paid orders by source: ${Object.entries(s.paidBySource).map(([k, v]) => `${k} ${v}`).join(', ') || '-'}`);
 say(`  ledger charges: ${s.ledgerCharges.succeeded} succeeded, ${s.ledgerCharges.declined} declined; notifications ${s.notifications.deliveries} (${s.notifications.acknowledged} acknowledged)`);
-say(`  emails sent ${s.emailsSent}; duplicate-charge records ${s.duplicateChargeRecords}`);
+say(`  emails sent ${s.emailsSent}; orders charged twice ${s.ordersChargedTwice}; excess charges ${s.refunds.excessCharges}, refunds at the ledger ${s.refunds.ledgerSucceeded} succeeded / ${s.refunds.ledgerOther} other`);
 say(`  keys ${s.keys.total}: ${s.keys.completed} completed, ${s.keys.released} released uncompleted, ${s.keys.staleLease} with a stale lease`);
 say('');
 say(`invariants: ${report.violations.length === 0 ? 'all hold' : `${report.violations.length} VIOLATIONS`}`);
@@ -419,6 +509,8 @@ if (args.json) {
         restarts: controller.restarts,
         terminatedBackends: controller.terminatedBackends,
         lateNotifications: controller.lateNotifications,
+        lateCompletions: controller.lateCompletions,
+        strayCharges: controller.strayCharges,
         stats: report.stats,
         orphanOrders,
         violations: report.violations,

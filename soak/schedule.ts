@@ -20,12 +20,22 @@ export type PlannedFault =
   | { kind: 'app'; procedure: 'checkout.pay' | 'checkout.createOrder'; point: FaultPoint; action: AppFaultAction }
   | { kind: 'sandbox'; action: 'fail_before_charge' | 'slow' | 'timeout_after_charge' | 'drop_after_charge'; delayMs?: number }
   | { kind: 'sandbox'; action: 'duplicate_notifications'; copies: number }
+  /** On the first gateway's close (after a decline the customer switches, or the order expires). */
+  | { kind: 'sandbox_close'; action: 'fail_before_charge' | 'timeout_after_charge' | 'drop_after_charge'; delayMs?: number }
+  /**
+   * After the order is paid, it is charged again on `gateway` outside the checkout (a stale client, a
+   * mistaken retry): the app must refund it exactly once, through `refundFault` if one is set.
+   */
+  | { kind: 'stray_charge'; gateway: GatewayId; afterMs: number; refundFault?: StrayRefundFault }
   /** pg_terminate_backend of every app connection, `atMs` after the order started. */
   | { kind: 'pg_terminate'; atMs: number }
   /** The gateway is slowed by `slowMs`; the customer aborts `afterMs` into the payment and never returns. */
   | { kind: 'give_up'; afterMs: number; slowMs: number }
   /** After the order settles, the sandbox's notification tool re-sends `copies` notifications. */
   | { kind: 'late_notification'; afterMs: number; copies: number };
+
+/** What goes wrong with the refund of a stray charge: the gateway fails it, loses its answer, or the app dies after it. */
+export type StrayRefundFault = 'fail_before_charge' | 'drop_after_charge' | 'crash_after_refund_call';
 
 export interface OrderPlan {
   index: number;
@@ -36,6 +46,14 @@ export interface OrderPlan {
   /** The first buyer; after a decline the customer retries with `ok` if `retryAfterDecline`. */
   buyer: TestBuyer;
   retryAfterDecline: boolean;
+  /** The gateway of that retry: the same one, or a switch (the first trade must be closed first). */
+  retryGateway: GatewayId;
+  /**
+   * When the customer is done, the buyer completes the trade of every gateway the order used, late
+   * (a QR code scanned from a screenshot, a card page submitted from another device): refused if the
+   * trade was closed, settling the order if it was still open and unpaid, refunded otherwise.
+   */
+  lateCompletion?: { afterMs: number };
   fault?: PlannedFault;
 }
 
@@ -46,6 +64,8 @@ export interface ScheduleOptions {
   instances: number;
   /** Share of orders whose first buyer is declined. */
   declineRate?: number;
+  /** Share of orders whose buyer completes their trades late. */
+  lateCompletionRate?: number;
 }
 
 const ms = (rng: Prng, min: number, max: number) => rng.int(min, max);
@@ -59,7 +79,7 @@ function drawFault(rng: Prng): PlannedFault {
   type Maker = () => PlannedFault;
   const pay = (point: FaultPoint, action: AppFaultAction): PlannedFault => ({ kind: 'app', procedure: 'checkout.pay', point, action });
   const entries: [Maker, number][] = [];
-  for (const point of FAULT_POINTS) {
+  for (const point of FAULT_POINTS.filter((p) => p !== 'after_refund_call')) {
     entries.push([() => pay(point, { kind: 'throw' }), 4]);
     entries.push([() => pay(point, { kind: 'delay', ms: ms(rng, 200, 1500) }), 2]);
     entries.push([() => pay(point, { kind: 'crash' }), 0.75]);
@@ -76,6 +96,20 @@ function drawFault(rng: Prng): PlannedFault {
   entries.push([() => ({ kind: 'pg_terminate', atMs: ms(rng, 0, 120) }), 8]);
   entries.push([() => ({ kind: 'give_up', afterMs: ms(rng, 50, 1400), slowMs: ms(rng, 800, 1600) }), 8]);
   entries.push([() => ({ kind: 'late_notification', afterMs: ms(rng, 100, 3000), copies: rng.int(1, 3) }), 8]);
+  entries.push([() => ({ kind: 'sandbox_close', action: 'fail_before_charge' }), 3]);
+  entries.push([() => ({ kind: 'sandbox_close', action: 'timeout_after_charge', delayMs: ms(rng, 2500, 4000) }), 3]);
+  entries.push([() => ({ kind: 'sandbox_close', action: 'drop_after_charge' }), 3]);
+  for (const refundFault of [undefined, 'fail_before_charge', 'drop_after_charge', 'crash_after_refund_call'] as const) {
+    entries.push([
+      () => ({
+        kind: 'stray_charge',
+        gateway: rng.pick(GATEWAYS),
+        afterMs: ms(rng, 0, 2000),
+        ...(refundFault ? { refundFault } : {}),
+      }),
+      3,
+    ]);
+  }
   return rng.weighted(entries)();
 }
 
@@ -96,7 +130,11 @@ export function planOrder(seed: string, index: number, options: Omit<ScheduleOpt
   const declined = rng.chance(options.declineRate ?? 0.1);
   const buyer: TestBuyer = declined ? rng.pick(['insufficient_funds', 'account_restricted'] as const) : 'ok';
   const retryAfterDecline = rng.chance(0.8);
-  const plan: OrderPlan = { index, gateway, cart, home, buyer, retryAfterDecline };
+  // From forks, so that adding these decisions left every earlier one as it was.
+  const lifeRng = rng.fork('life');
+  const retryGateway = lifeRng.chance(0.5) ? lifeRng.pick(GATEWAYS.filter((g) => g !== gateway)) : gateway;
+  const plan: OrderPlan = { index, gateway, cart, home, buyer, retryAfterDecline, retryGateway };
+  if (lifeRng.chance(options.lateCompletionRate ?? 0.15)) plan.lateCompletion = { afterMs: ms(lifeRng, 0, 2000) };
   // Drawn from a fork so that changing the fault rate leaves the other decisions as they were.
   const faultRng = rng.fork('fault');
   if (faultRng.chance(options.faultRate)) plan.fault = drawFault(faultRng);
@@ -114,6 +152,10 @@ export function faultLabel(fault: PlannedFault): string {
       return `app:${fault.procedure === 'checkout.pay' ? '' : 'createOrder:'}${fault.point}:${fault.action.kind}`;
     case 'sandbox':
       return `sandbox:${fault.action}`;
+    case 'sandbox_close':
+      return `sandbox:close:${fault.action}`;
+    case 'stray_charge':
+      return `stray_charge${fault.refundFault ? `:refund_${fault.refundFault}` : ''}`;
     default:
       return fault.kind;
   }

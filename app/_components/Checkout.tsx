@@ -214,7 +214,10 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
 
 function OrderResult({ client, orderId, onNewOrder }: { client: CheckoutClient; orderId: string; onNewOrder: () => void }) {
   const order = useQuery({ queryKey: ['order', orderId], queryFn: () => client.checkout.order.query({ orderId }) });
-  const payment = order.data?.payments.find((p) => p.status === 'succeeded');
+  const payment = order.data?.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
+  const charges = order.data?.payments.filter((p) => p.status === 'succeeded') ?? [];
+  const refunds = order.data?.refunds ?? [];
+  const gatewayLabel = (id: string) => GATEWAYS.find((g) => g.id === id)?.label ?? id;
   return (
     <section className="card" aria-labelledby="result-heading">
       <h2 id="result-heading">订单详情</h2>
@@ -232,12 +235,43 @@ function OrderResult({ client, orderId, onNewOrder }: { client: CheckoutClient; 
           {payment && (
             <>
               <dt>支付渠道</dt>
-              <dd>{GATEWAYS.find((g) => g.id === payment.gateway)?.label ?? payment.gateway}</dd>
+              <dd>{gatewayLabel(payment.gateway)}</dd>
               <dt>网关交易号</dt>
               <dd data-testid="gateway-trade-no">{payment.gatewayTradeNo}</dd>
             </>
           )}
         </dl>
+      )}
+      {(charges.length > 1 || refunds.length > 0) && (
+        <table className="money-log" aria-label="款项记录">
+          <caption>款项记录：每一笔扣款与退款</caption>
+          <thead>
+            <tr>
+              <th scope="col">类型</th>
+              <th scope="col">渠道</th>
+              <th scope="col">金额</th>
+              <th scope="col">状态</th>
+            </tr>
+          </thead>
+          <tbody>
+            {charges.map((c) => (
+              <tr key={`charge-${c.gateway}-${c.gatewayTradeNo}`}>
+                <td>扣款</td>
+                <td>{gatewayLabel(c.gateway)}</td>
+                <td>{formatMoney(c.amountMinor, c.currency)}</td>
+                <td>{c.role === 'payment' ? '用于支付本订单' : '多收，自动退回'}</td>
+              </tr>
+            ))}
+            {refunds.map((r) => (
+              <tr key={`refund-${r.refundId}`} data-testid="refund-row">
+                <td>退款</td>
+                <td>{gatewayLabel(r.gateway)}</td>
+                <td>{formatMoney(r.amountMinor, r.currency)}</td>
+                <td>{r.status === 'succeeded' ? '已退回' : r.status === 'failed' ? '退款失败，客服将联系您' : '退款处理中'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
       )}
       <button className="secondary" type="button" onClick={onNewOrder}>
         再来一单

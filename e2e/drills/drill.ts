@@ -25,6 +25,9 @@ export interface OrderState {
   payments: { gateway: string; status: string; gatewayTradeNo: string | null; source: string }[];
   emails: { queued: number; sent: number };
   keys: { key: string; status: number | null; recoveryPoint: string; completed: boolean; leaseHeld: boolean }[];
+  trades: { gateway: string; status: string; openedAttempt: number }[];
+  refunds: { gateway: string; refundId: string; amountMinor: number; reason: string; status: string; attempts: number }[];
+  refundEmails: { queued: number; sent: number };
 }
 
 export class Drill {
@@ -40,7 +43,14 @@ export class Drill {
     expect(response.status(), await response.text()).toBe(201);
   }
 
-  async armSandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number; copies?: number }) {
+  async armSandboxFault(spec: {
+    gateway?: string;
+    operation?: 'charge' | 'close' | 'refund';
+    action: string;
+    delayMs?: number;
+    times?: number;
+    copies?: number;
+  }) {
     const response = await this.request.post(`${this.sandboxUrl}/sandbox/faults`, { data: spec });
     expect(response.status(), await response.text()).toBe(201);
   }
@@ -125,6 +135,8 @@ export class Drill {
     const state = await this.state(outTradeNo);
     expect(state.order.status).toBe('paid');
     expect(state.payments.filter((p) => p.status === 'succeeded')).toHaveLength(1);
+    expect(state.refunds, 'nothing to give back').toEqual([]);
+    expect(state.trades.filter((t) => t.status === 'open'), 'no trade left open').toEqual([]);
     for (const key of state.keys) expect(key.leaseHeld, `key ${key.key} left in flight`).toBe(false);
     expect(state.keys.some((k) => k.completed && k.status === 201), 'a key completed with 201').toBe(true);
   }

@@ -8,13 +8,15 @@
  */
 import { eq } from 'drizzle-orm';
 import { orders } from '../../db/schema';
+import { recordPaymentException } from './exceptions';
+import { settleRefundFromNotification } from './refunds';
 import {
   executeIdempotent,
   KeyReusedError,
   RequestInProgressError,
   respond,
 } from '../idempotency';
-import type { GatewayId, NotificationReply } from '../payments/gateway';
+import type { GatewayId, NotificationReply, RefundNotification } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
@@ -45,6 +47,13 @@ export async function handleGatewayNotification(
     count('rejected');
     return refuse(400, `INVALID_SIGNATURE: ${verdict.reason}`);
   }
+  if (verdict.kind === 'refund') {
+    if (verdict.notification.merchantId !== gateway.merchantId) {
+      count('rejected');
+      return refuse(400, 'MERCHANT_MISMATCH');
+    }
+    return handleRefundNotification(services, gatewayId, verdict.notification, count);
+  }
   const notification = verdict.notification;
 
   // 2. It must be for this merchant and, if it reports a payment, for this order's exact amount.
@@ -59,15 +68,35 @@ export async function handleGatewayNotification(
     return toResponse(gateway.notificationReply(true));
   }
   const [order] = await services.db
-    .select({ amountMinor: orders.amountMinor, currency: orders.currency })
+    .select({ id: orders.id, amountMinor: orders.amountMinor, currency: orders.currency })
     .from(orders)
     .where(eq(orders.outTradeNo, notification.outTradeNo));
   if (!order) {
-    // Not acknowledged: a payment we cannot place must not be forgotten by the gateway either.
+    // Not acknowledged: a payment we cannot place must not be forgotten by the gateway either. It is
+    // recorded for a person to follow up, once however often the gateway retries.
+    await recordPaymentException(services.db, {
+      kind: 'unknown_order',
+      dedupeKey: `unknown-order:${gatewayId}:${notification.eventId}`,
+      gateway: gatewayId,
+      outTradeNo: notification.outTradeNo,
+      orderId: null,
+      details: { ...notification },
+    });
+    count('unplaced');
     return refuse(404, 'ORDER_NOT_FOUND');
   }
   if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
-    count('rejected');
+    // Correctly signed, so money may really have moved — for the wrong amount. Never settle it, never
+    // drop it: record it for follow-up and leave it unacknowledged so the gateway keeps it too.
+    await recordPaymentException(services.db, {
+      kind: 'amount_mismatch',
+      dedupeKey: `amount-mismatch:${gatewayId}:${notification.eventId}`,
+      gateway: gatewayId,
+      outTradeNo: notification.outTradeNo,
+      orderId: order.id,
+      details: { ...notification, orderAmountMinor: order.amountMinor, orderCurrency: order.currency },
+    });
+    count('unplaced');
     return refuse(400, 'AMOUNT_MISMATCH');
   }
 
@@ -88,7 +117,7 @@ export async function handleGatewayNotification(
       },
       async (key) => {
         const phase = await key.atomicPhase(async (tx) => {
-          const paid = await settleSucceededCharge(tx, {
+          const settled = await settleSucceededCharge(tx, {
             gateway: gatewayId,
             outTradeNo: notification.outTradeNo,
             gatewayTradeNo: notification.gatewayTradeNo,
@@ -96,7 +125,9 @@ export async function handleGatewayNotification(
             currency: notification.currency,
             source: 'notification',
           });
-          return respond(200, { settled: true, orderId: paid.orderId });
+          return settled.kind === 'paid'
+            ? respond(200, { settled: 'paid', orderId: settled.paid.orderId })
+            : respond(200, { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId });
         });
         return phase.response;
       },
@@ -115,6 +146,53 @@ export async function handleGatewayNotification(
     if (error instanceof KeyReusedError) return refuse(409, 'CONFLICTING_NOTIFICATION');
     if (error instanceof CheckoutError) return refuse(error.httpStatus, error.reason);
     console.error(`[webhook:${gatewayId}] processing failed; the gateway will retry`, error);
+    return toResponse(gateway.notificationReply(false));
+  }
+}
+
+/**
+ * A refund notification (WeChat Pay REFUND.*, Stripe refund.*): settles our refund row if it is one
+ * of ours, through the same dedupe as payments. Acknowledged only after the commit; a refund that is
+ * not ours (another system on the same merchant account) is acknowledged and ignored.
+ */
+async function handleRefundNotification(
+  services: CheckoutServices,
+  gatewayId: GatewayId,
+  notification: RefundNotification,
+  count: (result: string) => void,
+): Promise<Response> {
+  const gateway = services.gateways[gatewayId]!;
+  if (notification.status === 'other') {
+    count('ignored');
+    return toResponse(gateway.notificationReply(true));
+  }
+  try {
+    const result = await executeIdempotent(
+      services.idempotencyStore,
+      {
+        scope: `webhook:${gatewayId}`,
+        key: `refund:${notification.eventId}`,
+        path: `webhook.${gatewayId}.refund`,
+        input: { refundId: notification.refundId, status: notification.status, amountMinor: notification.amountMinor },
+      },
+      async (key) => {
+        const phase = await key.atomicPhase(async (tx) => {
+          const known = await settleRefundFromNotification(tx, services, notification);
+          return respond(200, { refund: notification.refundId, known });
+        });
+        return phase.response;
+      },
+      services.idempotencyOptions,
+    );
+    count(result.replayed ? 'duplicate' : 'processed');
+    return toResponse(gateway.notificationReply(true));
+  } catch (error) {
+    if (error instanceof RequestInProgressError) {
+      count('in_flight');
+      return toResponse(gateway.notificationReply(false));
+    }
+    if (error instanceof KeyReusedError) return refuse(409, 'CONFLICTING_NOTIFICATION');
+    console.error(`[webhook:${gatewayId}] refund notification failed; the gateway will retry`, error);
     return toResponse(gateway.notificationReply(false));
   }
 }

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
-import { customers, orderItems, orders, payments, products, type OrderStatus } from '../../db/schema';
+import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
 import { respond, type OwnedKey, type StoredResponse } from '../idempotency';
 import { CheckoutError } from './errors';
 import { outTradeNoFor } from './out-trade-no';
@@ -94,8 +94,24 @@ export interface OrderView {
     declineCode: string | null;
     declineMessage: string | null;
     source: string;
+    /** `payment` pays the order; `excess` is money that must not stay, refunded (see `refunds`). */
+    role: string;
     createdAt: string;
   }[];
+  /** Money given back: one refund per excess charge, with where it stands. */
+  refunds: {
+    gateway: string;
+    refundId: string;
+    gatewayTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    reason: string;
+    status: string;
+    createdAt: string;
+    settledAt: string | null;
+  }[];
+  /** Every trade the order opened at a gateway, and whether it could still take money. */
+  trades: { gateway: string; status: string; closedAt: string | null }[];
 }
 
 /** Another customer's order answers exactly like a missing one: 404, nothing revealed. */
@@ -105,7 +121,7 @@ export async function getOrder(db: Executor, customerId: string, orderId: string
     .from(orders)
     .where(and(eq(orders.id, orderId), eq(orders.customerId, customerId)));
   if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
-  const [items, paymentRows] = await Promise.all([
+  const [items, paymentRows, refundRows, tradeRows] = await Promise.all([
     db
       .select({
         sku: orderItems.sku,
@@ -117,6 +133,8 @@ export async function getOrder(db: Executor, customerId: string, orderId: string
       .where(eq(orderItems.orderId, orderId))
       .orderBy(asc(orderItems.sku)),
     db.select().from(payments).where(eq(payments.orderId, orderId)).orderBy(asc(payments.createdAt)),
+    db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt)),
+    db.select().from(orderTrades).where(eq(orderTrades.orderId, orderId)).orderBy(asc(orderTrades.openedAt)),
   ]);
   return {
     orderId: order.id,
@@ -138,7 +156,20 @@ export async function getOrder(db: Executor, customerId: string, orderId: string
       declineCode: p.declineCode,
       declineMessage: p.declineMessage,
       source: p.source,
+      role: p.role,
       createdAt: p.createdAt.toISOString(),
     })),
+    refunds: refundRows.map((r) => ({
+      gateway: r.gateway,
+      refundId: r.refundId,
+      gatewayTradeNo: r.gatewayTradeNo,
+      amountMinor: r.amountMinor,
+      currency: r.currency,
+      reason: r.reason,
+      status: r.status,
+      createdAt: r.createdAt.toISOString(),
+      settledAt: r.settledAt?.toISOString() ?? null,
+    })),
+    trades: tradeRows.map((t) => ({ gateway: t.gateway, status: t.status, closedAt: t.closedAt?.toISOString() ?? null })),
   };
 }

@@ -9,15 +9,20 @@
  * A crash anywhere leaves the key at its last recovery point; the retry that takes the key over
  * resumes there, so phase 1's effects are never repeated and phase 2 is repeated only as a call the
  * gateway recognises as the same one.
+ *
+ * Before phase 1 opens a trade, every other trade the order still holds open is closed at its gateway
+ * (./trades): a trade abandoned after a decline, or on another gateway, can otherwise still be paid by
+ * the buyer later. A close is idempotent, so it needs no recovery point of its own.
  */
 import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
-import type { ChargeOutcome, GatewayId, TestBuyer } from '../payments/gateway';
+import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
 import { paidOrderView, settleSucceededCharge } from './settle';
+import { closeOpenTrades, markTradeOpen, otherOpenTrades } from './trades';
 
 export interface PayInput {
   orderId: string;
@@ -49,7 +54,7 @@ export async function payOrder(
 
   // Phase 1 — start the attempt, unless a previous owner of this key already did.
   if (key.recoveryPoint === STARTED) {
-    const phase = await startAttempt(key, customerId, input);
+    const phase = await openAttempt(services, key, customerId, input, gateway);
     if (phase.kind === 'response') return phase.response;
   }
 
@@ -58,7 +63,7 @@ export async function payOrder(
   if (order.status === 'awaiting_payment') {
     // This key's attempt was closed while nobody worked on it (the reconciler found no charge at the
     // gateway): the retry starts a new attempt instead of failing.
-    const phase = await startAttempt(key, customerId, input);
+    const phase = await openAttempt(services, key, customerId, input, gateway);
     if (phase.kind === 'response') return phase.response;
     order = await loadOrder(services, customerId, input.orderId);
   }
@@ -96,7 +101,7 @@ export async function payOrder(
   switch (outcome.kind) {
     case 'succeeded': {
       const phase = await key.atomicPhase(async (tx) => {
-        const paid = await settleSucceededCharge(tx, {
+        const settled = await settleSucceededCharge(tx, {
           gateway: input.gateway,
           outTradeNo: order.outTradeNo,
           gatewayTradeNo: outcome.gatewayTradeNo,
@@ -104,7 +109,12 @@ export async function payOrder(
           currency: outcome.currency,
           source: 'response',
         });
-        return respond(201, paid);
+        // The order was paid by another charge meanwhile (a notification of a trade the buyer
+        // completed elsewhere): that payment is the answer, and this charge is being refunded.
+        if (settled.kind === 'refunding' && !settled.paid) {
+          throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${settled.orderStatus}; this charge is being refunded.`);
+        }
+        return respond(201, settled.paid);
       });
       return phase.response;
     }
@@ -127,7 +137,8 @@ export async function payOrder(
           declineMessage: outcome.message,
           source: 'response',
         });
-        // The order stays payable: the gateway's trade stays open for another buyer or card.
+        // The order stays payable and so does the gateway's trade (another buyer or card may still
+        // pay it): it stays on the order's list of open trades, closed before any other attempt.
         await tx
           .update(orders)
           .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
@@ -175,11 +186,62 @@ async function loadOrder(services: CheckoutServices, customerId: string, orderId
   return order;
 }
 
+/** A trade opened by another request appeared between the close and the attempt's transaction. */
+class OpenTradesRemain extends Error {}
+
+/** How often the close-then-start loop goes round before it gives the race to the other request. */
+const OPEN_ATTEMPT_ROUNDS = 3;
+
 /**
- * Phase 1: the order-level guard. At most one attempt in flight per order, owned by one key; a paid
- * order answers with its payment and calls no gateway.
+ * Closes the order's other open trades, then starts the attempt (phase 1). The attempt re-checks the
+ * trades under the order's lock, so a trade another tab opened in between is closed on the next round.
  */
-function startAttempt(key: OwnedKey<Transaction>, customerId: string, input: PayInput): Promise<PhaseResult> {
+async function openAttempt(
+  services: CheckoutServices,
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  input: PayInput,
+  gateway: PaymentGateway,
+): Promise<PhaseResult> {
+  // Alipay, WeChat Pay and 2C2P: another attempt on the same gateway reopens the same trade (one
+  // out_trade_no), so that trade is kept. Stripe: every attempt is a new PaymentIntent, so the old
+  // one is cancelled first.
+  const keep = gateway.oneTradePerOrder ? input.gateway : null;
+  for (let round = 1; ; round++) {
+    const order = await loadOrder(services, customerId, input.orderId);
+    if (order.status === 'awaiting_payment') {
+      const closed = await closeOpenTrades(services, order, { keep });
+      if (closed.kind === 'in_doubt') {
+        throw new CheckoutError(
+          409,
+          'ORDER_PAYMENT_IN_PROGRESS',
+          `An earlier payment attempt of this order (${closed.gateway}) is still being confirmed with the gateway; nothing was charged. Try again shortly.`,
+          5,
+        );
+      }
+      // 'settled': the closed trade had been paid; the attempt below finds the order paid.
+    }
+    try {
+      return await startAttempt(key, customerId, input, keep);
+    } catch (error) {
+      if (!(error instanceof OpenTradesRemain)) throw error;
+      if (round >= OPEN_ATTEMPT_ROUNDS) {
+        throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
+      }
+    }
+  }
+}
+
+/**
+ * Phase 1: the order-level guard. At most one attempt in flight per order, owned by one key, and no
+ * other trade open; a paid order answers with its payment and calls no gateway.
+ */
+function startAttempt(
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  input: PayInput,
+  keep: GatewayId | null,
+): Promise<PhaseResult> {
   return key.atomicPhase(async (tx): Promise<PhaseResult> => {
     const [order] = await tx
       .select()
@@ -204,7 +266,9 @@ function startAttempt(key: OwnedKey<Transaction>, customerId: string, input: Pay
       case 'failed':
       case 'expired':
         throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
-      case 'awaiting_payment':
+      case 'awaiting_payment': {
+        if ((await otherOpenTrades(tx, order.id, keep)).length > 0) throw new OpenTradesRemain();
+        await markTradeOpen(tx, order.id, input.gateway, order.paymentAttempt + 1);
         await tx
           .update(orders)
           .set({
@@ -217,6 +281,7 @@ function startAttempt(key: OwnedKey<Transaction>, customerId: string, input: Pay
           })
           .where(eq(orders.id, order.id));
         return recoveryPoint(ATTEMPT_STARTED);
+      }
       default: {
         const unreachable: never = order.status;
         throw new Error(`unknown order status ${String(unreachable)}`);

@@ -6,7 +6,7 @@
  */
 import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
-import { orders, outbox, payments } from '../../db/schema';
+import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type PaymentSource } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
 import { CheckoutError } from './errors';
 
@@ -16,7 +16,7 @@ export interface SucceededCharge {
   gatewayTradeNo: string;
   amountMinor: number;
   currency: string;
-  source: 'response' | 'notification' | 'reconciliation';
+  source: PaymentSource;
 }
 
 /** The body of a successful checkout.pay, and of every later attempt on the paid order. */
@@ -32,8 +32,18 @@ export interface PaidOrder {
   };
 }
 
+/**
+ * What recording a successful charge did:
+ *   paid       — this charge pays the order (now, or it already did: the same charge learnt of again)
+ *   refunding  — the money must not stay (the order is paid by another charge, or expired, or
+ *                failed): it is recorded as `excess` with a refund that the refund worker will send.
+ *                `paid` is the order's own payment when the order is paid.
+ */
+export type SettleOutcome =
+  | { kind: 'paid'; paid: PaidOrder }
+  | { kind: 'refunding'; orderId: string; orderStatus: OrderStatus; refundId: string; paid: PaidOrder | undefined };
+
 export const ORDER_PAID_EMAIL_TOPIC = 'email.order_paid';
-export const DUPLICATE_CHARGE_TOPIC = 'payment.duplicate_charge';
 
 export async function lockOrderByOutTradeNo(tx: Transaction, outTradeNo: string) {
   const [order] = await tx.select().from(orders).where(eq(orders.outTradeNo, outTradeNo)).for('update');
@@ -44,7 +54,7 @@ export async function paidOrderView(tx: Transaction, orderId: string): Promise<P
   const [payment] = await tx
     .select()
     .from(payments)
-    .where(and(eq(payments.orderId, orderId), eq(payments.status, 'succeeded')));
+    .where(and(eq(payments.orderId, orderId), eq(payments.status, 'succeeded'), eq(payments.role, 'payment')));
   if (!payment || payment.gatewayTradeNo === null) return undefined;
   return {
     orderId,
@@ -59,7 +69,27 @@ export async function paidOrderView(tx: Transaction, orderId: string): Promise<P
   };
 }
 
-export async function settleSucceededCharge(tx: Transaction, charge: SucceededCharge): Promise<PaidOrder> {
+/**
+ * The refund id sent to the gateway for an order's n-th refund: `R` + the out_trade_no's 18
+ * characters + n in base 36. Fixed before the first call and stored, so every retry sends the same
+ * one; [0-9A-Z] and ≤ 32 characters, inside every gateway's rule for refund ids.
+ */
+export function refundIdFor(outTradeNo: string, sequence: number): string {
+  return `R${outTradeNo.replace(/^PO/, '')}${sequence.toString(36).toUpperCase()}`;
+}
+
+/**
+ * Records a successful charge, whoever learnt of it. Call inside a transaction; the order row is
+ * locked first, so the pay request, a notification and the reconciler serialise on it.
+ *
+ *   - the same charge again (same gateway and gateway trade number) → what it was the first time;
+ *   - the order is payable (awaiting_payment, paying) → this charge pays it: payment, order, trade,
+ *     outbox email, together;
+ *   - anything else (paid by another charge, expired, failed) → money that must not stay: an `excess`
+ *     payment and its refund, together. A late payment never revives an expired order: its stock went
+ *     back when it expired and may already be sold, so the buyer gets the money back instead.
+ */
+export async function settleSucceededCharge(tx: Transaction, charge: SucceededCharge): Promise<SettleOutcome> {
   const order = await lockOrderByOutTradeNo(tx, charge.outTradeNo);
   if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', `No order with out_trade_no ${charge.outTradeNo}.`);
   if (order.amountMinor !== charge.amountMinor || order.currency !== charge.currency) {
@@ -70,23 +100,40 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
     );
   }
 
-  if (order.status === 'paid') {
+  const [known] = await tx
+    .select({ id: payments.id, role: payments.role })
+    .from(payments)
+    .where(
+      and(
+        eq(payments.orderId, order.id),
+        eq(payments.gateway, charge.gateway),
+        eq(payments.gatewayTradeNo, charge.gatewayTradeNo),
+        eq(payments.status, 'succeeded'),
+      ),
+    );
+  if (known) {
+    // The same charge, learnt of a second time: change nothing.
     const paid = await paidOrderView(tx, order.id);
-    if (paid && paid.payment.gateway === charge.gateway && paid.payment.gatewayTradeNo === charge.gatewayTradeNo) {
-      return paid; // the same charge, learnt of a second time
+    if (known.role === 'payment') {
+      if (!paid) throw new Error(`order ${order.id} has a payment but no paid view`);
+      return { kind: 'paid', paid };
     }
-    // A second, different charge for an already-paid order: the order guard exists so that this
-    // never happens. If it does, it must not vanish: record it once for a refund.
-    await tx
-      .insert(outbox)
-      .values({
-        topic: DUPLICATE_CHARGE_TOPIC,
-        dedupeKey: `duplicate-charge:${charge.gateway}:${charge.gatewayTradeNo}`,
-        payload: { orderId: order.id, ...charge },
-      })
-      .onConflictDoNothing();
-    if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
-    return paid;
+    const [refund] = await tx.select({ refundId: refunds.refundId }).from(refunds).where(eq(refunds.paymentId, known.id));
+    if (!refund) throw new Error(`excess payment ${known.id} has no refund`);
+    return { kind: 'refunding', orderId: order.id, orderStatus: order.status, refundId: refund.refundId, paid };
+  }
+
+  // Whatever happens next, this trade can take no more money: it is paid.
+  await tx
+    .insert(orderTrades)
+    .values({ orderId: order.id, gateway: charge.gateway, status: 'paid', openedAttempt: Math.max(order.paymentAttempt, 1) })
+    .onConflictDoUpdate({
+      target: [orderTrades.orderId, orderTrades.gateway],
+      set: { status: 'paid', closedAt: sql`now()`, updatedAt: sql`now()` },
+    });
+
+  if (order.status !== 'awaiting_payment' && order.status !== 'paying') {
+    return recordExcessCharge(tx, order, charge);
   }
 
   await tx.insert(payments).values({
@@ -128,14 +175,63 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
     .onConflictDoNothing();
 
   return {
-    orderId: order.id,
-    status: 'paid',
-    payment: {
+    kind: 'paid',
+    paid: {
+      orderId: order.id,
+      status: 'paid',
+      payment: {
+        gateway: charge.gateway,
+        outTradeNo: charge.outTradeNo,
+        amountMinor: charge.amountMinor,
+        currency: charge.currency,
+        gatewayTradeNo: charge.gatewayTradeNo,
+      },
+    },
+  };
+}
+
+type LockedOrder = NonNullable<Awaited<ReturnType<typeof lockOrderByOutTradeNo>>>;
+
+/** Money that must not stay: the charge as `excess` and its refund, in the caller's transaction. */
+async function recordExcessCharge(tx: Transaction, order: LockedOrder, charge: SucceededCharge): Promise<SettleOutcome> {
+  const [payment] = await tx
+    .insert(payments)
+    .values({
+      orderId: order.id,
       gateway: charge.gateway,
       outTradeNo: charge.outTradeNo,
+      attempt: Math.max(order.paymentAttempt, 1),
       amountMinor: charge.amountMinor,
       currency: charge.currency,
+      status: 'succeeded',
       gatewayTradeNo: charge.gatewayTradeNo,
-    },
+      source: charge.source,
+      role: 'excess',
+    })
+    .returning({ id: payments.id });
+  if (!payment) throw new Error('inserting the excess payment returned no row');
+  // The order row is locked, so counting its refunds cannot race another refund of the same order.
+  const [{ n } = { n: 0 }] = await tx
+    .select({ n: sql<number>`count(*)::int` })
+    .from(refunds)
+    .where(eq(refunds.orderId, order.id));
+  const refundId = refundIdFor(order.outTradeNo, n + 1);
+  await tx.insert(refunds).values({
+    orderId: order.id,
+    paymentId: payment.id,
+    gateway: charge.gateway,
+    outTradeNo: charge.outTradeNo,
+    gatewayTradeNo: charge.gatewayTradeNo,
+    refundId,
+    amountMinor: charge.amountMinor,
+    currency: charge.currency,
+    reason: order.status === 'paid' ? 'duplicate_charge' : 'order_not_payable',
+  });
+  return {
+    kind: 'refunding',
+    orderId: order.id,
+    orderStatus: order.status,
+    refundId,
+    paid: order.status === 'paid' ? await paidOrderView(tx, order.id) : undefined,
   };
 }

@@ -8,15 +8,42 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/client';
+import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
 
 interface PendingEmail extends Record<string, unknown> {
   id: string;
-  payload: { orderId: string; customerId: string; outTradeNo: string; amountMinor: number; currency: string; gateway: string };
+  topic: string;
+  payload: {
+    orderId: string;
+    customerId: string | null;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    gateway: string;
+    refundId?: string;
+    reason?: string;
+  };
 }
 
 function formatAmount(minor: number, currency: string): string {
   return `${currency === 'CNY' ? '¥' : `${currency} `}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
+}
+
+/** What each outbox topic says to the customer. */
+function render(email: PendingEmail): { subject: string; body: string } {
+  const p = email.payload;
+  if (email.topic === REFUND_EMAIL_TOPIC) {
+    const why = p.reason === 'duplicate_charge' ? '该订单已支付，这笔重复付款' : '该订单已关闭，这笔付款';
+    return {
+      subject: `退款通知：订单 ${p.outTradeNo}`,
+      body: `${why} ${formatAmount(p.amountMinor, p.currency)} 已通过 ${p.gateway} 原路退回，退款单号 ${p.refundId ?? ''}。`,
+    };
+  }
+  return {
+    subject: `支付成功：订单 ${p.outTradeNo}`,
+    body: `您的订单 ${p.outTradeNo} 已通过 ${p.gateway} 支付 ${formatAmount(p.amountMinor, p.currency)}。感谢惠顾！`,
+  };
 }
 
 /** Relays up to `limit` pending emails; returns how many were delivered. Safe on many instances. */
@@ -24,18 +51,17 @@ export async function relayOutbox(db: Database, limit = 100): Promise<number> {
   return db.transaction(async (tx) => {
     // SKIP LOCKED: instances relaying at once take disjoint rows instead of queueing on each other.
     const pending = await tx.execute<PendingEmail>(sql`
-      select id, payload from outbox
-       where delivered_at is null and topic = ${ORDER_PAID_EMAIL_TOPIC}
+      select id, topic, payload from outbox
+       where delivered_at is null and topic in (${ORDER_PAID_EMAIL_TOPIC}, ${REFUND_EMAIL_TOPIC})
        order by created_at
        limit ${limit}
        for update skip locked`);
     for (const email of pending) {
-      const p = email.payload;
+      const { subject, body } = render(email);
+      const customer = email.payload.customerId ?? email.payload.orderId;
       await tx.execute(sql`
         insert into mail_sink (outbox_id, recipient, subject, body)
-        values (${email.id}::uuid, ${`customer-${p.customerId.slice(0, 8)}@payonce.test`},
-                ${`支付成功：订单 ${p.outTradeNo}`},
-                ${`您的订单 ${p.outTradeNo} 已通过 ${p.gateway} 支付 ${formatAmount(p.amountMinor, p.currency)}。感谢惠顾！`})
+        values (${email.id}::uuid, ${`customer-${customer.slice(0, 8)}@payonce.test`}, ${subject}, ${body})
         on conflict (outbox_id) do nothing`);
       await tx.execute(sql`update outbox set delivered_at = now(), attempts = attempts + 1 where id = ${email.id}::uuid`);
     }

@@ -12,6 +12,7 @@ import PgBoss from 'pg-boss';
 import type { CheckoutServices } from '../checkout/services';
 import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
+import { processDueRefunds } from '../checkout/refunds';
 import { reconcilePayments } from './reconciler';
 
 export interface JobIntervals {
@@ -21,26 +22,39 @@ export interface JobIntervals {
   outboxSeconds: number;
   /** How often expired idempotency keys are deleted. */
   keyCleanupSeconds: number;
+  /** How often due refunds are sent, settled by query, or retried. */
+  refundSeconds: number;
 }
 
-/** Production pace: emails within seconds, reconciliation twice a lease, keys pruned hourly. */
-export const DEFAULT_JOB_INTERVALS: JobIntervals = { reconcileSeconds: 15, outboxSeconds: 2, keyCleanupSeconds: 3600 };
+export interface JobPolicy {
+  /** How long an expired order waits for a close in doubt before it expires anyway (reconciler). */
+  expiryCloseGraceMs?: number;
+  /** The refund worker's first retry delay (doubling per attempt). */
+  refundBackoffMs?: number;
+  /** How long a refund worker holds a claimed refund (a crashed worker's refund waits this long). */
+  refundLeaseMs?: number;
+}
+
+/** Production pace: emails and refunds within seconds, reconciliation twice a lease, keys pruned hourly. */
+export const DEFAULT_JOB_INTERVALS: JobIntervals = { reconcileSeconds: 15, outboxSeconds: 2, keyCleanupSeconds: 3600, refundSeconds: 2 };
 
 export interface RunningJobs {
   stop(): Promise<void>;
 }
 
-type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup';
+type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process';
 
 export async function startJobs(
   services: CheckoutServices,
-  options: { connectionString: string; intervals?: Partial<JobIntervals>; log?: (message: string) => void },
+  options: { connectionString: string; intervals?: Partial<JobIntervals>; policy?: JobPolicy; log?: (message: string) => void },
 ): Promise<RunningJobs> {
   const intervals: JobIntervals = {
     reconcileSeconds: options.intervals?.reconcileSeconds ?? DEFAULT_JOB_INTERVALS.reconcileSeconds,
     outboxSeconds: options.intervals?.outboxSeconds ?? DEFAULT_JOB_INTERVALS.outboxSeconds,
     keyCleanupSeconds: options.intervals?.keyCleanupSeconds ?? DEFAULT_JOB_INTERVALS.keyCleanupSeconds,
+    refundSeconds: options.intervals?.refundSeconds ?? DEFAULT_JOB_INTERVALS.refundSeconds,
   };
+  const policy = options.policy ?? {};
   const log = options.log ?? ((message: string) => console.log(`[jobs] ${message}`));
   const boss = new PgBoss({
     connectionString: options.connectionString,
@@ -57,9 +71,19 @@ export async function startJobs(
       name: 'payments.reconcile',
       everySeconds: intervals.reconcileSeconds,
       run: async () => {
-        const s = await reconcilePayments(services);
-        return s.examined + s.expired > 0
-          ? `reconciled ${s.examined} (settled ${s.settled}, reopened ${s.reopened}, undecided ${s.undecided}); expired ${s.expired}`
+        const s = await reconcilePayments(services, { expiryCloseGraceMs: policy.expiryCloseGraceMs });
+        return s.examined + s.expired + s.swept > 0
+          ? `reconciled ${s.examined} (settled ${s.settled}, reopened ${s.reopened}, undecided ${s.undecided}); expired ${s.expired}; closed trades of ${s.swept} settled order(s)`
+          : undefined;
+      },
+    },
+    {
+      name: 'refunds.process',
+      everySeconds: intervals.refundSeconds,
+      run: async () => {
+        const s = await processDueRefunds(services, { backoffMs: policy.refundBackoffMs, leaseMs: policy.refundLeaseMs });
+        return s.examined > 0
+          ? `refunds: ${s.succeeded} succeeded, ${s.processing} processing, ${s.failed} failed, ${s.retried} to retry`
           : undefined;
       },
     },

@@ -2,15 +2,25 @@
  * The reconciler settles what no request will: orders left in `paying` because the customer closed
  * the tab, the process died between the charge and the commit, or the response was lost and never
  * retried. It asks the gateway by out_trade_no — the question a retry would have asked — and records
- * the answer. It also expires unpaid orders and gives their stock back.
+ * the answer. It also expires unpaid orders and gives their stock back, and closes any trade still
+ * open on an order that is over.
  *
- * Safe on several instances at once: settling is idempotent (settleSucceededCharge), and every
- * other change is a conditional UPDATE on the state this run observed, which only one run can win.
+ * Closing follows one rule (server/checkout/trades.ts): an order's open trades are closed before it
+ * opens a trade anywhere else and before it expires. Reopening a stuck order does not close its trade:
+ * the trade stays on the order's list of open trades, so the buyer may still finish paying it (the
+ * payment then settles the order), a new attempt on the same gateway reuses it, and an attempt
+ * elsewhere or the expiry closes it first. Closing it here would only shut the customer out of that
+ * gateway for this order (one out_trade_no per order, and a closed out_trade_no is refused for good).
+ *
+ * Safe on several instances at once: settling is idempotent (settleSucceededCharge), closes are
+ * idempotent at the gateway, and every other change is a conditional UPDATE on the state this run
+ * observed, which only one run can win.
  */
 import { and, eq, sql } from 'drizzle-orm';
 import { orders } from '../../db/schema';
 import type { CheckoutServices } from '../checkout/services';
 import { settleSucceededCharge } from '../checkout/settle';
+import { closeOpenTrades, settledOrdersWithOpenTrades } from '../checkout/trades';
 import type { GatewayId } from '../payments/gateway';
 
 export interface ReconcileSummary {
@@ -19,7 +29,16 @@ export interface ReconcileSummary {
   reopened: number;
   undecided: number;
   expired: number;
+  /** Trades closed on orders that were already over (paid, expired, failed). */
+  swept: number;
 }
+
+/**
+ * How long past its expiry an order waits for its open trade to be closed before it expires anyway.
+ * While a close is in doubt the stock stays held, because a late payment could still settle the order;
+ * past this grace the stock goes back, and a payment that still lands is refunded.
+ */
+export const DEFAULT_EXPIRY_CLOSE_GRACE_MS = 10 * 60_000;
 
 interface StuckOrder extends Record<string, unknown> {
   id: string;
@@ -35,11 +54,12 @@ export async function reconcilePayments(
     /** Only attempts older than this: a live request (inside its lease) is left alone. */
     minAgeMs?: number;
     limit?: number;
+    expiryCloseGraceMs?: number;
   } = {},
 ): Promise<ReconcileSummary> {
   const minAgeMs = options.minAgeMs ?? services.idempotencyOptions.leaseMs;
   const limit = options.limit ?? 100;
-  const summary: ReconcileSummary = { examined: 0, settled: 0, reopened: 0, undecided: 0, expired: 0 };
+  const summary: ReconcileSummary = { examined: 0, settled: 0, reopened: 0, undecided: 0, expired: 0, swept: 0 };
 
   // An attempt is stuck when it is old and no request holds its key's lease (the key may also be
   // gone altogether, or released after a transient failure that was never retried).
@@ -83,8 +103,8 @@ export async function reconcilePayments(
       case 'not_found':
       case 'pending':
       case 'closed': {
-        // No money moved. Reopen the order so the customer can pay; the gateway's trade (if any)
-        // stays keyed by the same out_trade_no, so a late retry of the old attempt is still deduped.
+        // No money moved. Reopen the order so the customer can pay; the gateway's trade (if any) stays
+        // on the order's open trades, closed before any attempt elsewhere and before expiry.
         const reopened = await services.db
           .update(orders)
           .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
@@ -106,34 +126,69 @@ export async function reconcilePayments(
     }
   }
 
-  summary.expired = await expireUnpaidOrders(services, limit);
+  summary.expired = await expireUnpaidOrders(services, limit, options.expiryCloseGraceMs);
+  summary.swept = await closeTradesOfSettledOrders(services, limit);
   return summary;
 }
 
 /**
- * Orders still awaiting payment past their expiry give their stock back, once: the status change
- * and the restock commit together, and only the run that flips the status restocks.
+ * A trade left open on an order that is over can still take the buyer's money: close it. A trade
+ * that turns out paid is settled as excess and refunded. Normally there is none — every trade is
+ * closed before another opens — so this is the net under that rule (and under orders recorded before
+ * trades were tracked).
  */
-export async function expireUnpaidOrders(services: CheckoutServices, limit = 100): Promise<number> {
-  return services.db.transaction(async (tx) => {
-    const expired = await tx.execute<{ id: string }>(sql`
-      with doomed as (
-        select id from orders
-         where status = 'awaiting_payment' and expires_at <= now()
-         order by expires_at
-         limit ${limit}
-         for update skip locked
-      )
-      update orders o set status = 'expired', updated_at = now()
-        from doomed where o.id = doomed.id
-      returning o.id`);
-    if (expired.length === 0) return 0;
-    await tx.execute(sql`
-      update products p set stock = p.stock + returned.quantity
-        from (select sku, sum(quantity)::int as quantity from order_items
-               where order_id in (select (jsonb_array_elements_text(${JSON.stringify(expired.map((e) => e.id))}::jsonb))::uuid)
-               group by sku) returned
-       where p.sku = returned.sku`);
-    return expired.length;
-  });
+export async function closeTradesOfSettledOrders(services: CheckoutServices, limit = 100): Promise<number> {
+  let swept = 0;
+  for (const order of await settledOrdersWithOpenTrades(services, limit)) {
+    const result = await closeOpenTrades(services, order);
+    if (result.kind !== 'in_doubt') swept++;
+  }
+  return swept;
+}
+
+/**
+ * Orders still awaiting payment past their expiry give their stock back, once: their open trades are
+ * closed first (a trade found paid settles the order instead), then the status change and the restock
+ * commit together, and only the run that flips the status restocks. An order whose close stays in
+ * doubt keeps its stock until `closeGraceMs` past its expiry, then expires anyway: any payment that
+ * lands after that is refunded.
+ */
+export async function expireUnpaidOrders(
+  services: CheckoutServices,
+  limit = 100,
+  closeGraceMs = DEFAULT_EXPIRY_CLOSE_GRACE_MS,
+): Promise<number> {
+  const due = await services.db.execute<{ id: string; out_trade_no: string; amount_minor: number; currency: string; past_grace: boolean }>(sql`
+    select id, out_trade_no, amount_minor, currency,
+           expires_at <= now() - (${closeGraceMs}::bigint * interval '1 millisecond') as past_grace
+      from orders
+     where status = 'awaiting_payment' and expires_at <= now()
+     order by expires_at
+     limit ${limit}`);
+  let expired = 0;
+  for (const order of due) {
+    const closed = await closeOpenTrades(services, {
+      id: order.id,
+      outTradeNo: order.out_trade_no,
+      amountMinor: order.amount_minor,
+      currency: order.currency,
+    });
+    if (closed.kind === 'settled') continue; // paid after all
+    if (closed.kind === 'in_doubt' && !order.past_grace) continue; // ask again next run
+    const force = closed.kind === 'in_doubt';
+    expired += await services.db.transaction(async (tx) => {
+      const flipped = await tx.execute<{ id: string }>(sql`
+        update orders o set status = 'expired', updated_at = now()
+         where o.id = ${order.id} and o.status = 'awaiting_payment'
+           and (${force} or not exists (select 1 from order_trades t where t.order_id = o.id and t.status = 'open'))
+        returning o.id`);
+      if (flipped.length === 0) return 0;
+      await tx.execute(sql`
+        update products p set stock = p.stock + i.quantity
+          from order_items i
+         where i.order_id = ${order.id} and p.sku = i.sku`);
+      return 1;
+    });
+  }
+  return expired;
 }

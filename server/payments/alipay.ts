@@ -18,6 +18,19 @@
  *  - checkNotifySignV2 verifies the raw form values; checkNotifySign (V1) URI-decodes them first and
  *    throws on a literal `%`, so only V2 is used.
  *
+ * Closing and refunding (so that an abandoned trade cannot take money, and money that must not stay
+ * goes back exactly once):
+ *  - close() queries first, because the two ways Alipay closes a trade cannot be told apart from
+ *    their refusals: alipay.trade.close refuses a paid trade with the same ACQ.TRADE_STATUS_ERROR it
+ *    uses for other states, and alipay.trade.cancel REFUNDS a paid trade. So: paid → already_paid;
+ *    WAIT_BUYER_PAY → trade.close; no trade yet → trade.cancel (it blocks the out_trade_no, so a
+ *    late trade.pay cannot create and charge it); closed → closed.
+ *  - refund() sends PayOnce's refundId as out_request_no, Alipay's idempotency key for refunds: the
+ *    same one again answers the same refund with fund_change "N" and moves no money. Alipay says
+ *    fund_change "Y" is a success and anything else must be confirmed with the refund query.
+ *  - Alipay names a refund by (trade_no, out_request_no) and shows no refund id of its own, so
+ *    gatewayRefundId is `trade_no:out_request_no`.
+ *
  * No SDK type leaves this file.
  */
 import type { KeyObject } from 'node:crypto';
@@ -25,10 +38,16 @@ import { AlipayRequestError, AlipaySdk } from 'alipay-sdk';
 import type {
   ChargeOutcome,
   ChargeRequest,
+  CloseOutcome,
+  CloseRequest,
   NotificationReply,
   NotificationVerdict,
   PaymentGateway,
   QueryOutcome,
+  RefundOutcome,
+  RefundQuery,
+  RefundQueryOutcome,
+  RefundRequest,
   TestBuyer,
   TradeStatus,
 } from './gateway';
@@ -186,6 +205,119 @@ function classifyPay(response: Fields): PayAnswer {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// trade.close / trade.cancel answers
+
+type CloseAnswer =
+  | { kind: 'closed' }
+  /** The trade is not (or no longer) in the state the call expected: settle it with a query. */
+  | { kind: 'state_changed'; code: string; message: string }
+  /** Not processed (public checks) or outcome unknown: the trade may still take money. */
+  | { kind: 'in_doubt'; code: string; message: string };
+
+function classifyClose(response: Fields, method: 'alipay.trade.close' | 'alipay.trade.cancel'): CloseAnswer {
+  const code = str(response, 'code') ?? '';
+  const subCode = str(response, 'sub_code') ?? '';
+  const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+  switch (code) {
+    case '10000': {
+      if (method === 'alipay.trade.close') return { kind: 'closed' };
+      // trade.cancel says what it did. "close": the trade (or the out_trade_no) can take no money.
+      // "refund": it had been paid after all and Alipay gave the money back in full — nothing can be
+      // kept or taken any more, which is what `closed` promises; the charge and its refund both show
+      // at the gateway. Anything else is not an answer we can rely on.
+      const action = str(response, 'action');
+      if (action === 'close' || action === 'refund') return { kind: 'closed' };
+      return { kind: 'in_doubt', code: 'UNKNOWN_CANCEL_ACTION', message: `trade.cancel action ${action ?? '(none)'}` };
+    }
+    case '40004':
+      switch (subCode) {
+        case 'ACQ.TRADE_STATUS_ERROR': // trade.close of a paid (or otherwise not open) trade
+        case 'ACQ.TRADE_HAS_SUCCESS':
+        case 'ACQ.TRADE_HAS_FINISHED':
+        case 'ACQ.TRADE_NOT_EXIST':
+          return { kind: 'state_changed', code: subCode, message };
+        default:
+          // ACQ.SYSTEM_ERROR, a cancel with retry_flag "Y", or a code we do not know.
+          return { kind: 'in_doubt', code: subCode || code, message };
+      }
+    default:
+      // 20000, 40001/40002/40006 (nothing was processed, so nothing was closed either), unknown codes.
+      return { kind: 'in_doubt', code: subCode || code || 'MALFORMED_RESPONSE', message };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// trade.refund answers
+
+/** trade.refund sub-codes that refuse the refund for good: nothing was refunded, a person must look. */
+type RefundRefusalSubCode =
+  | 'ACQ.TRADE_NOT_EXIST'
+  | 'ACQ.TRADE_STATUS_ERROR'
+  | 'ACQ.TRADE_HAS_FINISHED'
+  | 'ACQ.TRADE_NOT_ALLOW_REFUND'
+  | 'ACQ.REASON_TRADE_REFUND_FEE_ERR'
+  | 'ACQ.REFUND_AMT_NOT_EQUAL_TOTAL'
+  | 'ACQ.REFUND_FEE_ERROR'
+  | 'ACQ.DISCORDANT_REPEAT_REQUEST'
+  | 'ACQ.SELLER_BALANCE_NOT_ENOUGH'
+  | 'ACQ.REASON_TRADE_BEEN_FREEZEN'
+  | 'ACQ.INVALID_PARAMETER';
+
+type RefundAnswer =
+  /** fund_change "Y": this call moved the money. */
+  | { kind: 'refunded'; tradeNo: string | undefined }
+  /** 10000 without fund_change "Y": a repeat of a refund already made, or one Alipay must confirm. */
+  | { kind: 'confirm_by_query' }
+  | { kind: 'refused'; subCode: RefundRefusalSubCode; message: string }
+  /** Rejected by the gateway's public checks (40001/40002/40006): nothing was processed. */
+  | { kind: 'not_processed'; code: string; message: string }
+  | { kind: 'in_doubt'; code: string; message: string };
+
+function classifyRefund(response: Fields): RefundAnswer {
+  const code = str(response, 'code') ?? '';
+  const subCode = str(response, 'sub_code') ?? '';
+  const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+  switch (code) {
+    case '10000':
+      return str(response, 'fund_change') === 'Y' ? { kind: 'refunded', tradeNo: str(response, 'trade_no') } : { kind: 'confirm_by_query' };
+    case '40001':
+    case '40002':
+    case '40006':
+      return { kind: 'not_processed', code: subCode || code, message };
+    case '40004':
+      switch (subCode) {
+        case 'ACQ.TRADE_NOT_EXIST':
+        case 'ACQ.TRADE_STATUS_ERROR':
+        case 'ACQ.TRADE_HAS_FINISHED':
+        case 'ACQ.TRADE_NOT_ALLOW_REFUND':
+        case 'ACQ.REASON_TRADE_REFUND_FEE_ERR':
+        case 'ACQ.REFUND_AMT_NOT_EQUAL_TOTAL':
+        case 'ACQ.REFUND_FEE_ERROR':
+        case 'ACQ.DISCORDANT_REPEAT_REQUEST':
+        case 'ACQ.SELLER_BALANCE_NOT_ENOUGH':
+        case 'ACQ.REASON_TRADE_BEEN_FREEZEN':
+        case 'ACQ.INVALID_PARAMETER':
+          return { kind: 'refused', subCode, message };
+        default:
+          // ACQ.SYSTEM_ERROR or a code we do not know: not proof that nothing was refunded.
+          return { kind: 'in_doubt', code: subCode || code, message };
+      }
+    default:
+      // 20000 Service Currently Unavailable: Alipay's own "unknown result, query it".
+      return { kind: 'in_doubt', code: subCode || code || 'MALFORMED_RESPONSE', message };
+  }
+}
+
+/** Alipay's refund has no id of its own on the wire: it is named by its trade and out_request_no. */
+function gatewayRefundIdOf(tradeNo: string, outRequestNo: string): string {
+  return `${tradeNo}:${outRequestNo}`;
+}
+
+/** Alipay's limit on out_request_no; PayOnce's own refundId rule ([A-Za-z0-9], ≤ 32) is stricter. */
+const OUT_REQUEST_NO_RE = /^[A-Za-z0-9_]{1,64}$/;
+const MAX_REFUND_REASON = 256;
+
 function assertNever(value: never): never {
   throw new Error(`unhandled case: ${JSON.stringify(value)}`);
 }
@@ -219,6 +351,13 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     }
   }
 
+  /**
+   * What trade.query says, in PayOnce's terms. Alipay closes a trade once it is fully refunded, so a
+   * paid trade whose whole amount went back answers TRADE_CLOSED and the caller sees `closed` — the
+   * honest answer to "can this trade still take or keep money?" (no), not "was it ever paid?". A
+   * partly refunded trade stays TRADE_SUCCESS and is `succeeded` for its whole total_amount; refunds
+   * are tracked through refund()/queryRefund(), never netted here.
+   */
   async function query(outTradeNo: string): Promise<QueryOutcome> {
     const exchange = await call('alipay.trade.query', { bizContent: { out_trade_no: outTradeNo } });
     if (exchange.kind !== 'answered') return { kind: 'unavailable', code: exchange.code, message: exchange.message };
@@ -330,6 +469,183 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     }
   }
 
+  /** A second look after close/cancel said the trade was not where the first query left it. */
+  async function settleClose(outTradeNo: string, code: string, message: string): Promise<CloseOutcome> {
+    const found = await query(outTradeNo);
+    if (found.kind === 'answered') {
+      if (found.trade.kind === 'succeeded') {
+        const { gatewayTradeNo, amountMinor, currency } = found.trade;
+        return { kind: 'already_paid', charges: [{ gatewayTradeNo, amountMinor, currency }] };
+      }
+      if (found.trade.kind === 'closed') return { kind: 'closed' };
+    }
+    return { kind: 'indeterminate', code, message };
+  }
+
+  async function closeWith(method: 'alipay.trade.close' | 'alipay.trade.cancel', outTradeNo: string): Promise<CloseOutcome> {
+    const exchange = await call(method, { bizContent: { out_trade_no: outTradeNo } });
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'in_doubt':
+        // Close has no "retryable": either way the trade may still take money until a later close
+        // (safe to repeat: closing is idempotent) or a query settles it.
+        return { kind: 'indeterminate', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    const answer = classifyClose(exchange.response, method);
+    switch (answer.kind) {
+      case 'closed':
+        return { kind: 'closed' };
+      case 'state_changed':
+        // Typically the buyer paid between our query and the close: the query says so.
+        return settleClose(outTradeNo, answer.code, answer.message);
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: answer.code, message: answer.message };
+      default:
+        return assertNever(answer);
+    }
+  }
+
+  async function close(request: CloseRequest): Promise<CloseOutcome> {
+    const found = await query(request.outTradeNo);
+    if (found.kind === 'unavailable') return { kind: 'indeterminate', code: found.code, message: found.message };
+    const { trade } = found;
+    switch (trade.kind) {
+      case 'succeeded':
+        // Never cancel (which would refund) nor refund here: the caller settles this payment.
+        return {
+          kind: 'already_paid',
+          charges: [{ gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency }],
+        };
+      case 'closed':
+        return { kind: 'closed' };
+      case 'pending':
+        return closeWith('alipay.trade.close', request.outTradeNo);
+      case 'not_found':
+        // No trade yet, but a trade.pay of ours may still be on its way: cancel blocks the
+        // out_trade_no so that it cannot be created (or paid) later.
+        return closeWith('alipay.trade.cancel', request.outTradeNo);
+      default:
+        return assertNever(trade);
+    }
+  }
+
+  async function queryRefund(request: RefundQuery): Promise<RefundQueryOutcome> {
+    const exchange = await call('alipay.trade.fastpay.refund.query', {
+      bizContent: {
+        out_trade_no: request.outTradeNo,
+        ...(request.gatewayTradeNo ? { trade_no: request.gatewayTradeNo } : {}),
+        out_request_no: request.refundId,
+      },
+    });
+    if (exchange.kind !== 'answered') return { kind: 'unavailable', code: exchange.code, message: exchange.message };
+    const { response } = exchange;
+    const code = str(response, 'code');
+    const subCode = str(response, 'sub_code');
+    // No trade, so certainly no refund of it.
+    if (code === '40004' && subCode === 'ACQ.TRADE_NOT_EXIST') return { kind: 'answered', refund: { kind: 'not_found' } };
+    if (code !== '10000') {
+      return {
+        kind: 'unavailable',
+        code: subCode ?? code ?? 'MALFORMED_RESPONSE',
+        message: str(response, 'sub_msg') ?? str(response, 'msg') ?? 'refund query failed',
+      };
+    }
+    // Alipay: "10000 only means the query ran; if it returns the refund's data the refund succeeded,
+    // if not, it did not — retry with the same out_request_no". Alipay also warns that a query made
+    // right after the refund may not see it yet; repeating the same out_request_no is safe either way.
+    const refundAmount = str(response, 'refund_amount');
+    if (refundAmount === undefined) return { kind: 'answered', refund: { kind: 'not_found' } };
+    const amountMinor = decimalToMinor(refundAmount);
+    if (amountMinor === null) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: `refund_amount ${refundAmount}` };
+    const refundStatus = str(response, 'refund_status');
+    // REFUND_SUCCESS is the only status Alipay documents; an absent one means success for refunds made
+    // with trade.refund. Any other is not final as far as we can tell.
+    if (refundStatus !== undefined && refundStatus !== 'REFUND_SUCCESS') return { kind: 'answered', refund: { kind: 'pending' } };
+    const tradeNo = str(response, 'trade_no') ?? request.gatewayTradeNo;
+    return {
+      kind: 'answered',
+      refund: { kind: 'succeeded', gatewayRefundId: gatewayRefundIdOf(tradeNo, request.refundId), amountMinor },
+    };
+  }
+
+  async function refund(request: RefundRequest): Promise<RefundOutcome> {
+    // Checked before any call: these can only be programming errors, and the gateway would refuse them.
+    if (request.currency !== CURRENCY) {
+      return { kind: 'failed', code: 'UNSUPPORTED_CURRENCY', message: `Alipay refunds ${CURRENCY} only` };
+    }
+    if (!Number.isSafeInteger(request.amountMinor) || request.amountMinor < 1 || request.amountMinor > MAX_AMOUNT_FEN) {
+      return { kind: 'failed', code: 'INVALID_AMOUNT', message: 'amount must be 1 … 10,000,000,000 fen' };
+    }
+    if (!OUT_REQUEST_NO_RE.test(request.refundId)) {
+      return { kind: 'failed', code: 'INVALID_REFUND_ID', message: 'refundId must be 1–64 letters, digits or underscores' };
+    }
+    const reason = [...request.reason].slice(0, MAX_REFUND_REASON).join('');
+    const exchange = await call('alipay.trade.refund', {
+      bizContent: {
+        out_trade_no: request.outTradeNo,
+        // Both names: Alipay refunds the trade they agree on, and refuses if they do not.
+        ...(request.gatewayTradeNo ? { trade_no: request.gatewayTradeNo } : {}),
+        refund_amount: minorToDecimal(request.amountMinor),
+        // PayOnce's refundId IS Alipay's idempotency key for this refund.
+        out_request_no: request.refundId,
+        ...(reason ? { refund_reason: reason } : {}),
+      },
+    });
+    switch (exchange.kind) {
+      case 'not_sent':
+        return { kind: 'retryable', code: exchange.code, message: exchange.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+
+    const answer = classifyRefund(exchange.response);
+    switch (answer.kind) {
+      case 'refunded':
+        // Alipay refunded exactly refund_amount (its refund_fee is the trade's running total).
+        return {
+          kind: 'succeeded',
+          gatewayRefundId: gatewayRefundIdOf(answer.tradeNo ?? request.gatewayTradeNo, request.refundId),
+          amountMinor: request.amountMinor,
+        };
+      case 'confirm_by_query': {
+        // fund_change "N": most often this refundId's refund answered again (a retry after a lost
+        // answer). Alipay's rule is to confirm with the refund query, which also gives its amount.
+        const found = await queryRefund(request);
+        if (found.kind === 'answered') {
+          switch (found.refund.kind) {
+            case 'succeeded':
+              return { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: found.refund.amountMinor };
+            case 'failed':
+              return { kind: 'failed', code: found.refund.code, message: found.refund.message };
+            case 'pending':
+            case 'not_found':
+              // Accepted (10000) but not visible yet: Alipay's query can lag the refund.
+              return { kind: 'pending', gatewayRefundId: null };
+            default:
+              return assertNever(found.refund);
+          }
+        }
+        return { kind: 'pending', gatewayRefundId: null };
+      }
+      case 'refused':
+        return { kind: 'failed', code: answer.subCode, message: answer.message };
+      case 'not_processed':
+        return { kind: 'retryable', code: answer.code, message: answer.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: answer.code, message: answer.message };
+      default:
+        return assertNever(answer);
+    }
+  }
+
   async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
     const postData: Record<string, string> = {};
     for (const [key, value] of new URLSearchParams(request.rawBody)) {
@@ -355,6 +671,37 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     }
     const amountMinor = decimalToMinor(postData.total_amount ?? '');
     if (amountMinor === null) return { kind: 'rejected', reason: `invalid total_amount ${postData.total_amount}` };
+
+    // A refund triggers the same trade_status_sync as the payment, to the payment's notify_url, with
+    // trade_status still TRADE_SUCCESS after a partial refund: only refund_fee / out_biz_no /
+    // gmt_refund tell it apart, and it must never be read as a (second) payment.
+    if (postData.refund_fee !== undefined || postData.out_biz_no !== undefined || postData.gmt_refund !== undefined) {
+      const refundId = postData.out_biz_no;
+      if (!refundId) return { kind: 'rejected', reason: 'missing out_biz_no' };
+      const refundedMinor = decimalToMinor(postData.refund_fee ?? '');
+      if (refundedMinor === null) return { kind: 'rejected', reason: `invalid refund_fee ${postData.refund_fee}` };
+      const outTradeNo = postData.out_trade_no ?? '';
+      const tradeNo = postData.trade_no ?? '';
+      return {
+        kind: 'refund',
+        notification: {
+          gateway: 'alipay',
+          // One notification per refund (its notify_id is per delivery series, the refund id is ours).
+          eventId: `${outTradeNo}:refund:${refundId}`,
+          merchantId: postData.app_id ?? '',
+          outTradeNo,
+          refundId,
+          gatewayRefundId: gatewayRefundIdOf(tradeNo, refundId),
+          // Alipay only notifies refunds that went through.
+          status: 'succeeded',
+          // refund_fee is the trade's total refunded so far — Alipay's notification carries no
+          // per-refund amount. With PayOnce's one refund per charge the two are the same.
+          amountMinor: refundedMinor,
+          currency: CURRENCY,
+        },
+      };
+    }
+
     const tradeStatus = postData.trade_status;
     return {
       kind: 'verified',
@@ -382,8 +729,13 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
   return {
     id: 'alipay',
     merchantId: config.appId,
+    // Alipay keeps one trade per out_trade_no: a new attempt reopens the WAIT_BUYER_PAY trade.
+    oneTradePerOrder: true,
     charge,
     query,
+    close,
+    refund,
+    queryRefund,
     verifyNotification,
     notificationReply,
   };

@@ -73,6 +73,7 @@ export interface PaymentNotification {
 
 export type NotificationVerdict =
   | { kind: 'verified'; notification: PaymentNotification }
+  | { kind: 'refund'; notification: RefundNotification }
   | { kind: 'rejected'; reason: string };
 
 /** An HTTP answer to a gateway's notification, exactly as that gateway expects it. */
@@ -82,12 +83,129 @@ export interface NotificationReply {
   body: string;
 }
 
+/**
+ * Close every trade of one order at this gateway that could still take the buyer's money: Alipay
+ * `alipay.trade.close` (or `alipay.trade.cancel` when the trade may be mid-payment or not created
+ * yet), WeChat Pay `…/out-trade-no/{no}/close`, Stripe: cancel each of the order's PaymentIntents
+ * that is not final, 2C2P: cancel the payment token(s) of the invoice.
+ *
+ * Idempotent: closing a closed (or never-created) trade answers `closed` again.
+ */
+export interface CloseRequest {
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  /**
+   * When the trade was last (re)opened: anything of it created earlier was already closed by a
+   * confirmed close. Lets an adapter that must list recent objects (Stripe's strongly consistent
+   * list behind its lagging search) read a short window instead of a busy hour.
+   */
+  openedAt?: Date;
+}
+
+/** A charge that went through, as the gateway reports it. */
+export interface SucceededTrade {
+  gatewayTradeNo: string;
+  amountMinor: number;
+  currency: string;
+}
+
+/**
+ * Every answer to a close, mapped onto one closed set.
+ *   closed        — nothing at this gateway can take money for this out_trade_no any more (closed
+ *                   now, closed before, or never created and now blocked).
+ *   already_paid  — the buyer paid before the close: settle these charges (usually one), charge nothing.
+ *   indeterminate — could not close or could not tell (timeout, 5xx, buyer mid-payment): no new attempt
+ *                   may start until a later close or query settles it.
+ */
+export type CloseOutcome =
+  | { kind: 'closed' }
+  | { kind: 'already_paid'; charges: SucceededTrade[] }
+  | { kind: 'indeterminate'; code: string; message: string };
+
+/**
+ * Give back money for one successful charge. `refundId` is PayOnce's own identifier, derived from the
+ * order and stored before the first call (Alipay out_request_no, WeChat out_refund_no, Stripe
+ * Idempotency-Key and metadata, 2C2P's refund reference): sending the same refundId again never makes a
+ * second refund.
+ */
+export interface RefundRequest {
+  outTradeNo: string;
+  /** The charge to refund, as ChargeOutcome/TradeStatus/notifications reported it. */
+  gatewayTradeNo: string;
+  /** [A-Za-z0-9], ≤ 32 characters: every gateway's refund-id rule at once. */
+  refundId: string;
+  amountMinor: number;
+  /** The charge's whole amount (WeChat Pay's amount.total). */
+  chargeAmountMinor: number;
+  currency: string;
+  /** Shown to the buyer by the gateway where it has a field for it. */
+  reason: string;
+  /** Where refund notifications go, for gateways that send them (WeChat Pay). */
+  notifyUrl?: string;
+}
+
+/**
+ * Every answer to a refund, mapped onto one closed set.
+ *   succeeded     — the money is on its way back (final at the gateway).
+ *   pending       — accepted, not final yet (WeChat PROCESSING): settle by queryRefund or notification.
+ *   failed        — refused for good, nothing refunded (refund exceeds charge, trade unknown): a person
+ *                   must look; retrying the same refundId will not help.
+ *   retryable     — certainly not processed (connection refused, 429, 5xx before processing).
+ *   indeterminate — may have been processed: settle with queryRefund — never with another refundId.
+ */
+export type RefundOutcome =
+  | { kind: 'succeeded'; gatewayRefundId: string; amountMinor: number }
+  | { kind: 'pending'; gatewayRefundId: string | null }
+  | { kind: 'failed'; code: string; message: string }
+  | { kind: 'retryable'; code: string; message: string }
+  | { kind: 'indeterminate'; code: string; message: string };
+
+export interface RefundQuery {
+  outTradeNo: string;
+  gatewayTradeNo: string;
+  refundId: string;
+}
+
+export type RefundStatus =
+  | { kind: 'not_found' }
+  | { kind: 'pending' }
+  | { kind: 'succeeded'; gatewayRefundId: string; amountMinor: number }
+  | { kind: 'failed'; code: string; message: string };
+
+export type RefundQueryOutcome =
+  | { kind: 'answered'; refund: RefundStatus }
+  | { kind: 'unavailable'; code: string; message: string };
+
+/** A verified notification about a refund (WeChat Pay REFUND.*, Stripe refund.* / charge.refund.*). */
+export interface RefundNotification {
+  gateway: GatewayId;
+  /** The dedupe key of the notification within its gateway. */
+  eventId: string;
+  merchantId: string;
+  outTradeNo: string;
+  refundId: string;
+  gatewayRefundId: string;
+  status: 'succeeded' | 'failed' | 'other';
+  amountMinor: number;
+  currency: string;
+}
+
 export interface PaymentGateway {
   readonly id: GatewayId;
   /** The merchant identity notifications must carry (Alipay app_id, WeChat mchid, …). */
   readonly merchantId: string;
+  /**
+   * True when every attempt of an order at this gateway is the same trade, deduplicated by
+   * out_trade_no (Alipay, WeChat Pay, 2C2P): a new attempt on the same gateway reopens it instead of
+   * opening another, so it is not closed first. False for Stripe: each attempt is its own PaymentIntent.
+   */
+  readonly oneTradePerOrder: boolean;
   charge(request: ChargeRequest): Promise<ChargeOutcome>;
   query(outTradeNo: string): Promise<QueryOutcome>;
+  close(request: CloseRequest): Promise<CloseOutcome>;
+  refund(request: RefundRequest): Promise<RefundOutcome>;
+  queryRefund(request: RefundQuery): Promise<RefundQueryOutcome>;
   /** Verifies the signature of a raw notification request before anything else reads it. */
   verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict>;
   /** The reply that tells the gateway to stop (ack) or to deliver again later (nack). */

@@ -24,6 +24,19 @@
  *    query() never says "not found" unless it could read that whole window.
  *  - webhooks.constructEvent verifies `Stripe-Signature` (HMAC-SHA256, v1 scheme only) and the
  *    timestamp tolerance; the signature is never checked by hand here.
+ *  - A closed connection is retried once even with maxNetworkRetries 0 (same Idempotency-Key), and an
+ *    error status whose body has no `error` object resolves as if it were the resource: `call()`
+ *    turns the latter back into a failure by the status the tracing client saw.
+ *
+ * Closing and refunding (each attempt is its own PaymentIntent, so oneTradePerOrder is false):
+ *  - close() finds the order's PaymentIntents as query() does and cancels every one that could still
+ *    take money (cancellation_reason abandoned); succeeded ones are reported (already_paid), never
+ *    canceled; a processing one, a cancel in doubt or a look-up that could not read the whole recent
+ *    window makes the answer indeterminate.
+ *  - refund() is POST /v1/refunds with Idempotency-Key `payonce-refund-{refundId}` and
+ *    metadata.refund_id / metadata.out_trade_no; queryRefund() lists the PaymentIntent's refunds and
+ *    matches metadata.refund_id. refund.* webhook events become refund notifications; charge.refunded
+ *    is acknowledged and ignored (`other`).
  *
  * No SDK type leaves this file.
  */
@@ -32,10 +45,18 @@ import Stripe from 'stripe';
 import type {
   ChargeOutcome,
   ChargeRequest,
+  CloseOutcome,
+  CloseRequest,
   NotificationReply,
   NotificationVerdict,
   PaymentGateway,
   QueryOutcome,
+  RefundOutcome,
+  RefundQuery,
+  RefundQueryOutcome,
+  RefundRequest,
+  RefundStatus,
+  SucceededTrade,
   TestBuyer,
   TradeStatus,
 } from './gateway';
@@ -66,10 +87,18 @@ const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 /** Search can lag "up to an hour during outages": query() lists this window strongly consistently. */
 const RECENT_WINDOW_SECONDS = 3600;
+/** Clocks differ (ours, Stripe's): a list window that starts at a moment of ours starts this much earlier. */
+const CLOCK_MARGIN_SECONDS = 120;
 /** At most this many pages of 100 of that window; beyond it a "not found" cannot be trusted. */
 const MAX_RECENT_PAGES = 5;
 /** The before-charge "already paid" look-up is a best effort: short, and never retried. */
 const GUARD_TIMEOUT_MS = 3000;
+/** Refunds of one PaymentIntent read by queryRefund, 100 a page; beyond it "not found" is not trusted. */
+const MAX_REFUND_PAGES = 10;
+/** RefundRequest.refundId's own rule (gateway.ts): what every gateway's refund id accepts at once. */
+const REFUND_ID_PATTERN = /^[A-Za-z0-9]{1,32}$/;
+/** Stripe's metadata value limit. */
+const METADATA_MAX_VALUE_LENGTH = 500;
 
 // ---------------------------------------------------------------------------------------------
 // One call to Stripe
@@ -91,6 +120,8 @@ function provesNotProcessed(status: number): boolean {
 /** What the tries of one SDK call saw, across the SDK's own retries. */
 interface CallTrace {
   mayHaveBeenProcessed: boolean;
+  /** The HTTP status of the last try that got an answer. */
+  lastStatus?: number;
 }
 
 const currentCall = new AsyncLocalStorage<CallTrace>();
@@ -109,6 +140,7 @@ function tracingHttpClient(): Stripe.HttpClient {
         (response) => {
           const trace = currentCall.getStore();
           const status = response.getStatusCode();
+          if (trace) trace.lastStatus = status;
           if (trace && (status === 409 || (status >= 500 && !provesNotProcessed(status)))) trace.mayHaveBeenProcessed = true;
           return response;
         },
@@ -127,8 +159,11 @@ type Called<T> = { ok: true; value: T } | { ok: false; failure: Failure };
 type Failure =
   /** 402: the card was declined; terminal for this attempt. */
   | { kind: 'card_declined'; code: string; message: string }
-  /** 400/404: Stripe refused the request itself; the same request would be refused again. */
-  | { kind: 'invalid_request'; code: string; message: string }
+  /**
+   * 400/404: Stripe refused the request itself; the same request would be refused again. `intent` is
+   * the PaymentIntent a payment_intent_unexpected_state refusal carries (its current state).
+   */
+  | { kind: 'invalid_request'; code: string; message: string; intent?: Stripe.PaymentIntent }
   /** 400 idempotency_error: this attempt's key was used with other parameters or on another endpoint. */
   | { kind: 'idempotency_conflict'; message: string }
   /** Certainly not executed: refused connection, 429, 502/503, 401/403 — and no earlier try got through. */
@@ -148,7 +183,12 @@ function classify(err: unknown, mayHaveBeenProcessed: boolean): Failure {
   }
   if (err instanceof Stripe.errors.StripeIdempotencyError) return { kind: 'idempotency_conflict', message };
   if (err instanceof Stripe.errors.StripeInvalidRequestError) {
-    return { kind: 'invalid_request', code: err.code ?? 'invalid_request_error', message };
+    return {
+      kind: 'invalid_request',
+      code: err.code ?? 'invalid_request_error',
+      message,
+      ...(err.payment_intent ? { intent: err.payment_intent } : {}),
+    };
   }
   if (err instanceof Stripe.errors.StripeRateLimitError) return notProcessed('rate_limit');
   if (err instanceof Stripe.errors.StripeAuthenticationError) return notProcessed('authentication_error');
@@ -223,6 +263,45 @@ function sameCharge(intent: Stripe.PaymentIntent, request: ChargeRequest): boole
 }
 
 // ---------------------------------------------------------------------------------------------
+// Refunds
+
+/** The refund statuses this adapter knows (Refund.status); anything newer is treated as in doubt. */
+type KnownRefundStatus = 'pending' | 'requires_action' | 'succeeded' | 'failed' | 'canceled';
+const KNOWN_REFUND_STATUSES: readonly string[] = ['pending', 'requires_action', 'succeeded', 'failed', 'canceled'] satisfies KnownRefundStatus[];
+
+function knownRefundStatus(refund: Stripe.Refund): KnownRefundStatus | 'unknown' {
+  return refund.status !== null && KNOWN_REFUND_STATUSES.includes(refund.status) ? (refund.status as KnownRefundStatus) : 'unknown';
+}
+
+/** A Stripe Refund in PayOnce's terms; `unknown` statuses are reported as pending (settle later). */
+function refundStatusOf(refund: Stripe.Refund): RefundStatus {
+  const status = knownRefundStatus(refund);
+  switch (status) {
+    case 'succeeded':
+      return { kind: 'succeeded', gatewayRefundId: refund.id, amountMinor: refund.amount };
+    case 'pending':
+    case 'requires_action':
+    case 'unknown':
+      // Not final yet (a bank that takes days, a customer who must confirm details): ask again later.
+      return { kind: 'pending' };
+    case 'failed':
+    case 'canceled':
+      return { kind: 'failed', code: refund.failure_reason ?? `refund_${status}`, message: `Refund ${refund.id} is ${status}` };
+    default:
+      return assertNever(status);
+  }
+}
+
+/**
+ * Stripe's refund reason is a closed set (duplicate, fraudulent, requested_by_customer): a refund of a
+ * second charge for one order is a duplicate; everything else PayOnce gives back is on the buyer's
+ * behalf. The free text travels in metadata.
+ */
+function stripeRefundReason(reason: string): 'duplicate' | 'requested_by_customer' {
+  return /duplicate|double|second|重复/i.test(reason) ? 'duplicate' : 'requested_by_customer';
+}
+
+// ---------------------------------------------------------------------------------------------
 // The gateway
 
 export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway {
@@ -238,7 +317,16 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
   async function call<T>(fn: () => Promise<T>): Promise<Called<T>> {
     const trace: CallTrace = { mayHaveBeenProcessed: false };
     try {
-      return { ok: true, value: await currentCall.run(trace, fn) };
+      const value = await currentCall.run(trace, fn);
+      // The SDK resolves an error status whose body has no `error` object (a proxy's or load
+      // balancer's page) as if it were the resource: an answer that says nothing about the request.
+      const status = trace.lastStatus ?? 200;
+      if (status >= 300) {
+        const message = `HTTP ${status} without a Stripe error body`;
+        if (provesNotProcessed(status) && !trace.mayHaveBeenProcessed) return { ok: false, failure: { kind: 'not_processed', code: `HTTP_${status}`, message } };
+        return { ok: false, failure: { kind: 'in_doubt', code: `HTTP_${status}`, message } };
+      }
+      return { ok: true, value };
     } catch (err) {
       return { ok: false, failure: classify(err, trace.mayHaveBeenProcessed) };
     }
@@ -258,11 +346,16 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     outTradeNo: string,
     maxPages: number,
     options: Stripe.RequestOptions = {},
+    /** Nothing of interest was created before this: the list window starts here (less a margin). */
+    createdSince?: Date,
   ): Promise<Called<{ intents: Stripe.PaymentIntent[]; complete: boolean }>> {
     const searched = await call(() => stripe.paymentIntents.search({ query: outTradeNoQuery(outTradeNo), limit: 100 }, options));
     if (!searched.ok) return searched;
     const byId = new Map(searched.value.data.map((intent) => [intent.id, intent]));
-    const since = Math.floor(Date.now() / 1000) - RECENT_WINDOW_SECONDS;
+    const windowStart = Math.floor(Date.now() / 1000) - RECENT_WINDOW_SECONDS;
+    const since = createdSince
+      ? Math.max(windowStart, Math.floor(createdSince.getTime() / 1000) - CLOCK_MARGIN_SECONDS)
+      : windowStart;
     let startingAfter: string | undefined;
     for (let page = 0; page < maxPages; page += 1) {
       const listed = await call(() =>
@@ -440,6 +533,234 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     }
   }
 
+  /**
+   * What one PaymentIntent means for a close: nothing to do, a payment to report, one to cancel, or a
+   * state that may still move money and cannot be canceled (a card payment processing).
+   */
+  type IntentVerdict = { kind: 'final' } | { kind: 'paid'; trade: SucceededTrade } | { kind: 'cancel' } | { kind: 'in_doubt'; code: string; message: string };
+
+  function closeVerdict(intent: Stripe.PaymentIntent): IntentVerdict {
+    const status = knownStatus(intent);
+    switch (status) {
+      case 'canceled':
+        return { kind: 'final' };
+      case 'succeeded': {
+        const trade = paidTrade(intent);
+        return trade?.kind === 'succeeded'
+          ? { kind: 'paid', trade: { gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency } }
+          : { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: `succeeded PaymentIntent ${intent.id} without amount_received` };
+      }
+      case 'requires_payment_method':
+      case 'requires_confirmation':
+      case 'requires_action':
+      case 'requires_capture':
+        // Payable (or, requires_capture, authorized): a cancel makes it refuse every later confirm,
+        // and releases an authorization. A buyer mid-3-D Secure loses the race cleanly: Stripe
+        // serializes the two, so the cancel either wins or is refused with the new status.
+        return { kind: 'cancel' };
+      case 'processing':
+        // A card payment being processed cannot be canceled and may still succeed.
+        return { kind: 'in_doubt', code: 'PAYMENT_PROCESSING', message: `PaymentIntent ${intent.id} is processing` };
+      case 'unknown':
+        return { kind: 'in_doubt', code: 'UNKNOWN_STATUS', message: `PaymentIntent ${intent.id} is ${intent.status}` };
+      default:
+        return assertNever(status);
+    }
+  }
+
+  /**
+   * Cancels one PaymentIntent. No Idempotency-Key of ours: a cancel is idempotent by the PaymentIntent's
+   * own state (a second one is refused with the status `canceled`), and a stable key would pin a stored
+   * 500 for 24 h; the SDK's own key still covers its retries within this call.
+   */
+  async function cancelIntent(intent: Stripe.PaymentIntent): Promise<IntentVerdict> {
+    const canceled = await call(() => stripe.paymentIntents.cancel(intent.id, { cancellation_reason: 'abandoned' }));
+    if (canceled.ok) {
+      return canceled.value.status === 'canceled'
+        ? { kind: 'final' }
+        : { kind: 'in_doubt', code: 'NOT_CANCELED', message: `PaymentIntent ${intent.id} is ${canceled.value.status} after cancel` };
+    }
+    const failure = canceled.failure;
+    switch (failure.kind) {
+      case 'invalid_request': {
+        // payment_intent_unexpected_state: it moved on before our cancel (the buyer paid, or another
+        // close got there first). The refusal carries its current state; judge that instead.
+        if (failure.code === 'payment_intent_unexpected_state' && failure.intent) {
+          const now = closeVerdict(failure.intent);
+          return now.kind === 'cancel' ? { kind: 'in_doubt', code: failure.code, message: failure.message } : now;
+        }
+        return { kind: 'in_doubt', code: failure.code, message: failure.message };
+      }
+      case 'card_declined':
+      case 'not_processed':
+      case 'in_doubt':
+        return { kind: 'in_doubt', code: failure.code, message: failure.message };
+      case 'idempotency_conflict':
+        return { kind: 'in_doubt', code: 'idempotency_error', message: failure.message };
+      default:
+        return assertNever(failure);
+    }
+  }
+
+  async function close(request: CloseRequest): Promise<CloseOutcome> {
+    // The same look-up as query(): search plus the strongly consistent list of the recent window.
+    const found = await findIntents(request.outTradeNo, MAX_RECENT_PAGES, {}, request.openedAt);
+    if (!found.ok) return { kind: 'indeterminate', ...failureMessage(found.failure) };
+    const paid: SucceededTrade[] = [];
+    let doubt: { code: string; message: string } | undefined;
+    for (const intent of oldestFirst(found.value.intents)) {
+      let verdict = closeVerdict(intent);
+      if (verdict.kind === 'cancel') verdict = await cancelIntent(intent);
+      switch (verdict.kind) {
+        case 'final':
+          break;
+        case 'paid':
+          paid.push(verdict.trade);
+          break;
+        case 'cancel':
+          // cancelIntent never answers "cancel"; treated as in doubt should it ever do.
+          doubt ??= { code: 'NOT_CANCELED', message: `PaymentIntent ${intent.id} is still open` };
+          break;
+        case 'in_doubt':
+          doubt ??= { code: verdict.code, message: verdict.message };
+          break;
+        default:
+          assertNever(verdict);
+      }
+    }
+    // Whatever was found has been canceled; anything the look-up could not reach may still be open.
+    if (!found.value.complete) {
+      return { kind: 'indeterminate', code: 'SEARCH_INCOMPLETE', message: 'too many recent PaymentIntents to rule out one search does not show yet' };
+    }
+    if (doubt) return { kind: 'indeterminate', ...doubt };
+    return paid.length > 0 ? { kind: 'already_paid', charges: paid } : { kind: 'closed' };
+  }
+
+  /** Finds a refund by PayOnce's refundId among the PaymentIntent's refunds (metadata.refund_id). */
+  async function queryRefund(request: RefundQuery): Promise<RefundQueryOutcome> {
+    let startingAfter: string | undefined;
+    for (let page = 0; page < MAX_REFUND_PAGES; page += 1) {
+      const listed = await call(() =>
+        stripe.refunds.list({ payment_intent: request.gatewayTradeNo, limit: 100, ...(startingAfter ? { starting_after: startingAfter } : {}) }),
+      );
+      if (!listed.ok) {
+        const failure = listed.failure;
+        // No such PaymentIntent: Stripe positively says it holds no refund of it.
+        if (failure.kind === 'invalid_request' && failure.code === 'resource_missing') return { kind: 'answered', refund: { kind: 'not_found' } };
+        return { kind: 'unavailable', ...failureMessage(failure) };
+      }
+      const mine = listed.value.data.filter((refund) => refund.metadata?.refund_id === request.refundId);
+      // Two Stripe refunds under one refundId would be a bug upstream; the one that moved money wins.
+      const best = mine.find((r) => r.status === 'succeeded') ?? mine.find((r) => r.status === 'pending') ?? mine[0];
+      if (best) return { kind: 'answered', refund: refundStatusOf(best) };
+      startingAfter = listed.value.data.at(-1)?.id;
+      if (!listed.value.has_more || !startingAfter) return { kind: 'answered', refund: { kind: 'not_found' } };
+    }
+    return { kind: 'unavailable', code: 'REFUND_LIST_INCOMPLETE', message: `more than ${MAX_REFUND_PAGES * 100} refunds of ${request.gatewayTradeNo}` };
+  }
+
+  async function refund(request: RefundRequest): Promise<RefundOutcome> {
+    // Checked before any call: programming errors that Stripe would refuse anyway.
+    if (!REFUND_ID_PATTERN.test(request.refundId)) {
+      return { kind: 'failed', code: 'INVALID_REFUND_ID', message: `refundId must be 1-32 letters or digits, got ${JSON.stringify(request.refundId)}` };
+    }
+    if (!Number.isSafeInteger(request.amountMinor) || request.amountMinor < 1 || request.amountMinor > MAX_AMOUNT) {
+      return { kind: 'failed', code: 'INVALID_AMOUNT', message: `amount must be 1 … ${MAX_AMOUNT} in minor units` };
+    }
+    if (!/^pi_[A-Za-z0-9]+$/.test(request.gatewayTradeNo)) {
+      return { kind: 'failed', code: 'INVALID_GATEWAY_TRADE_NO', message: `not a PaymentIntent id: ${request.gatewayTradeNo}` };
+    }
+    // Stripe's only refund deduplication is the Idempotency-Key, and it is pruned after 24 h: past that
+    // the same refundId would refund again while money is left. So look for it first (metadata.refund_id);
+    // a look-up that fails leaves it to the key, which covers every repeat within the day.
+    const earlier = await queryRefund({ outTradeNo: request.outTradeNo, gatewayTradeNo: request.gatewayTradeNo, refundId: request.refundId });
+    if (earlier.kind === 'answered') {
+      const seen = earlier.refund;
+      switch (seen.kind) {
+        case 'succeeded':
+          return { kind: 'succeeded', gatewayRefundId: seen.gatewayRefundId, amountMinor: seen.amountMinor };
+        case 'pending':
+          return { kind: 'pending', gatewayRefundId: null };
+        case 'failed':
+          return { kind: 'failed', code: seen.code, message: seen.message };
+        case 'not_found':
+          break;
+        default:
+          assertNever(seen);
+      }
+    }
+    // The key derives from refundId (never the SDK's random one): a retry of this refund — after a lost
+    // answer, a crash, or concurrently — replays the first answer instead of refunding again.
+    const idempotencyKey = `payonce-refund-${request.refundId}`;
+    const created = await call(() =>
+      stripe.refunds.create(
+        {
+          payment_intent: request.gatewayTradeNo,
+          amount: request.amountMinor,
+          reason: stripeRefundReason(request.reason),
+          metadata: {
+            refund_id: request.refundId,
+            out_trade_no: request.outTradeNo,
+            ...(request.reason ? { reason: request.reason.slice(0, METADATA_MAX_VALUE_LENGTH) } : {}),
+          },
+        },
+        { idempotencyKey },
+      ),
+    );
+    if (created.ok) {
+      const refunded = created.value;
+      if (refunded.amount !== request.amountMinor || refunded.payment_intent !== request.gatewayTradeNo) {
+        return {
+          kind: 'indeterminate',
+          code: 'REFUND_MISMATCH',
+          message: `Refund ${refunded.id} is ${refunded.amount} of ${String(refunded.payment_intent)}, asked ${request.amountMinor} of ${request.gatewayTradeNo}`,
+        };
+      }
+      const status = refundStatusOf(refunded);
+      switch (status.kind) {
+        case 'succeeded':
+          return { kind: 'succeeded', gatewayRefundId: refunded.id, amountMinor: refunded.amount };
+        case 'pending':
+          return { kind: 'pending', gatewayRefundId: refunded.id };
+        case 'failed':
+          return { kind: 'failed', code: status.code, message: status.message };
+        case 'not_found':
+          return { kind: 'indeterminate', code: 'REFUND_NOT_FOUND', message: 'Stripe answered without a refund' };
+        default:
+          return assertNever(status);
+      }
+    }
+
+    const failure = created.failure;
+    switch (failure.kind) {
+      case 'invalid_request': {
+        // amount_too_large / charge_already_refunded can also mean THIS refund already went through
+        // and its key was pruned (> 24 h), so the retry ran anew on a refunded charge: look first.
+        if (failure.code === 'amount_too_large' || failure.code === 'charge_already_refunded') {
+          const earlier = await queryRefund({ outTradeNo: request.outTradeNo, gatewayTradeNo: request.gatewayTradeNo, refundId: request.refundId });
+          if (earlier.kind === 'unavailable') return { kind: 'indeterminate', code: failure.code, message: `${failure.message} (and the look-up failed: ${earlier.message})` };
+          const seen = earlier.refund;
+          if (seen.kind === 'succeeded') return { kind: 'succeeded', gatewayRefundId: seen.gatewayRefundId, amountMinor: seen.amountMinor };
+          if (seen.kind === 'pending') return { kind: 'pending', gatewayRefundId: null };
+        }
+        // Exceeds the charge, unpaid PaymentIntent, unknown PaymentIntent (404): refused for good.
+        return { kind: 'failed', code: failure.code, message: failure.message };
+      }
+      case 'card_declined':
+        return { kind: 'failed', code: failure.code, message: failure.message };
+      case 'not_processed':
+        return { kind: 'retryable', code: failure.code, message: failure.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: failure.code, message: failure.message };
+      case 'idempotency_conflict':
+        // This refundId already ran with other parameters (another amount or PaymentIntent): what it
+        // did is only known from queryRefund, and repeating it cannot help.
+        return { kind: 'indeterminate', code: 'idempotency_error', message: failure.message };
+      default:
+        return assertNever(failure);
+    }
+  }
+
   async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
     const header = request.headers.get('stripe-signature');
     if (!header) return { kind: 'rejected', reason: 'missing Stripe-Signature header' };
@@ -457,6 +778,9 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     if (typeof event.id !== 'string' || event.id === '') return { kind: 'rejected', reason: 'event without id' };
     const merchantId = typeof event.account === 'string' && event.account !== '' ? event.account : config.accountId;
     const object: unknown = event.data?.object;
+    if (typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'refund') {
+      return refundNotification(event.id, merchantId, object as Stripe.Refund);
+    }
     const intent = typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'payment_intent'
       ? (object as Stripe.PaymentIntent)
       : undefined;
@@ -502,6 +826,60 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     };
   }
 
+  /**
+   * refund.created / refund.updated (and the legacy charge.refund.updated): every event whose object is
+   * a Refund. Its refund_id is PayOnce's own (metadata.refund_id, set by refund()); a Refund without one
+   * was made elsewhere (the Dashboard, another integration) and is reported as `other`.
+   * `charge.refunded` carries the Charge, not the Refund: it stays an ignored `other` payment
+   * notification — the refund.* event of the same refund says everything it does.
+   */
+  function refundNotification(eventId: string, merchantId: string, refund: Stripe.Refund): NotificationVerdict {
+    const refundId = refund.metadata?.refund_id;
+    const outTradeNo = refund.metadata?.out_trade_no;
+    const ours = typeof refundId === 'string' && refundId !== '';
+    if (typeof refund.id !== 'string' || refund.id === '') return { kind: 'rejected', reason: 'refund without id' };
+    if (ours && (typeof refund.amount !== 'number' || !Number.isSafeInteger(refund.amount) || refund.amount < 0)) {
+      return { kind: 'rejected', reason: `invalid refund amount ${JSON.stringify(refund.amount)}` };
+    }
+    if (ours && (typeof refund.currency !== 'string' || !/^[a-z]{3}$/i.test(refund.currency))) {
+      return { kind: 'rejected', reason: `invalid refund currency ${JSON.stringify(refund.currency)}` };
+    }
+    let status: 'succeeded' | 'failed' | 'other' = 'other';
+    if (ours) {
+      const known = knownRefundStatus(refund);
+      switch (known) {
+        case 'succeeded':
+          status = 'succeeded';
+          break;
+        case 'failed':
+        case 'canceled':
+          status = 'failed';
+          break;
+        case 'pending':
+        case 'requires_action':
+        case 'unknown':
+          status = 'other';
+          break;
+        default:
+          assertNever(known);
+      }
+    }
+    return {
+      kind: 'refund',
+      notification: {
+        gateway: 'stripe',
+        eventId,
+        merchantId,
+        outTradeNo: typeof outTradeNo === 'string' ? outTradeNo : '',
+        refundId: ours ? refundId : '',
+        gatewayRefundId: refund.id,
+        status,
+        amountMinor: ours ? refund.amount : 0,
+        currency: ours ? refund.currency.toUpperCase() : '',
+      },
+    };
+  }
+
   function notificationReply(ack: boolean): NotificationReply {
     // Any 2xx stops Stripe's retries; anything else makes it deliver again on its schedule.
     return ack
@@ -512,8 +890,13 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
   return {
     id: 'stripe',
     merchantId: config.accountId,
+    // Every attempt is a PaymentIntent of its own: the previous one is closed before a new one opens.
+    oneTradePerOrder: false,
     charge,
     query,
+    close,
+    refund,
+    queryRefund,
     verifyNotification,
     notificationReply,
   };

@@ -16,6 +16,20 @@
  * secretKey differ); the PSP sandbox also accepts gateways.md's JWT form of Do Payment, which the
  * adapter does not need.
  *
+ * Close (an order moving to another gateway, or expiring): paymentInquiry first — paid → already_paid,
+ * cancelled or never created → closed — then cancelTransaction in its JWT form `{merchantID,
+ * invoiceNo}` (the documented form takes a payment token, which PayOnce does not keep; the invoice is
+ * what must stop taking money), and on any refusal a second inquiry decides (the buyer may have paid in
+ * between). 2C2P's invoice is one per order (`oneTradePerOrder`): a new attempt on 2C2P reopens it.
+ *
+ * Refund and refund status: the Payment Maintenance API's refund (processType R) and refund status
+ * (RS), with invoiceNo, actionAmount and PayOnce's refundId as `idempotencyID`, in PGW v4.3's JWT
+ * envelope (POST {base}/refund, {base}/refundStatusInquiry) rather than 2C2P's XML-in-JWE/JWS on
+ * PaymentAction/2.0 [unverified: that envelope is the sandbox's; against the real 2C2P these two calls
+ * need the Maintenance API's RSA key exchange]. Their answers use the Maintenance API's two-digit
+ * result codes (00, 12, 16, 18, 40, 49 …). 2C2P publishes no refund notification for card payments,
+ * so none is verified here.
+ *
  * Nothing here guesses: an answer that may hide a charge is `indeterminate`, settled later by query()
  * or the notification. Amounts cross the wire as exact decimal literals, never through a float
  * computation. No 2C2P wire type leaves this file.
@@ -24,10 +38,17 @@ import { CompactSign, errors as joseErrors, jwtVerify } from 'jose';
 import type {
   ChargeOutcome,
   ChargeRequest,
+  CloseOutcome,
+  CloseRequest,
   NotificationReply,
   NotificationVerdict,
   PaymentGateway,
   QueryOutcome,
+  RefundOutcome,
+  RefundQuery,
+  RefundQueryOutcome,
+  RefundRequest,
+  RefundStatus,
   TestBuyer,
   TradeStatus,
 } from './gateway';
@@ -192,6 +213,52 @@ function classify(respCode: string): RespClass {
       if (/^1\d{3}$/.test(respCode)) return { kind: 'redirect' };
       if (/^4\d{3}$/.test(respCode)) return { kind: 'declined' };
       // Includes 0999/99xx system errors: they do not prove that nothing was processed.
+      return { kind: 'unknown' };
+  }
+}
+
+/**
+ * The Payment Maintenance API's result codes (two digits; 2C2P's "Payment Maintenance Result Codes"),
+ * sorted by what they mean for a refund.
+ */
+type MaintenanceClass =
+  | { kind: 'success' }
+  | { kind: 'pending' }
+  | { kind: 'not_found' }
+  /** Refused for good for this refund: nothing was refunded and the same request cannot succeed. */
+  | { kind: 'refused' }
+  /** Anything else, 99 "unable to complete" and 95 "timed out" included: it may have been processed. */
+  | { kind: 'unknown' };
+
+function classifyMaintenance(respCode: string): MaintenanceClass {
+  switch (respCode) {
+    case '00':
+      return { kind: 'success' };
+    case '42': // refund pending
+    case '51': // same idempotent key exists with status pending
+      return { kind: 'pending' };
+    case '15': // invalid invoice number
+    case '16': // requested transaction doesn't exist
+      return { kind: 'not_found' };
+    case '02': // invalid request
+    case '10': // missing compulsory values
+    case '11': // request validation failed
+    case '12': // transaction status is not valid to perform your action (not paid, voided …)
+    case '14': // invalid merchant ID
+    case '17': // request type is invalid
+    case '18': // invalid action amount
+    case '30': // unable to refund more than transaction amount
+    case '40': // refund amount is more than transaction amount
+    case '41': // refund not allowed
+    case '43': // partial refund not allowed
+    case '44': // refund rejected
+    case '45': // refund failed
+    case '46': // insufficient funds to perform refund
+    case '49': // transaction is already fully refunded
+    case '50': // same idempotent key exists with different type
+    case '54': // refund exceeded allowable timeframe
+      return { kind: 'refused' };
+    default:
       return { kind: 'unknown' };
   }
 }
@@ -530,6 +597,242 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     }
   }
 
+  // -------------------------------------------------------------------------------------------
+  // close
+
+  async function close(request: CloseRequest): Promise<CloseOutcome> {
+    const before = await closeVerdict(request.outTradeNo);
+    if (before.kind !== 'open') return before.outcome;
+
+    const exchange = await postJwt('cancelTransaction', { merchantID: config.merchantId, invoiceNo: request.outTradeNo });
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'in_doubt':
+        // Not closed, or not known to be: no new attempt may start until a later close settles it.
+        return { kind: 'indeterminate', code: exchange.code, message: `cancelTransaction: ${exchange.message}` };
+      case 'plain':
+        // An unsigned refusal of the request itself (wrong secret, unknown merchant …): nothing cancelled.
+        return { kind: 'indeterminate', code: respCodeOf(exchange.body) || 'MALFORMED_RESPONSE', message: respDescOf(exchange.body) };
+      case 'signed': {
+        const { claims } = exchange;
+        const code = respCodeOf(claims);
+        if (str(claims, 'invoiceNo') !== request.outTradeNo) {
+          return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'cancelTransaction answered for another invoiceNo' };
+        }
+        const respClass = classify(code);
+        switch (respClass.kind) {
+          case 'success':
+          case 'cancelled':
+          case 'not_found':
+            return { kind: 'closed' };
+          // 9015 (paid in the meantime) or anything else: the invoice's own state decides.
+          case 'existing_invoice':
+          case 'completed':
+          case 'pending':
+          case 'redirect':
+          case 'declined':
+          case 'refused':
+          case 'invalid':
+          case 'unknown': {
+            const after = await closeVerdict(request.outTradeNo);
+            if (after.kind !== 'open') return after.outcome;
+            return { kind: 'indeterminate', code: code || 'MALFORMED_RESPONSE', message: `cancelTransaction refused: ${respDescOf(claims)}` };
+          }
+          default:
+            return assertNever(respClass);
+        }
+      }
+      default:
+        return assertNever(exchange);
+    }
+  }
+
+  /**
+   * What the signed inquiry says a close must do: nothing more (paid, cancelled, never created), or
+   * cancel (open: unpaid, maybe declined before).
+   */
+  async function closeVerdict(invoiceNo: string): Promise<{ kind: 'open' } | { kind: 'final'; outcome: CloseOutcome }> {
+    const outcome = await query(invoiceNo);
+    if (outcome.kind === 'unavailable') {
+      return { kind: 'final', outcome: { kind: 'indeterminate', code: outcome.code, message: `paymentInquiry: ${outcome.message}` } };
+    }
+    const { trade } = outcome;
+    switch (trade.kind) {
+      case 'succeeded':
+        return {
+          kind: 'final',
+          outcome: { kind: 'already_paid', charges: [{ gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency }] },
+        };
+      case 'closed':
+        return { kind: 'final', outcome: { kind: 'closed' } };
+      case 'not_found':
+        // No invoice, so no payment token: nothing can take money for it until the merchant itself asks
+        // for a token, which PayOnce does only in a new attempt, after this close.
+        return { kind: 'final', outcome: { kind: 'closed' } };
+      case 'pending':
+        return { kind: 'open' };
+      default:
+        return assertNever(trade);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // refund and refund status
+
+  /** The signed refund record (processType R or RS with respCode 00) as a RefundStatus; null if malformed. */
+  function refundRecord(claims: Claims, expected: { outTradeNo: string; refundId: string; currency: string }): RefundStatus | null {
+    if (str(claims, 'invoiceNo') !== expected.outTradeNo || str(claims, 'idempotencyID') !== expected.refundId) return null;
+    const gatewayRefundId = str(claims, 'refundReferenceNo');
+    const currency = str(claims, 'currencyCode') ?? expected.currency;
+    if (currency !== expected.currency) return null;
+    const amountMinor = claimAmountToMinor(claims.amount, currency);
+    const status = str(claims, 'status');
+    switch (status) {
+      case 'RF':
+      case undefined:
+        if (!gatewayRefundId || amountMinor === null) return null;
+        return { kind: 'succeeded', gatewayRefundId, amountMinor };
+      case 'RP':
+        return { kind: 'pending' };
+      case 'RR':
+        return { kind: 'failed', code: 'RR', message: 'refund rejected' };
+      default:
+        return null;
+    }
+  }
+
+  async function refund(request: RefundRequest): Promise<RefundOutcome> {
+    // Checked before any call: these can only be programming errors, and the gateway would refuse them.
+    if (!/^[A-Za-z0-9]{1,32}$/.test(request.refundId)) {
+      return { kind: 'failed', code: 'INVALID_REFUND_ID', message: 'refundId must be 1–32 letters or digits' };
+    }
+    const exponent = exponentOf(request.currency);
+    if (
+      !/^[A-Z]{3}$/.test(request.currency) ||
+      !Number.isSafeInteger(request.amountMinor) ||
+      request.amountMinor < 1 ||
+      String(request.amountMinor).length > MAX_INTEGER_DIGITS + exponent
+    ) {
+      return { kind: 'failed', code: 'INVALID_AMOUNT', message: 'amount must be a positive integer with at most 12 integer digits' };
+    }
+
+    const exchange = await postJwt('refund', {
+      merchantID: config.merchantId,
+      processType: 'R',
+      invoiceNo: request.outTradeNo,
+      actionAmount: new DecimalLiteral(minorToDecimal(request.amountMinor, exponent)),
+      // PayOnce's refund id is the refund's idempotent key: the same one again returns the first refund.
+      idempotencyID: request.refundId,
+    });
+    switch (exchange.kind) {
+      case 'not_sent':
+        return { kind: 'retryable', code: exchange.code, message: `refund: ${exchange.message}` };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: exchange.code, message: `refund: ${exchange.message}` };
+      case 'plain': {
+        // Refused before processing, unsigned: the envelope or a field of it.
+        const code = respCodeOf(exchange.body);
+        const respClass = classify(code);
+        switch (respClass.kind) {
+          case 'refused':
+            return { kind: 'retryable', code, message: respDescOf(exchange.body) };
+          case 'invalid':
+            return { kind: 'failed', code, message: respDescOf(exchange.body) };
+          case 'success':
+          case 'completed':
+          case 'pending':
+          case 'redirect':
+          case 'not_found':
+          case 'cancelled':
+          case 'declined':
+          case 'existing_invoice':
+          case 'unknown':
+            // 0999 and anything unexpected do not prove that nothing was refunded.
+            return { kind: 'indeterminate', code: code || 'MALFORMED_RESPONSE', message: respDescOf(exchange.body) };
+          default:
+            return assertNever(respClass);
+        }
+      }
+      case 'signed': {
+        const { claims } = exchange;
+        const code = respCodeOf(claims);
+        const message = respDescOf(claims);
+        const respClass = classifyMaintenance(code);
+        switch (respClass.kind) {
+          case 'success': {
+            const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency: request.currency });
+            if (!record) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a matching refund record' };
+            switch (record.kind) {
+              case 'succeeded':
+                return { kind: 'succeeded', gatewayRefundId: record.gatewayRefundId, amountMinor: record.amountMinor };
+              case 'pending':
+                return { kind: 'pending', gatewayRefundId: str(claims, 'refundReferenceNo') ?? null };
+              case 'failed':
+                return { kind: 'failed', code: record.code, message: record.message };
+              case 'not_found':
+                return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a refund' };
+              default:
+                return assertNever(record);
+            }
+          }
+          case 'pending':
+            return { kind: 'pending', gatewayRefundId: str(claims, 'refundReferenceNo') ?? null };
+          case 'not_found':
+          case 'refused':
+            return { kind: 'failed', code, message };
+          case 'unknown':
+            return { kind: 'indeterminate', code: code || 'MALFORMED_RESPONSE', message };
+          default:
+            return assertNever(respClass);
+        }
+      }
+      default:
+        return assertNever(exchange);
+    }
+  }
+
+  async function queryRefund(request: RefundQuery): Promise<RefundQueryOutcome> {
+    const exchange = await postJwt('refundStatusInquiry', {
+      merchantID: config.merchantId,
+      processType: 'RS',
+      invoiceNo: request.outTradeNo,
+      idempotencyID: request.refundId,
+    });
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'in_doubt':
+        return { kind: 'unavailable', code: exchange.code, message: `refundStatusInquiry: ${exchange.message}` };
+      case 'plain':
+        return { kind: 'unavailable', code: respCodeOf(exchange.body) || 'MALFORMED_RESPONSE', message: respDescOf(exchange.body) };
+      case 'signed': {
+        const { claims } = exchange;
+        const code = respCodeOf(claims);
+        const respClass = classifyMaintenance(code);
+        switch (respClass.kind) {
+          case 'success': {
+            // The charge's currency is not in the query; the record carries its own.
+            const currency = str(claims, 'currencyCode') ?? '';
+            const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency });
+            if (!record) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'refund status without a matching refund record' };
+            return { kind: 'answered', refund: record };
+          }
+          case 'pending':
+            return { kind: 'answered', refund: { kind: 'pending' } };
+          case 'not_found':
+            // 2C2P positively says it holds no refund under this idempotencyID for this invoice.
+            return { kind: 'answered', refund: { kind: 'not_found' } };
+          case 'refused':
+          case 'unknown':
+            return { kind: 'unavailable', code: code || 'MALFORMED_RESPONSE', message: respDescOf(claims) };
+          default:
+            return assertNever(respClass);
+        }
+      }
+      default:
+        return assertNever(exchange);
+    }
+  }
+
   async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
     let parsed: unknown;
     try {
@@ -580,8 +883,13 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
   return {
     id: GATEWAY,
     merchantId: config.merchantId,
+    // One invoiceNo per order: a new attempt asks for a new payment token on the same invoice.
+    oneTradePerOrder: true,
     charge,
     query,
+    close,
+    refund,
+    queryRefund,
     verifyNotification,
     notificationReply,
   };

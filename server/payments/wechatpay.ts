@@ -19,6 +19,12 @@
  * (it could not authenticate us), and a proxy's 502 is not WeChat's to sign. Treating a forged one as
  * retryable is harmless, since a retry with the same out_trade_no is deduplicated by WeChat.
  *
+ * Close and refund. close() queries first and closes only a NOTPAY/PAYERROR order (SUCCESS/REFUND →
+ * already_paid, USERPAYING → indeterminate: the buyer is entering a password right now). refund()
+ * sends PayOnce's refundId as out_refund_no, WeChat's idempotent refund id, and answers `pending`
+ * while WeChat says PROCESSING; queryRefund() reads the refund back by that out_refund_no, and
+ * REFUND.* notifications (original_type "refund") are verified into `{ kind: 'refund' }`.
+ *
  * No WeChat type leaves this file.
  */
 import {
@@ -31,10 +37,17 @@ import {
 import type {
   ChargeOutcome,
   ChargeRequest,
+  CloseOutcome,
+  CloseRequest,
   NotificationReply,
   NotificationVerdict,
   PaymentGateway,
   QueryOutcome,
+  RefundOutcome,
+  RefundQuery,
+  RefundQueryOutcome,
+  RefundRequest,
+  RefundStatus,
   TestBuyer,
   TradeStatus,
 } from './gateway';
@@ -335,6 +348,89 @@ function classifyCreate(status: number, body: Json | null): CreateAnswer {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Close answers
+
+/**
+ * What the close API's refusals mean. ORDERPAID ("订单已支付，不能发起关单，请当作已支付的正常交易")
+ * is the documented one; ORDER_PAID and TRADE_ERROR are read the same way, since the v3 spelling is
+ * unverified: all three are settled by querying, never trusted blindly. ORDER_NOT_EXIST and
+ * ORDER_CLOSED / ORDERCLOSED mean nothing can be paid under this out_trade_no.
+ */
+type CloseErrorCode = 'ORDERPAID' | 'ORDER_PAID' | 'TRADE_ERROR' | 'ORDER_NOT_EXIST' | 'ORDER_CLOSED' | 'ORDERCLOSED';
+
+const CLOSE_ERROR_CODES: ReadonlySet<string> = new Set<CloseErrorCode>([
+  'ORDERPAID', 'ORDER_PAID', 'TRADE_ERROR', 'ORDER_NOT_EXIST', 'ORDER_CLOSED', 'ORDERCLOSED',
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Refunds as WeChat describes them
+
+type WechatRefundStatus = 'SUCCESS' | 'CLOSED' | 'PROCESSING' | 'ABNORMAL';
+
+const REFUND_STATUSES: ReadonlySet<string> = new Set<WechatRefundStatus>(['SUCCESS', 'CLOSED', 'PROCESSING', 'ABNORMAL']);
+
+interface WechatRefund {
+  refundId: string;
+  outRefundNo: string;
+  outTradeNo: string;
+  transactionId: string;
+  status: WechatRefundStatus;
+  refund: number;
+  total: number;
+}
+
+function readInt(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * Reads a refund: the answer of 申请退款 / 查询单笔退款 (`status`) or a decrypted REFUND.* resource
+ * (`refund_status`). A string says what is wrong.
+ */
+function readRefund(body: Json | null, statusField: 'status' | 'refund_status'): WechatRefund | string {
+  const status = str(body, statusField);
+  if (!status || !REFUND_STATUSES.has(status)) return `unknown ${statusField} ${status ?? '(none)'}`;
+  const refundId = str(body, 'refund_id');
+  if (!refundId) return 'missing refund_id';
+  const outRefundNo = str(body, 'out_refund_no');
+  if (!outRefundNo) return 'missing out_refund_no';
+  const outTradeNo = str(body, 'out_trade_no');
+  if (!outTradeNo) return 'missing out_trade_no';
+  const transactionId = str(body, 'transaction_id');
+  if (!transactionId) return 'missing transaction_id';
+  const amount = body?.amount;
+  if (typeof amount !== 'object' || amount === null) return 'missing amount';
+  const refund = readInt((amount as Json).refund);
+  const total = readInt((amount as Json).total);
+  if (refund === undefined || total === undefined) return 'invalid amount.refund or amount.total';
+  return { refundId, outRefundNo, outTradeNo, transactionId, status: status as WechatRefundStatus, refund, total };
+}
+
+/** The refund errors WeChat documents for 申请退款, by what they mean for this refund id. */
+type RefundErrorCode =
+  // Refused for good: the request breaks a business rule (exceeds the refundable amount, total is
+  // not the order's, the same out_refund_no with other terms) or is malformed.
+  | 'INVALID_REQUEST'
+  | 'PARAM_ERROR'
+  // "订单号不存在": unknown or unpaid order.
+  | 'RESOURCE_NOT_EXISTS'
+  // The merchant's balance cannot cover it, the buyer's account cannot take it, or we may not refund:
+  // nothing was refunded, and a person has to act before this refund id can go through.
+  | 'NOT_ENOUGH'
+  | 'USER_ACCOUNT_ABNORMAL'
+  | 'NO_AUTH'
+  | 'MCH_NOT_EXISTS';
+
+const REFUND_ERROR_CODES: ReadonlySet<string> = new Set<RefundErrorCode>([
+  'INVALID_REQUEST', 'PARAM_ERROR', 'RESOURCE_NOT_EXISTS', 'NOT_ENOUGH', 'USER_ACCOUNT_ABNORMAL', 'NO_AUTH', 'MCH_NOT_EXISTS',
+]);
+
+/** WeChat's reason is string(80). */
+const MAX_REFUND_REASON_CHARS = 80;
+/** PayOnce's refund ids: [A-Za-z0-9], ≤ 32 (gateway.ts), well inside out_refund_no's 1–64 of [0-9A-Za-z_-|*@]. */
+const REFUND_ID_RE = /^[A-Za-z0-9]{1,32}$/;
+
+// ---------------------------------------------------------------------------------------------
 // The gateway
 
 export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentGateway {
@@ -607,6 +703,240 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     }
   }
 
+  /** The charges a paid transaction stands for, as close reports them. */
+  function alreadyPaid(transaction: Transaction): CloseOutcome {
+    return {
+      kind: 'already_paid',
+      charges: [{ gatewayTradeNo: transaction.transactionId ?? '', amountMinor: transaction.total, currency: transaction.currency }],
+    };
+  }
+
+  /**
+   * Close by querying first: the close API cannot tell "paid" from other refusals reliably, and
+   * must not be sent while the buyer is entering a password (USERPAYING: the payment's outcome is
+   * seconds away, and closing under it is exactly the race this is meant to avoid).
+   */
+  async function close(request: CloseRequest): Promise<CloseOutcome> {
+    const found = await lookup(request.outTradeNo);
+    switch (found.kind) {
+      case 'unavailable':
+        return { kind: 'indeterminate', code: found.code, message: `query before close failed: ${found.message}` };
+      case 'not_found':
+        // [unverified] WeChat does not say whether a later create under this out_trade_no would be
+        // refused; the close API itself answers ORDER_NOT_EXIST, so there is nothing to close here.
+        return { kind: 'closed' };
+      case 'found':
+        break;
+      default:
+        return assertNever(found);
+    }
+    const { transaction } = found;
+    switch (transaction.state) {
+      case 'SUCCESS':
+      case 'REFUND':
+        return alreadyPaid(transaction);
+      case 'USERPAYING':
+        return { kind: 'indeterminate', code: 'USERPAYING', message: `${transaction.stateDesc}: the buyer is paying now` };
+      case 'CLOSED':
+      case 'REVOKED':
+        return { kind: 'closed' };
+      case 'NOTPAY':
+      case 'PAYERROR':
+        return closeOpenTrade(request.outTradeNo);
+      default:
+        return assertNever(transaction.state);
+    }
+  }
+
+  async function closeOpenTrade(outTradeNo: string): Promise<CloseOutcome> {
+    const exchange = await call('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}/close`, {
+      mchid: config.mchid,
+    });
+    switch (exchange.kind) {
+      // Not closed (or not known to be): the caller holds the next attempt until a later close.
+      case 'not_sent':
+      case 'refused':
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    const { status, body } = exchange;
+    if (status === 204) return { kind: 'closed' };
+    const code = str(body, 'code');
+    const message = str(body, 'message') ?? `HTTP ${status}`;
+    if (status < 400 || status >= 500 || !code || !CLOSE_ERROR_CODES.has(code)) {
+      return { kind: 'indeterminate', code: code ?? `HTTP_${status}`, message };
+    }
+    const closeError = code as CloseErrorCode;
+    switch (closeError) {
+      case 'ORDER_NOT_EXIST':
+      case 'ORDER_CLOSED':
+      case 'ORDERCLOSED':
+        return { kind: 'closed' };
+      case 'ORDERPAID':
+      case 'ORDER_PAID':
+      case 'TRADE_ERROR':
+        // Paid between our query and the close (or refused for a reason the query will show).
+        return settleRefusedClose(outTradeNo, closeError, message);
+      default:
+        return assertNever(closeError);
+    }
+  }
+
+  async function settleRefusedClose(outTradeNo: string, code: string, message: string): Promise<CloseOutcome> {
+    const found = await lookup(outTradeNo);
+    if (found.kind !== 'found') return { kind: 'indeterminate', code, message: `${message}; query after close: ${found.kind}` };
+    const { transaction } = found;
+    switch (transaction.state) {
+      case 'SUCCESS':
+      case 'REFUND':
+        return alreadyPaid(transaction);
+      case 'CLOSED':
+      case 'REVOKED':
+        return { kind: 'closed' };
+      case 'NOTPAY':
+      case 'PAYERROR':
+      case 'USERPAYING':
+        return { kind: 'indeterminate', code, message: `${message} (order is ${transaction.state})` };
+      default:
+        return assertNever(transaction.state);
+    }
+  }
+
+  /** An answer about another refund, order or amount is not an answer to our question. */
+  function mismatch(refund: WechatRefund, request: RefundQuery & { amountMinor?: number }): string | null {
+    if (refund.outRefundNo !== request.refundId) return `answered for refund ${refund.outRefundNo}`;
+    if (refund.outTradeNo !== request.outTradeNo) return `answered for order ${refund.outTradeNo}`;
+    if (request.gatewayTradeNo && refund.transactionId !== request.gatewayTradeNo) return `answered for transaction ${refund.transactionId}`;
+    if (request.amountMinor !== undefined && refund.refund !== request.amountMinor) return `refund of ${refund.refund}, asked ${request.amountMinor}`;
+    return null;
+  }
+
+  function refundStatus(refund: WechatRefund): RefundStatus {
+    switch (refund.status) {
+      case 'SUCCESS':
+        return { kind: 'succeeded', gatewayRefundId: refund.refundId, amountMinor: refund.refund };
+      case 'PROCESSING':
+        return { kind: 'pending' };
+      // CLOSED: "退款关闭", nothing was refunded. ABNORMAL: the money could not reach the buyer (e.g. a
+      // cancelled card) and waits for the merchant's 异常退款 — a person must act either way.
+      case 'CLOSED':
+      case 'ABNORMAL':
+        return { kind: 'failed', code: `REFUND_${refund.status}`, message: `WeChat Pay refund ${refund.refundId} is ${refund.status}` };
+      default:
+        return assertNever(refund.status);
+    }
+  }
+
+  /**
+   * 申请退款 with out_refund_no = our refundId: WeChat's own rule ("同一退款单号多次请求只退一笔") is what
+   * makes a repeat safe, so transport failures are classified exactly as for charge.
+   */
+  async function refund(request: RefundRequest): Promise<RefundOutcome> {
+    // Checked before any call: only a programming error can break these, and WeChat would refuse them.
+    if (!REFUND_ID_RE.test(request.refundId)) {
+      return { kind: 'failed', code: 'INVALID_REFUND_ID', message: `refund id must be 1-32 letters or digits, got ${request.refundId}` };
+    }
+    if (
+      !Number.isSafeInteger(request.amountMinor) ||
+      !Number.isSafeInteger(request.chargeAmountMinor) ||
+      request.amountMinor < 1 ||
+      request.amountMinor > request.chargeAmountMinor
+    ) {
+      return { kind: 'failed', code: 'INVALID_AMOUNT', message: `cannot refund ${request.amountMinor} of ${request.chargeAmountMinor}` };
+    }
+    const payload: Json = {
+      // transaction_id and out_trade_no are 二选一: the transaction is the charge being refunded.
+      ...(request.gatewayTradeNo ? { transaction_id: request.gatewayTradeNo } : { out_trade_no: request.outTradeNo }),
+      out_refund_no: request.refundId,
+      ...(request.reason ? { reason: [...request.reason].slice(0, MAX_REFUND_REASON_CHARS).join('') } : {}),
+      ...(request.notifyUrl ? { notify_url: request.notifyUrl } : {}),
+      amount: { refund: request.amountMinor, total: request.chargeAmountMinor, currency: request.currency },
+    };
+    const exchange = await call('POST', '/v3/refund/domestic/refunds', payload);
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'refused':
+        // 401/429/5xx ("请用相同参数重新调用"): not processed, and a repeat with the same out_refund_no
+        // cannot refund twice even if a 5xx hid a processed one.
+        return { kind: 'retryable', code: exchange.code, message: exchange.message };
+      case 'in_doubt':
+        return { kind: 'indeterminate', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    const { status, body } = exchange;
+    if (status === 200) {
+      const answered = readRefund(body, 'status');
+      if (typeof answered === 'string') return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: answered };
+      const wrong = mismatch(answered, request);
+      if (wrong) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: wrong };
+      const result = refundStatus(answered);
+      switch (result.kind) {
+        case 'succeeded':
+          return result;
+        case 'pending':
+          return { kind: 'pending', gatewayRefundId: answered.refundId };
+        case 'failed':
+          return result;
+        case 'not_found':
+          return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund answered without a refund' };
+        default:
+          return assertNever(result);
+      }
+    }
+    const code = str(body, 'code');
+    const message = str(body, 'message') ?? `HTTP ${status}`;
+    if (status >= 400 && status < 500 && code && REFUND_ERROR_CODES.has(code)) {
+      const refundError = code as RefundErrorCode;
+      switch (refundError) {
+        case 'INVALID_REQUEST':
+        case 'PARAM_ERROR':
+        case 'RESOURCE_NOT_EXISTS':
+        case 'NOT_ENOUGH':
+        case 'USER_ACCOUNT_ABNORMAL':
+        case 'NO_AUTH':
+        case 'MCH_NOT_EXISTS':
+          return { kind: 'failed', code: refundError, message };
+        default:
+          return assertNever(refundError);
+      }
+    }
+    // Another status or an error code we do not know: not proof that nothing was refunded.
+    return { kind: 'indeterminate', code: code ?? `HTTP_${status}`, message };
+  }
+
+  /** 查询单笔退款（通过商户退款单号）: GET /v3/refund/domestic/refunds/{out_refund_no}. */
+  async function queryRefund(request: RefundQuery): Promise<RefundQueryOutcome> {
+    const exchange = await call('GET', `/v3/refund/domestic/refunds/${encodeURIComponent(request.refundId)}`);
+    switch (exchange.kind) {
+      case 'not_sent':
+      case 'in_doubt':
+      case 'refused':
+        return { kind: 'unavailable', code: exchange.code, message: exchange.message };
+      case 'answered':
+        break;
+      default:
+        return assertNever(exchange);
+    }
+    const { status, body } = exchange;
+    // WeChat positively says it has no refund under this out_refund_no.
+    if (status === 404 && str(body, 'code') === 'RESOURCE_NOT_EXISTS') return { kind: 'answered', refund: { kind: 'not_found' } };
+    if (status !== 200) {
+      return { kind: 'unavailable', code: str(body, 'code') ?? `HTTP_${status}`, message: str(body, 'message') ?? `HTTP ${status}` };
+    }
+    const answered = readRefund(body, 'status');
+    if (typeof answered === 'string') return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: answered };
+    const wrong = mismatch(answered, request);
+    if (wrong) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: wrong };
+    return { kind: 'answered', refund: refundStatus(answered) };
+  }
+
   async function verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict> {
     // 1. The signature, before a byte of the body is read.
     const problem = checkPlatformSignature(request.headers, request.rawBody, config.platformSerialNo, keys.platformPublicKey, Date.now());
@@ -619,7 +949,9 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     if (typeof resource !== 'object' || resource === null) return { kind: 'rejected', reason: 'missing resource' };
     const r = resource as Json;
     if (r.algorithm !== 'AEAD_AES_256_GCM') return { kind: 'rejected', reason: `unsupported algorithm ${String(r.algorithm)}` };
-    if (r.original_type !== 'transaction') return { kind: 'rejected', reason: `unexpected original_type ${String(r.original_type)}` };
+    if (r.original_type !== 'transaction' && r.original_type !== 'refund') {
+      return { kind: 'rejected', reason: `unexpected original_type ${String(r.original_type)}` };
+    }
     const ciphertext = typeof r.ciphertext === 'string' ? Buffer.from(r.ciphertext, 'base64') : Buffer.alloc(0);
     const iv = Buffer.from(typeof r.nonce === 'string' ? r.nonce : '', 'utf8');
     if (ciphertext.length <= 16 || iv.length !== 12) return { kind: 'rejected', reason: 'malformed resource ciphertext or nonce' };
@@ -633,7 +965,10 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
       return { kind: 'rejected', reason: 'resource does not decrypt with the APIv3 key' };
     }
 
-    // 3. The transaction.
+    // 3. A refund (REFUND.SUCCESS / REFUND.ABNORMAL / REFUND.CLOSED).
+    if (r.original_type === 'refund') return refundVerdict(envelope, parseJson(plaintext) ?? null);
+
+    // 4. The transaction.
     const transaction = readTransaction(parseJson(plaintext) ?? null);
     if (typeof transaction === 'string') return { kind: 'rejected', reason: transaction };
     if (!transaction.transactionId) return { kind: 'rejected', reason: 'missing transaction_id' };
@@ -656,6 +991,42 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     };
   }
 
+  function refundVerdict(envelope: Json, resource: Json | null): NotificationVerdict {
+    const eventId = str(envelope, 'id');
+    if (!eventId) return { kind: 'rejected', reason: 'missing notification id' };
+    const refund = readRefund(resource, 'refund_status');
+    if (typeof refund === 'string') return { kind: 'rejected', reason: refund };
+    const mchid = str(resource, 'mchid');
+    if (!mchid) return { kind: 'rejected', reason: 'missing mchid' };
+    // The event and the resource must agree before either is believed.
+    const event = envelope.event_type;
+    const status: 'succeeded' | 'failed' | 'other' =
+      event === 'REFUND.SUCCESS' && refund.status === 'SUCCESS'
+        ? 'succeeded'
+        : (event === 'REFUND.CLOSED' && refund.status === 'CLOSED') || (event === 'REFUND.ABNORMAL' && refund.status === 'ABNORMAL')
+          ? 'failed'
+          : 'other';
+    const amount = resource?.amount;
+    // The refund resource carries no currency: a domestic (境内) merchant refunds in CNY only.
+    const currency = typeof amount === 'object' && amount !== null ? (str(amount as Json, 'currency') ?? 'CNY') : 'CNY';
+    return {
+      kind: 'refund',
+      notification: {
+        gateway: 'wechatpay',
+        // The notification id is constant across retries of one notification, and a refund has one
+        // notification per outcome.
+        eventId,
+        merchantId: mchid,
+        outTradeNo: refund.outTradeNo,
+        refundId: refund.outRefundNo,
+        gatewayRefundId: refund.refundId,
+        status,
+        amountMinor: refund.refund,
+        currency,
+      },
+    };
+  }
+
   function notificationReply(ack: boolean): NotificationReply {
     // WeChat acknowledges on HTTP 200 or 204 with any body. 200 with an empty body rather than 204:
     // a `new Response('', { status: 204 })` (how the webhook route turns this into a Response) throws,
@@ -672,8 +1043,13 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
   return {
     id: 'wechatpay',
     merchantId: config.mchid,
+    // Every attempt of an order is the same WeChat order (same out_trade_no, reopened after a decline).
+    oneTradePerOrder: true,
     charge,
     query,
+    close,
+    refund,
+    queryRefund,
     verifyNotification,
     notificationReply,
   };

@@ -273,7 +273,7 @@ for (const fixture of FIXTURES) {
       assert.equal(await status(order.orderId), 'paid');
     });
 
-    it('7. rejects a validly signed notification whose amount does not match the order, recording nothing', async () => {
+    it('7. rejects a validly signed notification whose amount does not match the order: nothing settled, one exception for a person', async () => {
       const paidOrder = await chargedOrder(fixture.id);
       const victim = await stack.customer().createOrder();
       forwarding = true;
@@ -284,6 +284,10 @@ for (const fixture of FIXTURES) {
       assert.ok(delivery!.status !== null && delivery!.status >= 400 && delivery!.status < 500, `status ${delivery!.status}`);
       assert.equal(await status(victim.orderId), 'awaiting_payment');
       assert.equal(await count('payments', victim.orderId), 0);
+      // Not acknowledged (the gateway keeps it and retries), and never dropped without trace.
+      const exceptions = await stack.sql<{ kind: string; occurrences: number }[]>`
+        select kind, occurrences from payment_exceptions where order_id = ${victim.orderId}`;
+      assert.deepEqual(exceptions.map((e) => e.kind), ['amount_mismatch']);
     });
 
     it('8. the reconciler settles an order whose response was never recorded', async () => {

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import { runMigrations } from '../../db/migrate';
-import { checkInvariants, takeBaseline, type Baseline, type Ledger, type LedgerCharge } from '../../soak/invariants';
+import { checkInvariants, takeBaseline, type Baseline, type Ledger, type LedgerCharge, type LedgerRefund } from '../../soak/invariants';
 import { buildSchedule, scheduleDigest } from '../../soak/schedule';
 import { requireDatabaseUrl } from '../support/stack';
 
@@ -101,7 +101,42 @@ async function seedOrder(options: SeedOptions = {}): Promise<{ orderId: string; 
   return { orderId, outTradeNo, charge };
 }
 
-const ledgerOf = (...charges: LedgerCharge[]): Ledger => ({ charges, notifications: [] });
+const ledgerOf = (...charges: LedgerCharge[]): Ledger => ({ charges, notifications: [], refunds: [] });
+
+/** The ledger's refund of `charge`, as the sandbox reports it. */
+const refundOf = (charge: LedgerCharge, refundId: string, status = 'succeeded'): LedgerRefund => ({
+  gateway: charge.gateway,
+  outTradeNo: charge.outTradeNo,
+  amountMinor: charge.amountMinor,
+  currency: charge.currency,
+  status,
+  refundId,
+  gatewayTradeNo: charge.gatewayTradeNo!,
+  createdAt: new Date().toISOString(),
+});
+
+/** A second charge recorded as excess, with its refund row (and refund email once it succeeded). */
+async function seedExcess(orderId: string, charge: LedgerCharge, refundId: string, status = 'succeeded') {
+  await sql.begin(async (tx) => {
+    const [payment] = await tx<{ id: string }[]>`
+      insert into payments (order_id, gateway, out_trade_no, attempt, amount_minor, currency, status, gateway_trade_no, source, role)
+      values (${orderId}, ${charge.gateway}, ${charge.outTradeNo}, 2, ${charge.amountMinor}, 'CNY', 'succeeded',
+              ${charge.gatewayTradeNo}, 'notification', 'excess')
+      returning id`;
+    await tx`
+      insert into refunds (order_id, payment_id, gateway, out_trade_no, gateway_trade_no, refund_id, amount_minor, currency,
+                           reason, status, settled_at)
+      values (${orderId}, ${payment!.id}, ${charge.gateway}, ${charge.outTradeNo}, ${charge.gatewayTradeNo}, ${refundId},
+              ${charge.amountMinor}, 'CNY', 'duplicate_charge', ${status}, ${status === 'succeeded' ? new Date() : null})`;
+    if (status === 'succeeded') {
+      const [row] = await tx<{ id: string }[]>`
+        insert into outbox (topic, dedupe_key, payload, delivered_at, attempts)
+        values ('email.refund', ${`refund-email:${refundId}`}, ${tx.json({ orderId, refundId })}, now(), 1)
+        returning id`;
+      await tx`insert into mail_sink (outbox_id, recipient, subject, body) values (${row!.id}, 'soak@payonce.test', '退款通知', 'test')`;
+    }
+  });
+}
 
 async function check(baseline: Baseline, ledger: Ledger) {
   return checkInvariants({ sql, ledger, baseline, leaseMs: LEASE_MS });
@@ -130,20 +165,55 @@ describe('soak invariant checker', () => {
     assert.deepEqual(report.violations, []);
   });
 
-  it('a double charge: two succeeded charges for one out_trade_no', async () => {
+  it('a double charge: two succeeded charges for one out_trade_no, the second kept', async () => {
     const baseline = await takeBaseline(sql);
     const order = await seedOrder();
     const second: LedgerCharge = { ...order.charge, gateway: 'wechatpay', gatewayTradeNo: 'WX4200000001' };
     const report = await check(baseline, ledgerOf(order.charge, second));
-    assert.deepEqual(kinds(report), ['double_charge']);
-    assert.equal(report.violations[0]!.subject, order.outTradeNo);
+    assert.deepEqual(kinds(report), ['charged_not_paid', 'money_kept']);
+    assert.equal(report.violations.find((v) => v.kind === 'money_kept')!.subject, order.outTradeNo);
+  });
+
+  it('a second charge recorded as excess and refunded once is clean', async () => {
+    const baseline = await takeBaseline(sql);
+    const order = await seedOrder();
+    const second: LedgerCharge = { ...order.charge, gateway: 'wechatpay', gatewayTradeNo: `WX${randomUUID().slice(0, 8)}` };
+    const refundId = `R${randomUUID().replace(/-/g, '').slice(0, 18).toUpperCase()}`;
+    await seedExcess(order.orderId, second, refundId);
+    const ledger = { ...ledgerOf(order.charge, second), refunds: [refundOf(second, refundId)] };
+    const report = await check(baseline, ledger);
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.stats.refunds.excessCharges, 1);
+    assert.equal(report.stats.ordersChargedTwice, 1);
+  });
+
+  it('a refund larger than its charge, and a charge refunded twice', async () => {
+    const baseline = await takeBaseline(sql);
+    const order = await seedOrder();
+    const second: LedgerCharge = { ...order.charge, gateway: 'stripe', gatewayTradeNo: `pi_${randomUUID().slice(0, 8)}` };
+    const refundId = `R${randomUUID().replace(/-/g, '').slice(0, 18).toUpperCase()}`;
+    await seedExcess(order.orderId, second, refundId);
+    const ledger = { ...ledgerOf(order.charge, second), refunds: [refundOf(second, refundId), refundOf(second, `${refundId}X`)] };
+    const report = await check(baseline, ledger);
+    assert.deepEqual(kinds(report), ['money_kept', 'refund_exceeds_charge', 'refund_twice']);
+  });
+
+  it('a refund not final after settling', async () => {
+    const baseline = await takeBaseline(sql);
+    const order = await seedOrder();
+    const second: LedgerCharge = { ...order.charge, gateway: 'wechatpay', gatewayTradeNo: `WX${randomUUID().slice(0, 8)}` };
+    const refundId = `R${randomUUID().replace(/-/g, '').slice(0, 18).toUpperCase()}`;
+    await seedExcess(order.orderId, second, refundId, 'processing');
+    const ledger = { ...ledgerOf(order.charge, second), refunds: [refundOf(second, refundId, 'pending')] };
+    const report = await check(baseline, ledger);
+    assert.deepEqual(kinds(report), ['money_kept', 'unsettled']);
   });
 
   it('a charge without a paid order', async () => {
     const baseline = await takeBaseline(sql);
     const order = await seedOrder({ status: 'awaiting_payment' });
     const report = await check(baseline, ledgerOf(order.charge));
-    assert.deepEqual(kinds(report), ['charged_not_paid']);
+    assert.deepEqual(kinds(report), ['charged_not_paid', 'money_kept']);
     assert.equal(report.violations[0]!.subject, order.outTradeNo);
   });
 
@@ -151,7 +221,7 @@ describe('soak invariant checker', () => {
     const baseline = await takeBaseline(sql);
     const order = await seedOrder({ status: 'awaiting_payment', payment: true });
     const report = await check(baseline, ledgerOf(order.charge));
-    assert.deepEqual(kinds(report), ['charged_not_paid']);
+    assert.deepEqual(kinds(report), ['charged_not_paid', 'money_kept']);
     assert.match(report.violations[0]!.detail, /awaiting_payment/);
   });
 
@@ -167,7 +237,7 @@ describe('soak invariant checker', () => {
       createdAt: new Date(Date.now() + 1000).toISOString(),
     };
     const report = await check(baseline, ledgerOf(charge));
-    assert.deepEqual(kinds(report), ['charged_not_paid']);
+    assert.deepEqual(kinds(report), ['charged_not_paid', 'money_kept']);
   });
 
   it('a paid order whose payment the ledger does not back', async () => {

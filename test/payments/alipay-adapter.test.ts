@@ -9,7 +9,7 @@ import { createSign, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
 import { createAlipayGateway, type AlipayGatewayConfig } from '../../server/payments/alipay';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
 import { decimalToMinor, minorToDecimal } from '../../server/payments/money';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { waitFor, startServer, readLedger } from '../support/harness';
@@ -31,6 +31,7 @@ interface Credentials {
 interface Ledger {
   charges: { outTradeNo: string; amountMinor: number; status: string; gatewayTradeNo: string | null }[];
   notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+  refunds: { outTradeNo: string; amountMinor: number; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 let sandbox: RunningSandbox;
@@ -98,7 +99,7 @@ describe('charge', () => {
     const outTradeNo = newOutTradeNo();
     const outcome = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1999 }));
     assert.equal(outcome.kind, 'succeeded');
-    assert.ok(outcome.kind === 'succeeded');
+    assert.ok(outcome.kind === 'succeeded', "outcome.kind === 'succeeded'");
     assert.equal(outcome.amountMinor, 1999);
     assert.equal(outcome.currency, 'CNY');
     const { charges } = await ledger(outTradeNo);
@@ -116,7 +117,7 @@ describe('charge', () => {
     );
     const restricted = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 }));
     assert.equal(restricted.kind, 'declined');
-    assert.ok(restricted.kind === 'declined');
+    assert.ok(restricted.kind === 'declined', "restricted.kind === 'declined'");
     assert.equal(restricted.code, 'ACQ.BUYER_ENABLE_STATUS_FORBID');
     assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
 
@@ -142,7 +143,7 @@ describe('charge', () => {
     assert.equal((await gateway.charge(chargeRequest(outTradeNo))).kind, 'succeeded');
     const other = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1231 }));
     assert.equal(other.kind, 'indeterminate');
-    assert.ok(other.kind === 'indeterminate');
+    assert.ok(other.kind === 'indeterminate', "other.kind === 'indeterminate'");
     assert.equal(other.code, 'ACQ.TRADE_HAS_SUCCESS');
   });
 
@@ -151,7 +152,7 @@ describe('charge', () => {
     assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
     const changed = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1300, attempt: 2 }));
     assert.equal(changed.kind, 'declined');
-    assert.ok(changed.kind === 'declined');
+    assert.ok(changed.kind === 'declined', "changed.kind === 'declined'");
     assert.equal(changed.code, 'ACQ.CONTEXT_INCONSISTENT');
   });
 
@@ -159,7 +160,7 @@ describe('charge', () => {
     const outTradeNo = `ORDER-${newOutTradeNo()}`;
     const outcome = await gateway.charge(chargeRequest(outTradeNo));
     assert.equal(outcome.kind, 'declined');
-    assert.ok(outcome.kind === 'declined');
+    assert.ok(outcome.kind === 'declined', "outcome.kind === 'declined'");
     assert.equal(outcome.code, 'ACQ.INVALID_PARAMETER');
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
@@ -180,10 +181,10 @@ describe('charge', () => {
     const outTradeNo = newOutTradeNo();
     const outcome = await wrongKey.charge(chargeRequest(outTradeNo));
     assert.equal(outcome.kind, 'retryable');
-    assert.ok(outcome.kind === 'retryable');
+    assert.ok(outcome.kind === 'retryable', "outcome.kind === 'retryable'");
     assert.equal(outcome.code, 'isv.invalid-signature');
     const wrongApp = await createAlipayGateway(config({ appId: '2021000000000000' })).charge(chargeRequest(outTradeNo));
-    assert.ok(wrongApp.kind === 'retryable');
+    assert.ok(wrongApp.kind === 'retryable', "wrongApp.kind === 'retryable'");
     assert.equal(wrongApp.code, 'isv.invalid-app-id');
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
@@ -262,7 +263,7 @@ describe('charge transport failures', () => {
     // It did charge: exactly the case that must be settled by a query, never by guessing.
     assert.equal((await ledger(outTradeNo)).charges[0]?.status, 'succeeded');
     const settled = await gateway.query(outTradeNo);
-    assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded');
+    assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded', "settled.kind === 'answered' && settled.trade.kind === 'succeeded'");
   });
 });
 
@@ -273,7 +274,7 @@ describe('query', () => {
     await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
     assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
     const paid = await gateway.charge(chargeRequest(outTradeNo));
-    assert.ok(paid.kind === 'succeeded');
+    assert.ok(paid.kind === 'succeeded', "paid.kind === 'succeeded'");
     assert.deepEqual(await gateway.query(outTradeNo), {
       kind: 'answered',
       trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
@@ -286,7 +287,7 @@ describe('query', () => {
     assert.equal(closed.code, '10000');
     assert.deepEqual(await gateway.query(closing), { kind: 'answered', trade: { kind: 'closed' } });
     const afterClose = await gateway.charge(chargeRequest(closing));
-    assert.ok(afterClose.kind === 'declined');
+    assert.ok(afterClose.kind === 'declined', "afterClose.kind === 'declined'");
     assert.equal(afterClose.code, 'ACQ.TRADE_HAS_CLOSE');
   });
 
@@ -329,7 +330,7 @@ describe('notifications', () => {
     const outTradeNo = newOutTradeNo();
     scripts.set(outTradeNo, ['fail', 'fail', 'success']);
     const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: `${receiver.url}/alipay/${outTradeNo}` }));
-    assert.ok(paid.kind === 'succeeded');
+    assert.ok(paid.kind === 'succeeded', "paid.kind === 'succeeded'");
 
     const { notifications } = await waitFor('the acknowledgement', async () => {
       const l = await ledger(outTradeNo);
@@ -370,7 +371,7 @@ describe('notifications', () => {
     const tampered = (verdicts.get(outTradeNo) ?? []).slice(1);
     assert.equal(tampered.length, 5);
     for (const verdict of tampered) {
-      assert.ok(verdict.kind === 'verified');
+      assert.ok(verdict.kind === 'verified', "verdict.kind === 'verified'");
       assert.equal(verdict.notification.amountMinor, 1);
     }
     const { notifications } = await ledger(outTradeNo);
@@ -429,5 +430,310 @@ describe('notifications', () => {
     const nack = gateway.notificationReply(false);
     assert.notEqual(nack.body, 'success');
     assert.equal(nack.status, 503);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// close, refund, queryRefund
+
+function newRefundId(): string {
+  return `R${randomBytes(8).toString('hex')}`;
+}
+
+function refundRequest(outTradeNo: string, gatewayTradeNo: string, overrides: Partial<RefundRequest> = {}): RefundRequest {
+  return {
+    outTradeNo,
+    gatewayTradeNo,
+    refundId: newRefundId(),
+    amountMinor: 1230,
+    chargeAmountMinor: 1230,
+    currency: 'CNY',
+    reason: '订单已在别处支付',
+    ...overrides,
+  };
+}
+
+async function paidTrade(amountMinor = 1230): Promise<{ outTradeNo: string; gatewayTradeNo: string }> {
+  const outTradeNo = newOutTradeNo();
+  const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor }));
+  assert.ok(paid.kind === 'succeeded', JSON.stringify(paid));
+  return { outTradeNo, gatewayTradeNo: paid.gatewayTradeNo };
+}
+
+async function armFault(spec: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: 'alipay', ...spec }),
+  });
+  assert.equal(res.status, 201);
+}
+
+function buyerPays(outTradeNo: string, buyer = 'ok'): Promise<Response> {
+  return fetch(`${sandbox.url}/sandbox/alipay/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outTradeNo, buyer }),
+  });
+}
+
+describe('close', () => {
+  it('keeps one trade per order', () => {
+    assert.equal(gateway.oneTradePerOrder, true);
+  });
+
+  it('closes the trade a decline left open, twice, and the buyer can no longer pay it', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
+    // 1. Close; 2. close again (idempotent).
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    // 3. The abandoned trade is dead: the buyer tool and a new charge are both refused.
+    const late = await buyerPays(outTradeNo);
+    assert.equal(late.status, 409);
+    assert.equal(((await late.json()) as { code: string }).code, 'TRADE_NOT_PAYABLE');
+    const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
+    assert.ok(again.kind === 'declined', "again.kind === 'declined'");
+    assert.equal(again.code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('blocks an out_trade_no that has no trade yet (trade.cancel), so a late charge cannot land', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    const late = await gateway.charge(chargeRequest(outTradeNo));
+    assert.ok(late.kind === 'declined', JSON.stringify(late));
+    assert.equal(late.code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('answers already_paid for a paid trade and never cancels (refunds) it', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade(2500);
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 2500, currency: 'CNY' }), {
+      kind: 'already_paid',
+      charges: [{ gatewayTradeNo, amountMinor: 2500, currency: 'CNY' }],
+    });
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(refunds, []);
+    assert.deepEqual(await gateway.query(outTradeNo), {
+      kind: 'answered',
+      trade: { kind: 'succeeded', gatewayTradeNo, amountMinor: 2500, currency: 'CNY' },
+    });
+  });
+
+  it('answers already_paid when the buyer pays between the query and trade.close (ACQ.TRADE_STATUS_ERROR)', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    // 1. trade.close is held in the sandbox for a while after it arrives (the query before it is not).
+    await armFault({ operation: 'close', action: 'slow', delayMs: 600 });
+    const closing = gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    await waitFor('trade.close to arrive (its fault is spent)', async () => {
+      const { faults } = (await (await fetch(`${sandbox.url}/sandbox/faults`)).json()) as { faults: unknown[] };
+      return faults.length === 0 ? true : undefined;
+    });
+    // 2. Meanwhile the buyer pays the open trade.
+    assert.equal((await buyerPays(outTradeNo)).status, 200);
+    // 3. The close is refused; the adapter asks again and reports the payment.
+    const outcome = await closing;
+    await fetch(`${sandbox.url}/sandbox/faults`, { method: 'DELETE' });
+    assert.ok(outcome.kind === 'already_paid', JSON.stringify(outcome));
+    assert.equal(outcome.charges.length, 1);
+    assert.equal(outcome.charges[0]?.amountMinor, 1230);
+  });
+
+  it('is indeterminate and closes nothing under fail_before_charge; a later close closes', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted' }));
+    await armFault({ operation: 'close', action: 'fail_before_charge' });
+    const outcome = await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    assert.deepEqual(outcome.kind, 'indeterminate');
+    assert.ok(outcome.kind === 'indeterminate', "outcome.kind === 'indeterminate'");
+    assert.equal(outcome.code, 'HTTP_500');
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+  });
+
+  it('is indeterminate when the gateway cannot be reached', async () => {
+    const g = createAlipayGateway(config({ gatewayUrl: 'http://127.0.0.1:9/gateway.do' }));
+    const outcome = await g.close({ outTradeNo: newOutTradeNo(), amountMinor: 1230, currency: 'CNY' });
+    assert.equal(outcome.kind, 'indeterminate');
+  });
+});
+
+describe('refund', () => {
+  it('refunds once per refundId: the same refundId twice is one refund in the ledger', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    const expected = { kind: 'succeeded', gatewayRefundId: `${gatewayTradeNo}:${request.refundId}`, amountMinor: 1230 };
+    assert.deepEqual(await gateway.refund(request), expected);
+    // The repeat is answered with fund_change "N" and confirmed by the refund query.
+    assert.deepEqual(await gateway.refund(request), expected);
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(
+      refunds.map((r) => [r.refundId, r.amountMinor, r.status, r.gatewayRefundId]),
+      [[request.refundId, 1230, 'succeeded', expected.gatewayRefundId]],
+    );
+    // Fully refunded: Alipay closes the trade, and query reports `closed`.
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'closed' } });
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+  });
+
+  it('fails for good when the refund exceeds the charge, the trade is unpaid or unknown', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const tooMuch = await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1231 }));
+    assert.ok(tooMuch.kind === 'failed', JSON.stringify(tooMuch));
+    assert.equal(tooMuch.code, 'ACQ.REASON_TRADE_REFUND_FEE_ERR');
+
+    const open = newOutTradeNo();
+    await gateway.charge(chargeRequest(open, { buyer: 'insufficient_funds' }));
+    const unpaid = await gateway.refund(refundRequest(open, ''));
+    assert.ok(unpaid.kind === 'failed', JSON.stringify(unpaid));
+    assert.equal(unpaid.code, 'ACQ.TRADE_STATUS_ERROR');
+
+    const unknown = await gateway.refund(refundRequest(newOutTradeNo(), ''));
+    assert.ok(unknown.kind === 'failed', JSON.stringify(unknown));
+    assert.equal(unknown.code, 'ACQ.TRADE_NOT_EXIST');
+
+    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
+    assert.deepEqual((await ledger(open)).refunds, []);
+  });
+
+  it('fails the same refundId sent again with another amount (ACQ.DISCORDANT_REPEAT_REQUEST)', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 100 });
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
+    const changed = await gateway.refund({ ...request, amountMinor: 200 });
+    assert.ok(changed.kind === 'failed', "changed.kind === 'failed'");
+    assert.equal(changed.code, 'ACQ.DISCORDANT_REPEAT_REQUEST');
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+
+  it('is indeterminate when the answer is lost; queryRefund finds it and the same refundId refunds nothing more', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    // 1. The refund is processed, then the connection drops — twice, because urllib re-sends once.
+    await armFault({ operation: 'refund', action: 'drop_after_charge', times: 2 });
+    const lost = await gateway.refund(request);
+    assert.equal(lost.kind, 'indeterminate', JSON.stringify(lost));
+    // 2. The refund query settles it.
+    assert.deepEqual(await gateway.queryRefund(request), {
+      kind: 'answered',
+      refund: { kind: 'succeeded', gatewayRefundId: `${gatewayTradeNo}:${request.refundId}`, amountMinor: 1230 },
+    });
+    // 3. Repeating the same refundId answers the same refund.
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(refunds.map((r) => [r.refundId, r.status]), [[request.refundId, 'succeeded']]);
+  });
+
+  it('absorbs the HTTP client’s silent re-send after one dropped answer: succeeded, one refund', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    await armFault({ operation: 'refund', action: 'drop_after_charge' });
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+
+  it('is retryable and refunds nothing under fail_before_charge', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    await armFault({ operation: 'refund', action: 'fail_before_charge' });
+    const outcome = await gateway.refund(request);
+    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'HTTP_500');
+    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
+    assert.deepEqual(await gateway.queryRefund(request), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
+  });
+
+  it('refuses to send what cannot be right', async () => {
+    const base = refundRequest(newOutTradeNo(), '');
+    assert.equal((await gateway.refund({ ...base, currency: 'USD' })).kind, 'failed');
+    assert.equal((await gateway.refund({ ...base, amountMinor: 0 })).kind, 'failed');
+    assert.equal((await gateway.refund({ ...base, refundId: 'has-hyphen' })).kind, 'failed');
+  });
+});
+
+describe('queryRefund', () => {
+  it('answers not_found for a refundId Alipay never saw and for an unknown trade', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidTrade();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    assert.deepEqual(await gateway.queryRefund(request), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo: newOutTradeNo(), gatewayTradeNo: '', refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
+  });
+
+  it('is unavailable when the gateway cannot be reached', async () => {
+    const g = createAlipayGateway(config({ gatewayUrl: 'http://127.0.0.1:9/gateway.do' }));
+    const outcome = await g.queryRefund({ outTradeNo: newOutTradeNo(), gatewayTradeNo: '', refundId: newRefundId() });
+    assert.equal(outcome.kind, 'unavailable');
+  });
+});
+
+describe('refund notifications', () => {
+  const verdicts = new Map<string, NotificationVerdict[]>();
+  let receiver: { url: string; close(): Promise<void> };
+
+  before(async () => {
+    receiver = await startServer((req, res) => {
+      let rawBody = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => (rawBody += chunk));
+      req.on('end', () => {
+        const key = (req.url ?? '/').split('/').pop() ?? '';
+        void gateway.verifyNotification({ headers: new Headers(), rawBody }).then((verdict) => {
+          verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
+          const reply = gateway.notificationReply(verdict.kind !== 'rejected');
+          res.writeHead(reply.status, reply.headers);
+          res.end(reply.body);
+        });
+      });
+    });
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('reads a refund’s notification as kind refund, never as a second payment', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 3000, notifyUrl: `${receiver.url}/alipay/${outTradeNo}` }));
+    assert.ok(paid.kind === 'succeeded', "paid.kind === 'succeeded'");
+    const { gatewayTradeNo } = paid;
+    await waitFor('the payment notification', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
+    const partial = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1000, chargeAmountMinor: 3000 });
+    const rest = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 2000, chargeAmountMinor: 3000 });
+    assert.equal((await gateway.refund(partial)).kind, 'succeeded');
+    await waitFor('the first refund notification', async () => ((verdicts.get(outTradeNo) ?? []).length >= 2 ? true : undefined));
+    assert.equal((await gateway.refund(rest)).kind, 'succeeded');
+    const received = await waitFor('the second refund notification', async () => {
+      const list = verdicts.get(outTradeNo) ?? [];
+      return list.length >= 3 ? list : undefined;
+    });
+    const [payment, first, second] = received;
+    assert.ok(payment?.kind === 'verified', "payment?.kind === 'verified'");
+    assert.equal(payment.notification.status, 'succeeded');
+    assert.deepEqual(first, {
+      kind: 'refund',
+      notification: {
+        gateway: 'alipay',
+        eventId: `${outTradeNo}:refund:${partial.refundId}`,
+        merchantId: creds.appId,
+        outTradeNo,
+        refundId: partial.refundId,
+        gatewayRefundId: `${gatewayTradeNo}:${partial.refundId}`,
+        status: 'succeeded',
+        amountMinor: 1000,
+        currency: 'CNY',
+      },
+    });
+    // After the last refund Alipay's trade_status is TRADE_CLOSED; refund_fee is the running total.
+    assert.ok(second?.kind === 'refund', "second?.kind === 'refund'");
+    assert.equal(second.notification.refundId, rest.refundId);
+    assert.equal(second.notification.amountMinor, 3000);
+    const { notifications } = await ledger(outTradeNo);
+    assert.deepEqual(notifications.map((n) => n.acknowledged), [true, true, true]);
   });
 });

@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import postgres from 'postgres';
 import { createStripeGateway, type StripeGatewayConfig } from '../../server/payments/stripe';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { createStripeModule, stripeModule } from '../../sandbox/stripe';
 import { waitFor, startServer, readLedger } from '../support/harness';
@@ -33,6 +34,7 @@ interface Credentials {
 interface Ledger {
   charges: { outTradeNo: string; amountMinor: number; status: string; gatewayTradeNo: string | null }[];
   notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+  refunds: { outTradeNo: string; amountMinor: number; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 let sandbox: RunningSandbox;
@@ -340,7 +342,7 @@ describe('notifications', () => {
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const scripted = script.length > 1 ? script.shift() : script[0];
-          const reply = gateway.notificationReply(verdict.kind === 'verified' && scripted !== 500);
+          const reply = gateway.notificationReply(verdict.kind !== 'rejected' && scripted !== 500);
           res.writeHead(reply.status, reply.headers);
           res.end(reply.body);
         });
@@ -450,8 +452,391 @@ describe('notifications', () => {
     assert.equal(verdict.notification.merchantId, creds.accountId);
   });
 
+  it('verifies refund.created as a refund notification with PayOnce’s refundId; charge.refunded settles nothing', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: notifyUrl(outTradeNo) }));
+    assert.ok(paid.kind === 'succeeded');
+    const refundId = `RF${randomBytes(8).toString('hex').toUpperCase()}`;
+    const refunded = await gateway.refund({
+      outTradeNo,
+      gatewayTradeNo: paid.gatewayTradeNo,
+      refundId,
+      amountMinor: 1230,
+      chargeAmountMinor: 1230,
+      currency: 'CNY',
+      reason: 'order expired',
+    });
+    assert.ok(refunded.kind === 'succeeded');
+    const received = await waitFor('three events', async () => {
+      const list = verdicts.get(outTradeNo) ?? [];
+      return list.length >= 3 ? list : undefined;
+    });
+    const refundVerdicts = received.filter((v) => v.kind === 'refund');
+    assert.equal(refundVerdicts.length, 1);
+    const [verdict] = refundVerdicts;
+    assert.ok(verdict?.kind === 'refund');
+    assert.match(verdict.notification.eventId, /^evt_/);
+    assert.deepEqual({ ...verdict.notification, eventId: '' }, {
+      gateway: 'stripe',
+      eventId: '',
+      merchantId: creds.accountId,
+      outTradeNo,
+      refundId,
+      gatewayRefundId: refunded.gatewayRefundId,
+      status: 'succeeded',
+      amountMinor: 1230,
+      currency: 'CNY',
+    });
+    // payment_intent.succeeded and charge.refunded: payment notifications; only the first settles.
+    assert.deepEqual(received.filter((v) => v.kind === 'verified').map((v) => v.kind === 'verified' && v.notification.status), ['succeeded', 'other']);
+    await waitFor('every delivery acknowledged', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.filter((n) => n.acknowledged).length >= 3 ? true : undefined;
+    });
+  });
+
+  it('reports a refund made elsewhere (no refund_id) as other, and rejects a forged refund event', async () => {
+    const body = JSON.stringify({
+      id: 'evt_refund_other',
+      object: 'event',
+      type: 'refund.updated',
+      data: { object: { id: 're_1', object: 'refund', amount: 100, currency: 'cny', status: 'succeeded', metadata: {} } },
+    });
+    const t = Math.floor(Date.now() / 1000);
+    const sign = (secret: string) => `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')}`;
+    const verdict = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': sign(creds.webhookSecret) }), rawBody: body });
+    assert.ok(verdict.kind === 'refund', JSON.stringify(verdict));
+    assert.equal(verdict.notification.status, 'other');
+    assert.equal(verdict.notification.refundId, '');
+    assert.equal(verdict.notification.gatewayRefundId, 're_1');
+    const forged = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': sign('whsec_wrong') }), rawBody: body });
+    assert.equal(forged.kind, 'rejected');
+  });
+
   it('replies exactly what Stripe expects', () => {
     assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'application/json' }, body: '{"received":true}' });
     assert.equal(gateway.notificationReply(false).status, 503);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Close, refund, queryRefund
+
+/** A raw v1 call with the secret key, for what the adapter never does itself. */
+async function api<T>(method: 'GET' | 'POST', path: string, body = ''): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${sandbox.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${creds.secretKey}`, 'content-type': 'application/x-www-form-urlencoded' },
+    ...(method === 'POST' ? { body } : {}),
+  });
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+/** The order's PaymentIntents with their statuses, oldest first (the list is strongly consistent). */
+async function intentsOf(outTradeNo: string): Promise<{ id: string; status: string }[]> {
+  const { body } = await api<{ data: { id: string; status: string; metadata: Record<string, string> }[] }>('GET', '/v1/payment_intents?limit=100');
+  return body.data.filter((p) => p.metadata.out_trade_no === outTradeNo).map(({ id, status }) => ({ id, status })).reverse();
+}
+
+async function buyerPays(outTradeNo: string, buyer = 'ok'): Promise<{ status: number; body: { code?: string; status?: string } }> {
+  const res = await fetch(`${sandbox.url}/sandbox/stripe/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outTradeNo, buyer }),
+  });
+  return { status: res.status, body: (await res.json()) as { code?: string; status?: string } };
+}
+
+async function armFault(operation: 'close' | 'refund', action: string, times = 1): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: 'stripe', operation, action, times }),
+  });
+  assert.equal(res.status, 201);
+}
+
+async function clearFaults(): Promise<void> {
+  await fetch(`${sandbox.url}/sandbox/faults`, { method: 'DELETE' });
+}
+
+function newRefundId(): string {
+  return `RF${randomBytes(8).toString('hex').toUpperCase()}`;
+}
+
+function refundRequest(outTradeNo: string, gatewayTradeNo: string, overrides: Partial<RefundRequest> = {}): RefundRequest {
+  return {
+    outTradeNo,
+    gatewayTradeNo,
+    refundId: newRefundId(),
+    amountMinor: 1230,
+    chargeAmountMinor: 1230,
+    currency: 'CNY',
+    reason: 'PayOnce: duplicate payment of the order',
+    ...overrides,
+  };
+}
+
+const closeRequest = (outTradeNo: string) => ({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+
+describe('close', () => {
+  it('answers closed for an order that never had a PaymentIntent (each attempt is its own: oneTradePerOrder is false)', async () => {
+    assert.equal(gateway.oneTradePerOrder, false);
+    assert.deepEqual(await gateway.close(closeRequest(newOutTradeNo())), { kind: 'closed' });
+  });
+
+  it('closes a declined attempt so the buyer can no longer pay it, and is idempotent', async () => {
+    const outTradeNo = newOutTradeNo();
+    // 1. Two declined attempts: both PaymentIntents stay payable, as on Stripe.
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 }));
+    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['requires_payment_method', 'requires_payment_method']);
+    // 2. Closed: every one of them canceled.
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled', 'canceled']);
+    // 3. The buyer comes back to pay: refused.
+    const late = await buyerPays(outTradeNo);
+    assert.equal(late.status, 409);
+    assert.equal(late.body.code, 'TRADE_NOT_PAYABLE');
+    // 4. Closing again changes nothing.
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'closed' } });
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'declined']);
+  });
+
+  it('answers already_paid with the charge when the buyer paid first, and cancels the rest', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    // The buyer completes the declined attempt later (another card on Stripe's page).
+    assert.equal((await buyerPays(outTradeNo)).body.status, 'succeeded');
+    const [paid] = await intentsOf(outTradeNo);
+    assert.ok(paid);
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), {
+      kind: 'already_paid',
+      charges: [{ gatewayTradeNo: paid.id, amountMinor: 1230, currency: 'CNY' }],
+    });
+    assert.deepEqual(await intentsOf(outTradeNo), [{ id: paid.id, status: 'succeeded' }]); // never canceled
+  });
+
+  it('reports every succeeded PaymentIntent of an order charged twice, oldest first', async () => {
+    const outTradeNo = newOutTradeNo();
+    const first = await gateway.charge(chargeRequest(outTradeNo));
+    assert.ok(first.kind === 'succeeded');
+    // A second PaymentIntent for the same order, made behind the adapter's back: Stripe charges it.
+    const second = await api<{ id: string; status: string }>(
+      'POST',
+      '/v1/payment_intents',
+      `amount=1230&currency=cny&confirm=true&payment_method=pm_card_visa&allowed_payment_method_types[0]=card&metadata[out_trade_no]=${outTradeNo}`,
+    );
+    assert.equal(second.body.status, 'succeeded');
+    const third = await gateway.charge(chargeRequest(newOutTradeNo(), { buyer: 'insufficient_funds' })); // another order: untouched
+    assert.equal(third.kind, 'declined');
+    const closed = await gateway.close(closeRequest(outTradeNo));
+    assert.ok(closed.kind === 'already_paid', JSON.stringify(closed));
+    // Both were created within one second (Stripe's `created` resolution), so their order is a tie.
+    assert.deepEqual(
+      [...closed.charges].sort((a, b) => a.gatewayTradeNo.localeCompare(b.gatewayTradeNo)),
+      [
+        { gatewayTradeNo: first.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
+        { gatewayTradeNo: second.body.id, amountMinor: 1230, currency: 'CNY' },
+      ].sort((a, b) => a.gatewayTradeNo.localeCompare(b.gatewayTradeNo)),
+    );
+  });
+
+  it('is indeterminate when the cancel fails with a 5xx, and closes nothing until a later close', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    await armFault('close', 'fail_before_charge');
+    try {
+      const outcome = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'HTTP_500');
+    } finally {
+      await clearFaults();
+    }
+    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['requires_payment_method']);
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+  });
+
+  it('is indeterminate when the cancel’s answer is lost, and the next close finds it closed', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    // Twice: stripe-node retries a closed connection once even with retries off (same key: a replay).
+    await armFault('close', 'drop_after_charge', 2);
+    try {
+      const outcome = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+    } finally {
+      await clearFaults();
+    }
+    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+  });
+
+  it('is indeterminate while a payment is processing (it cannot be canceled and may still succeed)', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    const [intent] = await intentsOf(outTradeNo);
+    assert.ok(intent);
+    const db = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      await db`UPDATE psp_sandbox.stripe_payment_intents
+                  SET status = 'processing', object = jsonb_set(object, '{status}', '"processing"') WHERE id = ${intent.id}`;
+      const outcome = await gateway.close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'PAYMENT_PROCESSING');
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('finds and cancels a PaymentIntent search does not show yet', async () => {
+    const lagging = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001, modules: [createStripeModule({ searchLagMs: 60_000 })] });
+    try {
+      const g = gatewayAt(lagging.url);
+      const outTradeNo = newOutTradeNo();
+      await g.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+      assert.deepEqual(await g.close(closeRequest(outTradeNo)), { kind: 'closed' });
+      assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+    } finally {
+      await lagging.close();
+    }
+  });
+
+  it('is indeterminate when Stripe cannot be reached', async () => {
+    const outcome = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).close(closeRequest(newOutTradeNo()));
+    assert.ok(outcome.kind === 'indeterminate');
+    assert.equal(outcome.code, 'ECONNREFUSED');
+  });
+});
+
+describe('refund and queryRefund', () => {
+  async function paidOrder(): Promise<{ outTradeNo: string; gatewayTradeNo: string }> {
+    const outTradeNo = newOutTradeNo();
+    const paid = await gateway.charge(chargeRequest(outTradeNo));
+    assert.ok(paid.kind === 'succeeded');
+    return { outTradeNo, gatewayTradeNo: paid.gatewayTradeNo };
+  }
+
+  it('refunds once per refundId, however often it is sent', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    // Part of the charge, so that a second refund would have money left to take.
+    const request = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 500 });
+    const first = await gateway.refund(request);
+    assert.ok(first.kind === 'succeeded', JSON.stringify(first));
+    assert.match(first.gatewayRefundId, /^re_/);
+    assert.equal(first.amountMinor, 500);
+    assert.deepEqual(await gateway.refund(request), first);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.gatewayRefundId, r.gatewayTradeNo, r.amountMinor, r.status]),
+      [[request.refundId, first.gatewayRefundId, gatewayTradeNo, 500, 'succeeded']],
+    );
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 500 },
+    });
+    // Even once Stripe has forgotten the key (24 h), the repeat is recognised, not refused.
+    const db = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      await db`UPDATE psp_sandbox.stripe_idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = ${`payonce-refund-${request.refundId}`}`;
+    } finally {
+      await db.end();
+    }
+    assert.deepEqual(await gateway.refund(request), first);
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+
+  it('turns concurrent refunds of one refundId into one refund (the Idempotency-Key, not the look-up, decides)', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    const request = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 500 });
+    const outcomes = await Promise.all(Array.from({ length: 10 }, () => gateway.refund(request)));
+    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayRefundId : o.kind))).size, 1);
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[request.refundId, 500]]);
+  });
+
+  it('fails for good when the refund exceeds what is left, or the trade is unpaid or unknown', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    const tooMuch = await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1231 }));
+    assert.ok(tooMuch.kind === 'failed', JSON.stringify(tooMuch));
+    assert.equal(tooMuch.code, 'amount_too_large');
+    assert.equal((await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1000 }))).kind, 'succeeded');
+    const rest = await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 231 }));
+    assert.ok(rest.kind === 'failed');
+    assert.equal(rest.code, 'amount_too_large');
+
+    const unpaidOrder = newOutTradeNo();
+    await gateway.charge(chargeRequest(unpaidOrder, { buyer: 'insufficient_funds' }));
+    const [unpaid] = await intentsOf(unpaidOrder);
+    assert.ok(unpaid);
+    const notPaid = await gateway.refund(refundRequest(unpaidOrder, unpaid.id));
+    assert.ok(notPaid.kind === 'failed', JSON.stringify(notPaid));
+    const unknown = await gateway.refund(refundRequest(unpaidOrder, 'pi_doesnotexist'));
+    assert.ok(unknown.kind === 'failed');
+    assert.equal(unknown.code, 'resource_missing');
+    for (const overrides of [{ refundId: 'has-hyphen' }, { refundId: 'x'.repeat(33) }, { amountMinor: 0 }, { gatewayTradeNo: 'ch_1' }]) {
+      assert.equal((await gateway.refund(refundRequest(unpaidOrder, unpaid.id, overrides))).kind, 'failed', JSON.stringify(overrides));
+    }
+    assert.deepEqual((await ledger(unpaidOrder)).refunds, []);
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [1000]);
+  });
+
+  it('is indeterminate when the answer is lost; queryRefund finds it, and the same refundId again refunds nothing more', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    // 1. Never sent: not found.
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
+    // 2. Processed, answer lost — twice, as stripe-node retries a closed connection once even with
+    //    retries off (under the same key, so that retry is a replay, and the replay is lost too).
+    await armFault('refund', 'drop_after_charge', 2);
+    try {
+      const lost = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).refund(request);
+      assert.ok(lost.kind === 'indeterminate', JSON.stringify(lost));
+      assert.equal(lost.code, 'ECONNRESET');
+    } finally {
+      await clearFaults();
+    }
+    // 3. The look-up settles it.
+    const found = await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId });
+    assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
+    // 4. The same refundId again: the stored answer, no second refund.
+    assert.deepEqual(await gateway.refund(request), { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: 1230 });
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.refundId), [request.refundId]);
+  });
+
+  it('recovers a lost answer by itself with the SDK’s retries under the same key', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    await armFault('refund', 'drop_after_charge');
+    try {
+      assert.equal((await gateway.refund(request)).kind, 'succeeded');
+    } finally {
+      await clearFaults();
+    }
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+
+  it('is indeterminate on a 5xx (Stripe may have executed it) and retryable when never sent', async () => {
+    const { outTradeNo, gatewayTradeNo } = await paidOrder();
+    const request = refundRequest(outTradeNo, gatewayTradeNo);
+    await armFault('refund', 'fail_before_charge');
+    try {
+      const failed = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).refund(request);
+      assert.ok(failed.kind === 'indeterminate', JSON.stringify(failed));
+    } finally {
+      await clearFaults();
+    }
+    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), { kind: 'answered', refund: { kind: 'not_found' } });
+    const refused = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).refund(request);
+    assert.ok(refused.kind === 'retryable');
+    assert.equal(refused.code, 'ECONNREFUSED');
+    const unreachable = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId });
+    assert.equal(unreachable.kind, 'unavailable');
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
   });
 });

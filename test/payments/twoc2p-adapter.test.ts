@@ -11,7 +11,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, UnsecuredJWT } from 'jose';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
 import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '../../server/payments/twoc2p';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { twoC2pModule } from '../../sandbox/twoc2p';
@@ -33,6 +33,7 @@ interface Credentials {
 interface Ledger {
   charges: { outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null }[];
   notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+  refunds: { outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 let sandbox: RunningSandbox;
@@ -589,5 +590,274 @@ describe('notifications', () => {
   it('replies exactly what 2C2P expects', () => {
     assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: '' });
     assert.equal(gateway.notificationReply(false).status, 500);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Close, refund, refund status
+
+async function arm(fault: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: '2c2p', ...fault }),
+  });
+  assert.equal(res.status, 201);
+}
+
+async function disarm(): Promise<void> {
+  await fetch(`${sandbox.url}/sandbox/faults`, { method: 'DELETE' });
+}
+
+async function buyerPays(outTradeNo: string, buyer = 'ok'): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${sandbox.url}/sandbox/2c2p/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outTradeNo, buyer }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+function closeRequest(outTradeNo: string) {
+  return { outTradeNo, amountMinor: 16800, currency: 'CNY' };
+}
+
+/** A paid order and its charge. */
+async function paidOrder(amountMinor = 16800): Promise<{ outTradeNo: string; gatewayTradeNo: string }> {
+  const outTradeNo = newOutTradeNo();
+  const outcome = await gateway.charge(chargeRequest(outTradeNo, { amountMinor }));
+  assert.ok(outcome.kind === 'succeeded', JSON.stringify(outcome));
+  return { outTradeNo, gatewayTradeNo: outcome.gatewayTradeNo };
+}
+
+function refundRequest(order: { outTradeNo: string; gatewayTradeNo: string }, overrides: Partial<RefundRequest> = {}): RefundRequest {
+  return {
+    outTradeNo: order.outTradeNo,
+    gatewayTradeNo: order.gatewayTradeNo,
+    refundId: `RF${randomBytes(10).toString('hex').toUpperCase()}`,
+    amountMinor: 16800,
+    chargeAmountMinor: 16800,
+    currency: 'CNY',
+    reason: 'PayOnce 重复支付退款',
+    ...overrides,
+  };
+}
+
+describe('close', () => {
+  it('is one trade per order: a new attempt reopens the same invoice', () => {
+    assert.equal(gateway.oneTradePerOrder, true);
+  });
+
+  it('closes an invoice left open by a decline; afterwards the buyer tool, a new charge and its Do Payment are refused', async () => {
+    const outTradeNo = newOutTradeNo();
+    // 1. Declined: the invoice stays payable, as 2C2P's hosted page lets the buyer try another card.
+    assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    // 2. Closed.
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'closed' } });
+    // 3. Nothing takes money for it any more.
+    const tool = await buyerPays(outTradeNo);
+    assert.deepEqual([tool.status, tool.body.code], [409, 'TRADE_NOT_PAYABLE']);
+    const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
+    assert.deepEqual(again, { kind: 'declined', code: '9015', message: 'Existing invoice number: the invoice is cancelled' });
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('is idempotent: a closed invoice and one never created answer closed', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted' }));
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.deepEqual(await gateway.close(closeRequest(newOutTradeNo())), { kind: 'closed' });
+  });
+
+  it('answers already_paid with the charge for a paid invoice, which stays paid', async () => {
+    const order = await paidOrder();
+    assert.deepEqual(await gateway.close(closeRequest(order.outTradeNo)), {
+      kind: 'already_paid',
+      charges: [{ gatewayTradeNo: order.gatewayTradeNo, amountMinor: 16800, currency: 'CNY' }],
+    });
+    assert.equal((await gateway.query(order.outTradeNo)).kind, 'answered');
+    assert.deepEqual((await ledger(order.outTradeNo)).charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual((await ledger(order.outTradeNo)).refunds, []); // close never refunds
+  });
+
+  it('answers already_paid when the buyer pays between its inquiry and its cancel (9015, then a second inquiry)', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    const proxy = await startProxy({
+      cancelTransaction: async (_req, res, forward) => {
+        assert.equal((await buyerPays(outTradeNo)).status, 200); // the buyer submits the page just now
+        const { status, body } = await forward();
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(body);
+      },
+    });
+    try {
+      const outcome = await createTwoC2pGateway(config({ baseUrl: proxy.baseUrl })).close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'already_paid', JSON.stringify(outcome));
+      const { charges } = await ledger(outTradeNo);
+      assert.deepEqual(outcome.charges, [{ gatewayTradeNo: charges.at(-1)?.gatewayTradeNo, amountMinor: 16800, currency: 'CNY' }]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('is indeterminate and cancels nothing when the cancel fails before processing (fail_before_charge)', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    await arm({ operation: 'close', action: 'fail_before_charge' });
+    try {
+      const outcome = await gateway.close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+      assert.equal(outcome.code, 'HTTP_500');
+    } finally {
+      await disarm();
+    }
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } }); // nothing closed
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' }); // the later close settles it
+  });
+
+  it('is indeterminate when the cancel’s answer is lost (drop_after_charge); the next close answers closed', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    await arm({ operation: 'close', action: 'drop_after_charge' });
+    try {
+      assert.equal((await gateway.close(closeRequest(outTradeNo))).kind, 'indeterminate');
+    } finally {
+      await disarm();
+    }
+    assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
+    assert.equal((await buyerPays(outTradeNo)).status, 409);
+  });
+
+  it('is indeterminate when it cannot inquire or cannot authenticate', async () => {
+    const outTradeNo = newOutTradeNo();
+    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
+    const unreachable = await createTwoC2pGateway(config({ baseUrl: 'http://127.0.0.1:9/payment/4.3' })).close(closeRequest(outTradeNo));
+    assert.equal(unreachable.kind, 'indeterminate');
+    const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).close(closeRequest(outTradeNo));
+    assert.deepEqual(wrongSecret, { kind: 'indeterminate', code: '9042', message: 'paymentInquiry: Hash value mismatch' });
+    // A cancel that times out after a successful inquiry.
+    const slow = await startProxy({ cancelTransaction: () => {} });
+    try {
+      const outcome = await createTwoC2pGateway(config({ baseUrl: slow.baseUrl, timeoutMs: 200 })).close(closeRequest(outTradeNo));
+      assert.ok(outcome.kind === 'indeterminate' && outcome.code === 'TIMEOUT', JSON.stringify(outcome));
+    } finally {
+      await slow.close();
+    }
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+  });
+});
+
+describe('refund', () => {
+  it('refunds a paid charge once per refundId: the repeat answers the first refund', async () => {
+    const order = await paidOrder();
+    const request = refundRequest(order);
+    const first = await gateway.refund(request);
+    assert.ok(first.kind === 'succeeded', JSON.stringify(first));
+    assert.equal(first.amountMinor, 16800);
+    assert.match(first.gatewayRefundId, /^\d+$/);
+    assert.deepEqual(await gateway.refund(request), first);
+    const { refunds } = await ledger(order.outTradeNo);
+    assert.deepEqual(
+      refunds.map((r) => [r.amountMinor, r.currency, r.status, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]),
+      [[16800, 'CNY', 'succeeded', request.refundId, first.gatewayRefundId, order.gatewayTradeNo]],
+    );
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 16800 },
+    });
+  });
+
+  it('refunds in parts up to the charge and fails for more, for an unpaid and for an unknown invoice', async () => {
+    const order = await paidOrder(1000);
+    const part = await gateway.refund(refundRequest(order, { amountMinor: 999, chargeAmountMinor: 1000 }));
+    assert.equal(part.kind, 'succeeded');
+    assert.deepEqual(await gateway.refund(refundRequest(order, { amountMinor: 2, chargeAmountMinor: 1000 })), {
+      kind: 'failed',
+      code: '40',
+      message: 'Refund amount is more than transaction amount.',
+    });
+    assert.equal((await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }))).kind, 'succeeded');
+    const full = await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }));
+    assert.ok(full.kind === 'failed' && full.code === '49', JSON.stringify(full));
+    assert.deepEqual((await ledger(order.outTradeNo)).refunds.map((r) => r.amountMinor), [999, 1]);
+
+    const open = newOutTradeNo();
+    await gateway.charge(chargeRequest(open, { buyer: 'insufficient_funds' }));
+    const unpaid = await gateway.refund(refundRequest({ outTradeNo: open, gatewayTradeNo: 'x' }));
+    assert.ok(unpaid.kind === 'failed' && unpaid.code === '12', JSON.stringify(unpaid));
+    const unknown = await gateway.refund(refundRequest({ outTradeNo: newOutTradeNo(), gatewayTradeNo: 'x' }));
+    assert.ok(unknown.kind === 'failed' && unknown.code === '16', JSON.stringify(unknown));
+    assert.deepEqual((await ledger(open)).refunds, []);
+  });
+
+  it('is indeterminate when the answer is lost (drop_after_charge); queryRefund finds it; the same refundId refunds nothing more', async () => {
+    const order = await paidOrder();
+    const request = refundRequest(order);
+    await arm({ operation: 'refund', action: 'drop_after_charge' });
+    let lost;
+    try {
+      lost = await gateway.refund(request);
+    } finally {
+      await disarm();
+    }
+    assert.equal(lost.kind, 'indeterminate', JSON.stringify(lost));
+    const found = await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId });
+    assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
+    const repeat = await gateway.refund(request);
+    assert.deepEqual(repeat, { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: 16800 });
+    assert.deepEqual((await ledger(order.outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[request.refundId, 16800]]);
+  });
+
+  it('is retryable when the refund fails before processing (fail_before_charge): queryRefund says not_found, the retry refunds once', async () => {
+    const order = await paidOrder();
+    const request = refundRequest(order);
+    await arm({ operation: 'refund', action: 'fail_before_charge' });
+    try {
+      const outcome = await gateway.refund(request);
+      assert.deepEqual(outcome.kind, 'retryable', JSON.stringify(outcome));
+    } finally {
+      await disarm();
+    }
+    assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
+    assert.equal((await gateway.refund(request)).kind, 'succeeded');
+    assert.equal((await ledger(order.outTradeNo)).refunds.length, 1);
+  });
+
+  it('is indeterminate on a timeout, retryable on a refused connection or an unauthenticated request', async () => {
+    const order = await paidOrder();
+    const slow = await startProxy({ refund: () => {} });
+    try {
+      const outcome = await createTwoC2pGateway(config({ baseUrl: slow.baseUrl, timeoutMs: 200 })).refund(refundRequest(order));
+      assert.ok(outcome.kind === 'indeterminate' && outcome.code === 'TIMEOUT', JSON.stringify(outcome));
+    } finally {
+      await slow.close();
+    }
+    const closed = await startServer(() => {});
+    await closed.close(); // nothing listens on that port now
+    const refused = await createTwoC2pGateway(config({ baseUrl: `${closed.url}/payment/4.3` })).refund(refundRequest(order));
+    assert.ok(refused.kind === 'retryable' && refused.code === 'ECONNREFUSED', JSON.stringify(refused));
+    const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).refund(refundRequest(order));
+    assert.deepEqual(wrongSecret, { kind: 'retryable', code: '9042', message: 'Hash value mismatch' });
+    assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
+  });
+
+  it('queryRefund: not_found only when 2C2P says so; unavailable when it cannot be asked', async () => {
+    const order = await paidOrder();
+    const query = { outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: 'RFNEVERSENT' };
+    assert.deepEqual(await gateway.queryRefund(query), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.equal((await createTwoC2pGateway(config({ baseUrl: 'http://127.0.0.1:9/payment/4.3' })).queryRefund(query)).kind, 'unavailable');
+    assert.deepEqual(await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).queryRefund(query), {
+      kind: 'unavailable',
+      code: '9042',
+      message: 'Hash value mismatch',
+    });
   });
 });

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { createCipheriv, createSign, generateKeyPairSync, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
+import postgres from 'postgres';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
 import { createWechatPayGateway, type WechatPayGatewayConfig } from '../../server/payments/wechatpay';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { wechatpayModule } from '../../sandbox/wechatpay';
@@ -25,6 +26,7 @@ type Credentials = Omit<WechatPayGatewayConfig, 'timeoutMs' | 'pollWindowMs'>;
 interface Ledger {
   charges: { outTradeNo: string; amountMinor: number; status: string; gatewayTradeNo: string | null }[];
   notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
+  refunds: { outTradeNo: string; amountMinor: number; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 let sandbox: RunningSandbox;
@@ -81,6 +83,49 @@ async function closeOrder(outTradeNo: string): Promise<number> {
     body,
   });
   return res.status;
+}
+
+/** The uniform sandbox buyer tool: the buyer pays the open trade now. */
+async function buyerPays(outTradeNo: string, buyer = 'ok'): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${sandbox.url}/sandbox/wechatpay/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outTradeNo, buyer }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+async function armFault(operation: 'charge' | 'close' | 'refund', action: string): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: 'wechatpay', operation, action }),
+  });
+  assert.equal(res.status, 201);
+}
+
+function newRefundId(): string {
+  return `RF${randomBytes(12).toString('hex').toUpperCase()}`;
+}
+
+function refundRequest(outTradeNo: string, gatewayTradeNo: string, overrides: Partial<RefundRequest> = {}): RefundRequest {
+  return {
+    outTradeNo,
+    gatewayTradeNo,
+    refundId: newRefundId(),
+    amountMinor: 1230,
+    chargeAmountMinor: 1230,
+    currency: 'CNY',
+    reason: 'PayOnce 重复支付退款',
+    ...overrides,
+  };
+}
+
+/** A charge the ok buyer paid: its transaction_id. */
+async function paidCharge(outTradeNo: string, amountMinor = 1230): Promise<string> {
+  const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor }));
+  assert.ok(paid.kind === 'succeeded', JSON.stringify(paid));
+  return paid.gatewayTradeNo;
 }
 
 function pem(kind: 'private' | 'public') {
@@ -414,7 +459,7 @@ describe('notifications', () => {
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const next = script.length > 1 ? script.shift() : script[0];
-          const reply = next === undefined || next === 'reply' ? gateway.notificationReply(verdict.kind === 'verified') : { status: next, headers: {}, body: '' };
+          const reply = next === undefined || next === 'reply' ? gateway.notificationReply(verdict.kind !== 'rejected') : { status: next, headers: {}, body: '' };
           res.writeHead(reply.status, reply.headers);
           res.end(reply.body);
         });
@@ -546,6 +591,41 @@ describe('notifications', () => {
     }
   });
 
+  it('verifies REFUND.SUCCESS into a refund notification (eventId = notification id, refundId = out_refund_no)', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo, 2100);
+    const request = refundRequest(outTradeNo, transactionId, {
+      amountMinor: 2100,
+      chargeAmountMinor: 2100,
+      notifyUrl: `${receiver.url}/wechatpay-refund/${outTradeNo}`,
+    });
+    const outcome = await gateway.refund(request);
+    assert.ok(outcome.kind === 'pending' && outcome.gatewayRefundId, JSON.stringify(outcome));
+    const [verdict] = await waitFor('the refund notification', async () => {
+      const list = verdicts.get(outTradeNo) ?? [];
+      return list.length >= 1 ? list : undefined;
+    });
+    assert.ok(verdict?.kind === 'refund', JSON.stringify(verdict));
+    const { eventId, ...rest } = verdict.notification;
+    assert.match(eventId, /^[0-9a-f-]{36}$/); // WeChat's notification id, not the refund's
+    assert.deepEqual(rest, {
+      gateway: 'wechatpay',
+      merchantId: creds.mchid,
+      outTradeNo,
+      refundId: request.refundId,
+      gatewayRefundId: outcome.gatewayRefundId,
+      status: 'succeeded',
+      amountMinor: 2100,
+      currency: 'CNY',
+    });
+    // Acknowledged by the adapter's reply: delivered once, and the ledger says the money went back.
+    const l = await waitFor('the ack', async () => {
+      const current = await ledger(outTradeNo);
+      return current.notifications.some((n) => n.acknowledged) ? current : undefined;
+    });
+    assert.deepEqual(l.refunds.map((r) => [r.status, r.refundId]), [['succeeded', request.refundId]]);
+  });
+
   it('replies exactly what WeChat Pay expects', () => {
     assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: {}, body: '' });
     const nack = gateway.notificationReply(false);
@@ -554,5 +634,176 @@ describe('notifications', () => {
     assert.equal((JSON.parse(nack.body) as { code: string }).code, 'FAIL');
     // The webhook route turns the reply into a standard Response: it must be constructible.
     assert.equal(new Response(gateway.notificationReply(true).body, gateway.notificationReply(true)).status, 200);
+  });
+});
+
+describe('close', () => {
+  /** Without a test buyer nobody pays: the order waits (NOTPAY), as after the buyer walked away. */
+  const waiting = () =>
+    createWechatPayGateway(config({ testBuyers: { ok: '', insufficient_funds: '', account_restricted: '' }, pollWindowMs: 0 }));
+
+  it('closes a waiting order, idempotently: buyer-pays is then refused and a new charge declined', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await waiting().charge(chargeRequest(outTradeNo))).kind, 'indeterminate');
+    // 1. Closed, and closed again.
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'closed' } });
+    // 2. Nothing can take the buyer's money under it any more.
+    const late = await buyerPays(outTradeNo);
+    assert.equal(late.status, 409);
+    assert.equal(late.body.code, 'TRADE_NOT_PAYABLE');
+    const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
+    assert.ok(again.kind === 'declined' && again.code === 'OUT_TRADE_NO_USED', JSON.stringify(again));
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('closes an order left payable by a decline, after which buyer-pays is refused (409)', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+    assert.equal((await buyerPays(outTradeNo, 'ok')).status, 409);
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('answers already_paid with the charge for an order the buyer paid first, closing nothing', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await waiting().charge(chargeRequest(outTradeNo, { amountMinor: 888 }))).kind, 'indeterminate');
+    const paid = await buyerPays(outTradeNo);
+    assert.equal(paid.body.status, 'succeeded');
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 888, currency: 'CNY' }), {
+      kind: 'already_paid',
+      charges: [{ gatewayTradeNo: paid.body.gatewayTradeNo, amountMinor: 888, currency: 'CNY' }],
+    });
+    const after = await gateway.query(outTradeNo);
+    assert.ok(after.kind === 'answered' && after.trade.kind === 'succeeded');
+  });
+
+  it('answers closed for an order WeChat never saw', async () => {
+    assert.deepEqual(await gateway.close({ outTradeNo: newOutTradeNo(), amountMinor: 1, currency: 'CNY' }), { kind: 'closed' });
+  });
+
+  it('is indeterminate, closing nothing, when the close fails before processing (fail_before_charge)', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await waiting().charge(chargeRequest(outTradeNo))).kind, 'indeterminate');
+    await armFault('close', 'fail_before_charge');
+    const outcome = await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'SYSTEM_ERROR');
+    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
+    // The next close settles it.
+    assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
+  });
+
+  it('is indeterminate while the buyer is paying (USERPAYING), and when WeChat cannot be reached', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await waiting().charge(chargeRequest(outTradeNo))).kind, 'indeterminate');
+    // The sandbox's buyers pay at once; put the order where a real buyer entering a password leaves it.
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      await sql`UPDATE psp_sandbox.wechatpay_trades SET trade_state = 'USERPAYING', trade_state_desc = '用户支付中'
+                 WHERE out_trade_no = ${outTradeNo}`;
+    } finally {
+      await sql.end();
+    }
+    const paying = await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    assert.ok(paying.kind === 'indeterminate' && paying.code === 'USERPAYING', JSON.stringify(paying));
+    assert.equal((await buyerPays(outTradeNo)).status, 200, 'the close was not sent: the payment goes through');
+    const unreachable = await createWechatPayGateway(config({ baseUrl: 'http://127.0.0.1:9' })).close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    assert.equal(unreachable.kind, 'indeterminate');
+  });
+
+  it('is one trade per order', () => {
+    assert.equal(gateway.oneTradePerOrder, true);
+  });
+});
+
+describe('refund and queryRefund', () => {
+  it('is pending (PROCESSING) and then succeeded; the same refundId twice refunds once', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo);
+    const request = refundRequest(outTradeNo, transactionId);
+    // 1. Accepted, not final.
+    const first = await gateway.refund(request);
+    assert.ok(first.kind === 'pending' && first.gatewayRefundId, JSON.stringify(first));
+    // 2. Settled by query.
+    const settled = await waitFor('succeeded', async () => {
+      const q = await gateway.queryRefund({ outTradeNo, gatewayTradeNo: transactionId, refundId: request.refundId });
+      return q.kind === 'answered' && q.refund.kind === 'succeeded' ? q.refund : undefined;
+    });
+    assert.deepEqual(settled, { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 1230 });
+    // 3. The same refundId again: the same refund.
+    assert.deepEqual(await gateway.refund(request), { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 1230 });
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(refunds.map((r) => [r.status, r.amountMinor, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]), [
+      ['succeeded', 1230, request.refundId, first.gatewayRefundId, transactionId],
+    ]);
+  });
+
+  it('fails for good when the refund exceeds the charge, or the order is unknown or unpaid', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo, 1000);
+    assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 700, chargeAmountMinor: 1000 }))).kind, 'pending');
+    const exceeding = await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 301, chargeAmountMinor: 1000 }));
+    assert.deepEqual(exceeding, { kind: 'failed', code: 'INVALID_REQUEST', message: '申请退款金额超过订单可退金额' });
+    const unknown = await gateway.refund(refundRequest(newOutTradeNo(), '4200000000202401010000000000'));
+    assert.ok(unknown.kind === 'failed' && unknown.code === 'RESOURCE_NOT_EXISTS', JSON.stringify(unknown));
+    const unpaid = newOutTradeNo();
+    await gateway.charge(chargeRequest(unpaid, { buyer: 'insufficient_funds' }));
+    const notPaid = await gateway.refund(refundRequest(unpaid, ''));
+    assert.ok(notPaid.kind === 'failed' && notPaid.code === 'RESOURCE_NOT_EXISTS', JSON.stringify(notPaid));
+    // Never sent: a refund id WeChat would refuse, an amount beyond the charge.
+    assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { refundId: 'has-dash' }))).kind, 'failed');
+    assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 1001, chargeAmountMinor: 1000 }))).kind, 'failed');
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [700]);
+    assert.deepEqual((await ledger(unpaid)).refunds, []);
+  });
+
+  it('is indeterminate when the answer is dropped (drop_after_charge); the query finds it and a repeat refunds nothing more', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo);
+    const request = refundRequest(outTradeNo, transactionId);
+    await armFault('refund', 'drop_after_charge');
+    const lost = await gateway.refund(request);
+    assert.equal(lost.kind, 'indeterminate', JSON.stringify(lost));
+    const found = await gateway.queryRefund({ outTradeNo, gatewayTradeNo: transactionId, refundId: request.refundId });
+    assert.ok(found.kind === 'answered' && (found.refund.kind === 'pending' || found.refund.kind === 'succeeded'), JSON.stringify(found));
+    const repeat = await gateway.refund(request);
+    assert.ok(repeat.kind === 'pending' || repeat.kind === 'succeeded', JSON.stringify(repeat));
+    const { refunds } = await ledger(outTradeNo);
+    assert.equal(refunds.length, 1);
+    assert.equal(refunds[0]?.refundId, request.refundId);
+  });
+
+  it('is retryable when the refund fails before processing (fail_before_charge), and nothing is refunded', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo);
+    const request = refundRequest(outTradeNo, transactionId);
+    await armFault('refund', 'fail_before_charge');
+    const failed = await gateway.refund(request);
+    assert.ok(failed.kind === 'retryable', JSON.stringify(failed));
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo: transactionId, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
+    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
+    assert.equal((await gateway.refund(request)).kind, 'pending');
+  });
+
+  it('queryRefund: not_found for an unknown refundId; unavailable when WeChat cannot be reached or trusted', async () => {
+    const q = { outTradeNo: newOutTradeNo(), gatewayTradeNo: '', refundId: newRefundId() };
+    assert.deepEqual(await gateway.queryRefund(q), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.equal((await createWechatPayGateway(config({ baseUrl: 'http://127.0.0.1:9' })).queryRefund(q)).kind, 'unavailable');
+    const untrusted = await createWechatPayGateway(config({ platformPublicKey: pem('public') })).queryRefund(q);
+    assert.ok(untrusted.kind === 'unavailable' && untrusted.code === 'INVALID_RESPONSE_SIGNATURE');
+    // A refund that cannot be sent is retryable; one whose answer cannot be trusted is indeterminate.
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidCharge(outTradeNo);
+    const closedServer = await startServer(() => {});
+    await closedServer.close();
+    const refused = await createWechatPayGateway(config({ baseUrl: closedServer.url })).refund(refundRequest(outTradeNo, transactionId));
+    assert.ok(refused.kind === 'retryable' && refused.code === 'ECONNREFUSED', JSON.stringify(refused));
+    const forged = await createWechatPayGateway(config({ platformPublicKey: pem('public') })).refund(refundRequest(outTradeNo, transactionId));
+    assert.ok(forged.kind === 'indeterminate' && forged.code === 'INVALID_RESPONSE_SIGNATURE');
   });
 });

@@ -31,6 +31,7 @@ interface Credentials {
 interface Ledger {
   charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 type Response = Record<string, unknown>;
@@ -266,7 +267,7 @@ describe('gateway public checks', () => {
     assert.equal(body.alipay_trade_query_response.sub_code, 'isv.missing-signature');
     // The signature covers the exact inner JSON text of the body.
     const inner = text.slice(text.indexOf(':') + 1, text.lastIndexOf(',"sign"'));
-    assert.ok(createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64'));
+    assert.ok(createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64'), "createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64')");
 
     const unknown = await exec('alipay.trade.nonexistent', {});
     assert.equal(unknown.code, '40002');
@@ -300,7 +301,7 @@ describe('trade.create, trade.query, trade.close', () => {
   it('binds a trade to the buyer it was created for', async () => {
     const outTradeNo = newOutTradeNo();
     const poorBuyerId = ALIPAY_TEST_BUYERS[creds.testBuyers.insufficient_funds]?.buyerId;
-    assert.ok(poorBuyerId);
+    assert.ok(poorBuyerId, 'poorBuyerId');
     await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '3.00', subject: 's', buyer_id: poorBuyerId });
     const other = await pay(outTradeNo, creds.testBuyers.ok, '3.00', {}, 's');
     assert.equal(other.sub_code, 'ACQ.TRADE_BUYER_NOT_MATCH');
@@ -337,7 +338,7 @@ describe('asynchronous notifications', () => {
       return list.length >= 2 ? list : undefined;
     });
     const [first, second] = deliveries;
-    assert.ok(first && second);
+    assert.ok(first && second, 'first && second');
     assert.deepEqual(Object.keys(first).sort(), [
       'app_id', 'buyer_id', 'buyer_pay_amount', 'charset', 'gmt_create', 'gmt_payment', 'notify_id', 'notify_time',
       'notify_type', 'out_trade_no', 'receipt_amount', 'seller_id', 'sign', 'sign_type', 'subject', 'total_amount',
@@ -351,8 +352,8 @@ describe('asynchronous notifications', () => {
     assert.equal(first.trade_no, res.trade_no);
     assert.equal(first.subject, 'PayOnce 订单');
     assert.equal(second.notify_id, first.notify_id); // one notification, retried
-    assert.ok(sdk.checkNotifySignV2(first));
-    assert.ok(sdk.checkNotifySign(first));
+    assert.ok(sdk.checkNotifySignV2(first), 'sdk.checkNotifySignV2(first)');
+    assert.ok(sdk.checkNotifySign(first), 'sdk.checkNotifySign(first)');
 
     const { notifications } = await waitFor('the ack in the ledger', async () => {
       const l = await ledger(outTradeNo);
@@ -376,7 +377,7 @@ describe('asynchronous notifications', () => {
     const fields = await waitFor('the tool delivery', async () =>
       (receiver.received.get(path) ?? []).find((f) => f.subject === '满100减5% 优惠'),
     );
-    assert.ok(sdk.checkNotifySignV2(fields));
+    assert.ok(sdk.checkNotifySignV2(fields), 'sdk.checkNotifySignV2(fields)');
     assert.throws(() => sdk.checkNotifySign(fields), URIError);
   });
 
@@ -405,5 +406,338 @@ describe('asynchronous notifications', () => {
     creds = restartedCreds;
     sdk = makeSdk();
     assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_SUCCESS');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Closing, cancelling, refunding and the buyer tool
+
+function refund(outTradeNo: string, amount: string, outRequestNo?: string, extra: Record<string, unknown> = {}) {
+  return exec('alipay.trade.refund', {
+    out_trade_no: outTradeNo,
+    refund_amount: amount,
+    ...(outRequestNo ? { out_request_no: outRequestNo } : {}),
+    refund_reason: '订单已在别处支付',
+    ...extra,
+  });
+}
+
+function refundQuery(outTradeNo: string, outRequestNo: string) {
+  return exec('alipay.trade.fastpay.refund.query', { out_trade_no: outTradeNo, out_request_no: outRequestNo });
+}
+
+function newRefundId(): string {
+  return `R${randomBytes(8).toString('hex')}`;
+}
+
+async function buyerPays(body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${sandbox.url}/sandbox/alipay/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+async function armFault(spec: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: 'alipay', ...spec }),
+  });
+  assert.equal(res.status, 201);
+}
+
+describe('alipay.trade.close', () => {
+  it('closes an open trade after a decline, is idempotent, and the closed trade takes no payment', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.equal((await pay(outTradeNo, creds.testBuyers.insufficient_funds)).sub_code, 'ACQ.BUYER_BALANCE_NOT_ENOUGH');
+    // 1. Close, 2. close again: success both times, TRADE_CLOSED.
+    const first = await exec('alipay.trade.close', { out_trade_no: outTradeNo });
+    assert.equal(first.code, '10000');
+    assert.equal(first.out_trade_no, outTradeNo);
+    assert.equal((await exec('alipay.trade.close', { out_trade_no: outTradeNo })).code, '10000');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_CLOSED');
+    // 3. Neither the buyer nor the merchant can pay it any more.
+    const late = await buyerPays({ outTradeNo, buyer: 'ok' });
+    assert.equal(late.status, 409);
+    assert.equal(late.body.code, 'TRADE_NOT_PAYABLE');
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok)).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('refuses a paid trade with ACQ.TRADE_STATUS_ERROR and an unknown one with ACQ.TRADE_NOT_EXIST', async () => {
+    const outTradeNo = newOutTradeNo();
+    await pay(outTradeNo, creds.testBuyers.ok);
+    const paid = await exec('alipay.trade.close', { out_trade_no: outTradeNo });
+    assert.equal(paid.code, '40004');
+    assert.equal(paid.sub_code, 'ACQ.TRADE_STATUS_ERROR');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_SUCCESS');
+    assert.equal((await exec('alipay.trade.close', { out_trade_no: newOutTradeNo() })).sub_code, 'ACQ.TRADE_NOT_EXIST');
+  });
+
+  it('answers HTTP 500 and closes nothing under fail_before_charge', async () => {
+    const outTradeNo = newOutTradeNo();
+    await pay(outTradeNo, creds.testBuyers.insufficient_funds);
+    await armFault({ operation: 'close', action: 'fail_before_charge' });
+    await assert.rejects(exec('alipay.trade.close', { out_trade_no: outTradeNo }), /status: 500/);
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'WAIT_BUYER_PAY');
+  });
+});
+
+describe('alipay.trade.cancel', () => {
+  it('blocks an out_trade_no that has no trade yet, so a late trade.pay cannot create or charge it', async () => {
+    const outTradeNo = newOutTradeNo();
+    const cancelled = await exec('alipay.trade.cancel', { out_trade_no: outTradeNo });
+    assert.equal(cancelled.code, '10000');
+    assert.equal(cancelled.action, 'close');
+    assert.equal(cancelled.retry_flag, 'N');
+    assert.equal((await exec('alipay.trade.cancel', { out_trade_no: outTradeNo })).action, 'close'); // idempotent
+    assert.equal((await pay(outTradeNo, creds.testBuyers.ok)).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.equal((await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '12.30', subject: 's' })).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.equal((await buyerPays({ outTradeNo })).status, 409);
+    assert.deepEqual((await ledger(outTradeNo)).charges, []);
+  });
+
+  it('closes an unpaid trade (action close) and refunds a paid one in full (action refund)', async () => {
+    const open = newOutTradeNo();
+    await pay(open, creds.testBuyers.account_restricted);
+    const closed = await exec('alipay.trade.cancel', { out_trade_no: open });
+    assert.equal(closed.action, 'close');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: open })).trade_status, 'TRADE_CLOSED');
+
+    const paid = newOutTradeNo();
+    const charge = await pay(paid, creds.testBuyers.ok, '8.00');
+    const refunded = await exec('alipay.trade.cancel', { out_trade_no: paid });
+    assert.equal(refunded.code, '10000');
+    assert.equal(refunded.action, 'refund');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: paid })).trade_status, 'TRADE_CLOSED');
+    assert.equal((await exec('alipay.trade.cancel', { out_trade_no: paid })).action, 'refund'); // answered again, no second refund
+    const { refunds } = await ledger(paid);
+    assert.deepEqual(
+      refunds.map((r) => [r.amountMinor, r.status, r.refundId, r.gatewayTradeNo]),
+      [[800, 'succeeded', paid, charge.trade_no]],
+    );
+  });
+});
+
+describe('alipay.trade.refund', () => {
+  it('refunds in parts, answers a repeated out_request_no with fund_change N, and closes the trade when all is back', async () => {
+    const outTradeNo = newOutTradeNo();
+    const charge = await pay(outTradeNo, creds.testBuyers.ok, '10.00');
+    const r1 = newRefundId();
+    // 1. A first partial refund moves money.
+    const first = await refund(outTradeNo, '3.00', r1);
+    assert.equal(first.code, '10000');
+    assert.equal(first.fund_change, 'Y');
+    assert.equal(first.refund_fee, '3.00');
+    assert.equal(first.trade_no, charge.trade_no);
+    // 2. The same out_request_no again: the same refund, no money moves.
+    const again = await refund(outTradeNo, '3.00', r1);
+    assert.equal(again.code, '10000');
+    assert.equal(again.fund_change, 'N');
+    assert.equal(again.refund_fee, '3.00');
+    // 3. The same id with another amount is a discordant repeat.
+    assert.equal((await refund(outTradeNo, '4.00', r1)).sub_code, 'ACQ.DISCORDANT_REPEAT_REQUEST');
+    // 4. More than what is left is refused, nothing recorded.
+    const tooMuch = await refund(outTradeNo, '7.01', newRefundId());
+    assert.equal(tooMuch.code, '40004');
+    assert.equal(tooMuch.sub_code, 'ACQ.REASON_TRADE_REFUND_FEE_ERR');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_SUCCESS');
+    // 5. The rest: the trade is closed, as Alipay closes a fully refunded trade.
+    const r2 = newRefundId();
+    const rest = await refund(outTradeNo, '7.00', r2);
+    assert.equal(rest.fund_change, 'Y');
+    assert.equal(rest.refund_fee, '10.00');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_CLOSED');
+    // 6. A repeat still answers the refund; a new one is refused by the trade's state.
+    assert.equal((await refund(outTradeNo, '7.00', r2)).fund_change, 'N');
+    assert.equal((await refund(outTradeNo, '0.01', newRefundId())).sub_code, 'ACQ.TRADE_STATUS_ERROR');
+
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(
+      refunds.map((r) => [r.refundId, r.amountMinor, r.status, r.gatewayRefundId]),
+      [
+        [r1, 300, 'succeeded', `${charge.trade_no}:${r1}`],
+        [r2, 700, 'succeeded', `${charge.trade_no}:${r2}`],
+      ],
+    );
+  });
+
+  it('refuses an unpaid, a closed-unpaid and an unknown trade, and a partial refund without out_request_no', async () => {
+    const open = newOutTradeNo();
+    await pay(open, creds.testBuyers.insufficient_funds);
+    assert.equal((await refund(open, '12.30', newRefundId())).sub_code, 'ACQ.TRADE_STATUS_ERROR');
+    await exec('alipay.trade.close', { out_trade_no: open });
+    assert.equal((await refund(open, '12.30', newRefundId())).sub_code, 'ACQ.TRADE_STATUS_ERROR');
+    const unknown = await refund(newOutTradeNo(), '1.00', newRefundId());
+    assert.equal(unknown.code, '40004');
+    assert.equal(unknown.sub_code, 'ACQ.TRADE_NOT_EXIST');
+
+    const paid = newOutTradeNo();
+    await pay(paid, creds.testBuyers.ok, '5.00');
+    assert.equal((await refund(paid, '1.00')).sub_code, 'ACQ.REFUND_AMT_NOT_EQUAL_TOTAL');
+    assert.equal((await refund(paid, '1.001', newRefundId())).sub_code, 'ACQ.INVALID_PARAMETER');
+    // trade_no and out_trade_no must name the same trade.
+    assert.equal((await refund(paid, '1.00', newRefundId(), { trade_no: '2024010122000000000000000000' })).sub_code, 'ACQ.TRADE_NOT_EXIST');
+    assert.deepEqual((await ledger(open)).refunds, []);
+    assert.deepEqual((await ledger(paid)).refunds, []);
+  });
+
+  it('lets exactly one of 20 concurrent full refunds through, and 20 copies of one refund refund once', async () => {
+    const outTradeNo = newOutTradeNo();
+    await pay(outTradeNo, creds.testBuyers.ok, '9.99');
+    const distinct = await Promise.all(Array.from({ length: 20 }, () => refund(outTradeNo, '9.99', newRefundId())));
+    assert.equal(distinct.filter((r) => r.fund_change === 'Y').length, 1);
+    assert.equal(distinct.filter((r) => r.code === '40004').length, 19);
+
+    const other = newOutTradeNo();
+    await pay(other, creds.testBuyers.ok, '9.99');
+    const id = newRefundId();
+    const copies = await Promise.all(Array.from({ length: 20 }, () => refund(other, '4.00', id)));
+    assert.deepEqual(copies.map((r) => r.code), Array.from({ length: 20 }, () => '10000'));
+    assert.equal(copies.filter((r) => r.fund_change === 'Y').length, 1);
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+    assert.equal((await ledger(other)).refunds.length, 1);
+  });
+
+  it('processes the refund and hangs up under drop_after_charge: the refund query then finds it', async () => {
+    const outTradeNo = newOutTradeNo();
+    await pay(outTradeNo, creds.testBuyers.ok, '6.00');
+    const id = newRefundId();
+    // Two drops: the SDK's HTTP client re-sends a POST once after a dropped connection.
+    await armFault({ operation: 'refund', action: 'drop_after_charge', times: 2 });
+    await assert.rejects(refund(outTradeNo, '6.00', id));
+    const found = await refundQuery(outTradeNo, id);
+    assert.equal(found.refund_status, 'REFUND_SUCCESS');
+    assert.equal(found.refund_amount, '6.00');
+    assert.equal((await refund(outTradeNo, '6.00', id)).fund_change, 'N');
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+});
+
+describe('alipay.trade.fastpay.refund.query', () => {
+  it('finds a refund by out_request_no, answers 10000 without refund data for an unknown one, and refuses an unknown trade', async () => {
+    const outTradeNo = newOutTradeNo();
+    const charge = await pay(outTradeNo, creds.testBuyers.ok, '2.50');
+    const id = newRefundId();
+    await refund(outTradeNo, '1.50', id);
+    const found = await exec('alipay.trade.fastpay.refund.query', {
+      trade_no: charge.trade_no,
+      out_request_no: id,
+      query_options: ['gmt_refund_pay'],
+    });
+    assert.equal(found.code, '10000');
+    assert.equal(found.out_request_no, id);
+    assert.equal(found.out_trade_no, outTradeNo);
+    assert.equal(found.refund_amount, '1.50');
+    assert.equal(found.total_amount, '2.50');
+    assert.equal(found.refund_status, 'REFUND_SUCCESS');
+    assert.match(String(found.gmt_refund_pay), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/);
+
+    const missing = await refundQuery(outTradeNo, newRefundId());
+    assert.equal(missing.code, '10000');
+    assert.equal(missing.refund_amount, undefined);
+    assert.equal(missing.refund_status, undefined);
+    assert.equal((await refundQuery(newOutTradeNo(), id)).sub_code, 'ACQ.TRADE_NOT_EXIST');
+    assert.equal((await exec('alipay.trade.fastpay.refund.query', { out_trade_no: outTradeNo })).sub_code, 'ACQ.INVALID_PARAMETER');
+  });
+});
+
+describe('POST /sandbox/alipay/buyer-pays', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('pays a trade left open by a decline and sends the usual TRADE_SUCCESS notification', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/notify/${outTradeNo}`;
+    await pay(outTradeNo, creds.testBuyers.insufficient_funds, '15.00', { notify_url: `${receiver.url}${path}` });
+    // 1. A declined buyer leaves the trade open.
+    const declined = await buyerPays({ outTradeNo, buyer: 'insufficient_funds' });
+    assert.equal(declined.status, 200);
+    assert.equal(declined.body.status, 'declined');
+    assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'WAIT_BUYER_PAY');
+    // 2. The ok buyer (the default) pays it.
+    const paid = await buyerPays({ outTradeNo });
+    assert.equal(paid.status, 200);
+    const query = await exec('alipay.trade.query', { out_trade_no: outTradeNo });
+    assert.deepEqual(paid.body, { gateway: 'alipay', outTradeNo, status: 'succeeded', gatewayTradeNo: query.trade_no });
+    assert.equal(query.trade_status, 'TRADE_SUCCESS');
+    const [notification] = await waitFor('the notification', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 1 ? list : undefined;
+    });
+    assert.ok(notification, 'notification');
+    assert.equal(notification.trade_status, 'TRADE_SUCCESS');
+    assert.equal(notification.total_amount, '15.00');
+    assert.equal(notification.out_biz_no, undefined);
+    assert.ok(sdk.checkNotifySignV2(notification), 'sdk.checkNotifySignV2(notification)');
+    // 3. Paid: not payable again.
+    assert.equal((await buyerPays({ outTradeNo })).status, 409);
+    const { charges } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+  });
+
+  it('answers 409 for an unknown trade and 400 for bad input', async () => {
+    const unknown = await buyerPays({ outTradeNo: newOutTradeNo() });
+    assert.equal(unknown.status, 409);
+    assert.equal(unknown.body.code, 'TRADE_NOT_PAYABLE');
+    assert.equal(typeof unknown.body.message, 'string');
+    for (const bad of ['{', { buyer: 'ok' }, { outTradeNo: 'X1', buyer: 'rich' }, { outTradeNo: '' }]) {
+      const res = await buyerPays(bad);
+      assert.equal(res.status, 400, JSON.stringify(bad));
+      assert.equal(res.body.code, 'BAD_REQUEST');
+    }
+  });
+});
+
+describe('refund notifications', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('notifies each refund to the payment’s notify_url: TRADE_SUCCESS while money is left, TRADE_CLOSED after the last', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/notify/${outTradeNo}`;
+    const charge = await pay(outTradeNo, creds.testBuyers.ok, '10.00', { notify_url: `${receiver.url}${path}` });
+    await waitFor('the payment notification', async () => ((receiver.received.get(path) ?? []).length >= 1 ? true : undefined));
+    const r1 = newRefundId();
+    const r2 = newRefundId();
+    await refund(outTradeNo, '4.00', r1);
+    await waitFor('the first refund notification', async () => ((receiver.received.get(path) ?? []).length >= 2 ? true : undefined));
+    await refund(outTradeNo, '6.00', r2);
+    await refund(outTradeNo, '6.00', r2); // a repeat moves no money and notifies nothing
+    const all = await waitFor('the second refund notification', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 3 ? list : undefined;
+    });
+    const [payment, partial, full] = all;
+    assert.ok(payment && partial && full, 'payment && partial && full');
+    assert.equal(payment.refund_fee, undefined);
+    assert.equal(partial.trade_status, 'TRADE_SUCCESS');
+    assert.equal(partial.refund_fee, '4.00');
+    assert.equal(partial.out_biz_no, r1);
+    assert.match(partial.gmt_refund ?? '', /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$/);
+    assert.equal(partial.trade_no, charge.trade_no);
+    assert.equal(partial.total_amount, '10.00');
+    assert.notEqual(partial.notify_id, payment.notify_id);
+    assert.equal(full.trade_status, 'TRADE_CLOSED');
+    assert.equal(full.refund_fee, '10.00');
+    assert.equal(full.out_biz_no, r2);
+    for (const fields of [partial, full]) {
+      assert.equal(fields.notify_type, 'trade_status_sync');
+      assert.ok(sdk.checkNotifySignV2(fields), 'sdk.checkNotifySignV2(fields)');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((receiver.received.get(path) ?? []).length, 3);
   });
 });

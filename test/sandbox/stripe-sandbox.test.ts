@@ -34,6 +34,7 @@ interface Credentials {
 interface Ledger {
   charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 let sandbox: RunningSandbox;
@@ -652,5 +653,343 @@ describe('webhooks', () => {
     const noUrl = newOutTradeNo();
     await pay(noUrl, creds.testBuyers.ok);
     assert.equal((await tool({ outTradeNo: noUrl })).status, 409);
+  });
+});
+
+/** POST /sandbox/stripe/buyer-pays: the buyer completing the order's open PaymentIntent. */
+async function buyerPays(body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${sandbox.url}/sandbox/stripe/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** A refund as PayOnce's adapter sends it: its refund id in metadata and in the Idempotency-Key. */
+function refund(paymentIntent: string, amount: number | undefined, refundId: string, outTradeNo: string) {
+  return stripe.refunds.create(
+    { payment_intent: paymentIntent, ...(amount !== undefined ? { amount } : {}), reason: 'requested_by_customer', metadata: { refund_id: refundId, out_trade_no: outTradeNo } },
+    { idempotencyKey: `payonce-refund-${refundId}` },
+  );
+}
+
+function newRefundId(): string {
+  return `RF${randomBytes(8).toString('hex').toUpperCase()}`;
+}
+
+describe('cancel (closing an abandoned attempt)', () => {
+  it('cancels a declined PaymentIntent, which then refuses a second cancel, a confirm and the buyer', async () => {
+    const outTradeNo = newOutTradeNo();
+    const declined = await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds));
+    const id = declined.payment_intent?.id;
+    assert.ok(id);
+    // 1. Still payable after the decline, as on Stripe.
+    assert.equal((await stripe.paymentIntents.retrieve(id)).status, 'requires_payment_method');
+
+    // 2. Canceled.
+    const canceled = await stripe.paymentIntents.cancel(id, { cancellation_reason: 'abandoned' });
+    assert.equal(canceled.status, 'canceled');
+    assert.equal(canceled.cancellation_reason, 'abandoned');
+    assert.ok(typeof canceled.canceled_at === 'number');
+
+    // 3. A second cancel is refused with the status it found, so a caller can tell "already closed".
+    const again = await failure(stripe.paymentIntents.cancel(id, { cancellation_reason: 'abandoned' }));
+    assert.ok(again instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(again.statusCode, 400);
+    assert.equal(again.code, 'payment_intent_unexpected_state');
+    assert.equal(again.payment_intent?.status, 'canceled');
+
+    // 4. Nothing can pay it any more: not a confirm, not the buyer.
+    const confirm = await failure(stripe.paymentIntents.confirm(id, { payment_method: creds.testBuyers.ok }));
+    assert.equal(confirm.code, 'payment_intent_unexpected_state');
+    assert.match(confirm.message, /status of canceled/);
+    const buyer = await buyerPays({ outTradeNo, buyer: 'ok' });
+    assert.equal(buyer.status, 409);
+    assert.equal(buyer.body.code, 'TRADE_NOT_PAYABLE');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('refuses to cancel a succeeded or processing PaymentIntent with Stripe’s error, and replays a cancel by its key', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await pay(outTradeNo, creds.testBuyers.ok);
+    const refused = await failure(stripe.paymentIntents.cancel(paid.id, { cancellation_reason: 'abandoned' }));
+    assert.ok(refused instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(refused.code, 'payment_intent_unexpected_state');
+    assert.match(refused.message, /^You cannot cancel this PaymentIntent because it has a status of succeeded\./);
+    assert.equal((await stripe.paymentIntents.retrieve(paid.id)).status, 'succeeded');
+
+    const declined = await failure(pay(newOutTradeNo(), creds.testBuyers.insufficient_funds));
+    const id = declined.payment_intent?.id;
+    assert.ok(id);
+    // A card payment being processed (which no test card produces) cannot be canceled either.
+    await sql`UPDATE psp_sandbox.stripe_payment_intents
+                 SET status = 'processing', object = jsonb_set(object, '{status}', '"processing"') WHERE id = ${id}`;
+    const processing = await failure(stripe.paymentIntents.cancel(id));
+    assert.equal(processing.code, 'payment_intent_unexpected_state');
+    assert.match(processing.message, /status of processing/);
+    await sql`UPDATE psp_sandbox.stripe_payment_intents
+                 SET status = 'requires_payment_method', object = jsonb_set(object, '{status}', '"requires_payment_method"') WHERE id = ${id}`;
+
+    const key = `payonce-close-${id}`;
+    const first = await rawPost(`/v1/payment_intents/${id}/cancel`, 'cancellation_reason=abandoned', { 'idempotency-key': key });
+    assert.equal(first.status, 200);
+    const firstBody = await first.text();
+    const replay = await rawPost(`/v1/payment_intents/${id}/cancel`, 'cancellation_reason=abandoned', { 'idempotency-key': key });
+    assert.equal(replay.status, 200);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(await replay.text(), firstBody);
+    const other = await rawPost(`/v1/payment_intents/${id}/cancel`, 'cancellation_reason=duplicate', { 'idempotency-key': key });
+    assert.equal(other.status, 400);
+    assert.equal(((await other.json()) as { error: { type: string } }).error.type, 'idempotency_error');
+    const badReason = await failure(stripe.paymentIntents.cancel(id, { cancellation_reason: 'because' as 'abandoned' }));
+    assert.equal(badReason.param, 'cancellation_reason');
+  });
+});
+
+describe('buyer-pays', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('lets the buyer pay the PaymentIntent a decline left open: a ledger row and the usual webhook', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/webhooks/${outTradeNo}`;
+    const declined = await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } }));
+    const id = declined.payment_intent?.id;
+    assert.ok(id);
+
+    // 1. Another decline keeps it payable.
+    assert.deepEqual(await buyerPays({ outTradeNo, buyer: 'account_restricted' }), {
+      status: 200,
+      body: { gateway: 'stripe', outTradeNo, status: 'declined', gatewayTradeNo: id },
+    });
+    // 2. The buyer pays (buyer defaults to ok).
+    assert.deepEqual(await buyerPays({ outTradeNo }), {
+      status: 200,
+      body: { gateway: 'stripe', outTradeNo, status: 'succeeded', gatewayTradeNo: id },
+    });
+    const intent = await stripe.paymentIntents.retrieve(id);
+    assert.equal(intent.status, 'succeeded');
+    assert.equal(intent.amount_received, 1230);
+    // 3. Paid: nothing left to pay.
+    const paidTwice = await buyerPays({ outTradeNo });
+    assert.equal(paidTwice.status, 409);
+    assert.equal(paidTwice.body.code, 'TRADE_NOT_PAYABLE');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => [c.status, c.gatewayTradeNo]), [
+      ['declined', id],
+      ['declined', id],
+      ['succeeded', id],
+    ]);
+    // 4. The webhooks a confirm sends: payment_failed ×2, then succeeded.
+    const deliveries = await waitFor('three events', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 3 ? list : undefined;
+    });
+    const types = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret).type);
+    assert.deepEqual(types.sort(), ['payment_intent.payment_failed', 'payment_intent.payment_failed', 'payment_intent.succeeded']);
+  });
+
+  it('confirms the newest open PaymentIntent of the order, and answers 409 for an unknown order and 400 for bad input', async () => {
+    const outTradeNo = newOutTradeNo();
+    const older = (await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds))).payment_intent?.id;
+    const newer = (await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds))).payment_intent?.id;
+    assert.ok(older && newer);
+    const paid = await buyerPays({ outTradeNo, buyer: 'ok' });
+    assert.equal(paid.body.gatewayTradeNo, newer);
+    assert.equal((await stripe.paymentIntents.retrieve(older)).status, 'requires_payment_method'); // still open: the close's job
+
+    const unknown = await buyerPays({ outTradeNo: newOutTradeNo() });
+    assert.equal(unknown.status, 409);
+    assert.equal(unknown.body.code, 'TRADE_NOT_PAYABLE');
+    for (const bad of ['{', { buyer: 'ok' }, { outTradeNo, buyer: 'rich' }, { outTradeNo: '' }]) {
+      const res = await buyerPays(bad);
+      assert.equal(res.status, 400, JSON.stringify(bad));
+      assert.equal(res.body.code, 'BAD_REQUEST');
+    }
+  });
+});
+
+describe('refunds', () => {
+  let receiver: Receiver;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('refunds in parts up to what was received, replays by key, and refuses more with amount_too_large / charge_already_refunded', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await pay(outTradeNo, creds.testBuyers.ok);
+    const firstId = newRefundId();
+
+    // 1. A partial refund.
+    const first = await refund(paid.id, 1000, firstId, outTradeNo);
+    assert.match(first.id, /^re_[A-Za-z0-9]{24}$/);
+    assert.equal(first.object, 'refund');
+    assert.equal(first.amount, 1000);
+    assert.equal(first.currency, 'cny');
+    assert.equal(first.payment_intent, paid.id);
+    assert.equal(first.charge, paid.latest_charge);
+    assert.equal(first.status, 'succeeded');
+    assert.equal(first.reason, 'requested_by_customer');
+    assert.deepEqual(first.metadata, { refund_id: firstId, out_trade_no: outTradeNo });
+    assert.ok(typeof first.created === 'number');
+
+    // 2. The same key again: the first answer, no second refund.
+    const replay = await refund(paid.id, 1000, firstId, outTradeNo);
+    assert.equal(replay.id, first.id);
+    assert.equal(replay.lastResponse.headers['idempotent-replayed'], 'true');
+    const otherAmount = await failure(refund(paid.id, 999, firstId, outTradeNo));
+    assert.ok(otherAmount instanceof Stripe.errors.StripeIdempotencyError);
+
+    // 3. More than what is left (230) is refused, and the refusal is stored under its key too.
+    const tooMuchId = newRefundId();
+    const tooMuch = await failure(refund(paid.id, 231, tooMuchId, outTradeNo));
+    assert.ok(tooMuch instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(tooMuch.statusCode, 400);
+    assert.equal(tooMuch.code, 'amount_too_large');
+    assert.equal(tooMuch.param, 'amount');
+    assert.match(tooMuch.message, /^Refund amount \(CNY 2\.31\) is greater than unrefunded amount on charge \(CNY 2\.30\)/);
+    const tooMuchAgain = await failure(refund(paid.id, 231, tooMuchId, outTradeNo));
+    assert.equal(tooMuchAgain.headers?.['idempotent-replayed'], 'true');
+
+    // 4. The rest (no amount: all that is left), then nothing more.
+    const rest = await refund(paid.id, undefined, newRefundId(), outTradeNo);
+    assert.equal(rest.amount, 230);
+    const done = await failure(refund(paid.id, 1, newRefundId(), outTradeNo));
+    assert.equal(done.code, 'charge_already_refunded');
+    assert.equal(done.message, `Charge ${String(paid.latest_charge)} has already been refunded.`);
+
+    // 5. The ledger nets the charge out; the PaymentIntent stays succeeded, as on Stripe.
+    const { charges, refunds } = await ledger(outTradeNo);
+    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 1230]]);
+    assert.deepEqual(
+      refunds.map((r) => [r.gateway, r.refundId, r.gatewayRefundId, r.gatewayTradeNo, r.amountMinor, r.currency, r.status]),
+      [
+        ['stripe', firstId, first.id, paid.id, 1000, 'CNY', 'succeeded'],
+        ['stripe', rest.metadata?.refund_id, rest.id, paid.id, 230, 'CNY', 'succeeded'],
+      ],
+    );
+    assert.equal((await stripe.paymentIntents.retrieve(paid.id)).status, 'succeeded');
+
+    // 6. List (newest first, strongly consistent) and retrieve.
+    const listed = await stripe.refunds.list({ payment_intent: paid.id, limit: 100 });
+    assert.deepEqual(listed.data.map((r) => r.id), [rest.id, first.id]);
+    assert.equal(listed.has_more, false);
+    const page = await stripe.refunds.list({ payment_intent: paid.id, limit: 1, starting_after: rest.id });
+    assert.deepEqual(page.data.map((r) => r.id), [first.id]);
+    assert.deepEqual((await stripe.refunds.list({ charge: String(paid.latest_charge) })).data.map((r) => r.id), [rest.id, first.id]);
+    assert.deepEqual(await stripe.refunds.retrieve(first.id), JSON.parse(JSON.stringify(first)));
+    const missing = await failure(stripe.refunds.retrieve('re_missing'));
+    assert.equal(missing.statusCode, 404);
+    assert.equal(missing.code, 'resource_missing');
+  });
+
+  it('refuses a refund of an unpaid, a canceled or an unknown PaymentIntent, and a request without one', async () => {
+    const outTradeNo = newOutTradeNo();
+    const declined = (await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds))).payment_intent?.id;
+    assert.ok(declined);
+    const unpaid = await failure(refund(declined, 100, newRefundId(), outTradeNo));
+    assert.ok(unpaid instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(unpaid.statusCode, 400);
+    assert.match(unpaid.message, /does not have a successful charge to refund/);
+    await stripe.paymentIntents.cancel(declined);
+    assert.equal((await failure(refund(declined, 100, newRefundId(), outTradeNo))).statusCode, 400);
+
+    const unknown = await failure(refund('pi_doesnotexist', 100, newRefundId(), outTradeNo));
+    assert.ok(unknown instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(unknown.code, 'resource_missing');
+    assert.equal(unknown.param, 'payment_intent');
+    const unknownList = await failure(stripe.refunds.list({ payment_intent: 'pi_doesnotexist' }));
+    assert.equal(unknownList.statusCode, 404);
+
+    const none = await failure(stripe.refunds.create({ amount: 100 }));
+    assert.equal(none.code, 'parameter_missing');
+    const reason = await failure(stripe.refunds.create({ payment_intent: declined, reason: 'changed_mind' as 'duplicate' }));
+    assert.equal(reason.param, 'reason');
+    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
+  });
+
+  it('lets exactly as many concurrent refunds through as the charge can pay back', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await pay(outTradeNo, creds.testBuyers.ok);
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => refund(paid.id, 500, newRefundId(), outTradeNo)));
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 2);
+    for (const r of results) if (r.status === 'rejected') assert.equal((r.reason as Stripe.errors.StripeError).code, 'amount_too_large');
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [500, 500]);
+  });
+
+  it('refunds a second charge of one order (Stripe does not dedupe on out_trade_no) and the ledger nets it out', async () => {
+    const outTradeNo = newOutTradeNo();
+    const first = await pay(outTradeNo, creds.testBuyers.ok);
+    const second = await pay(outTradeNo, creds.testBuyers.ok);
+    await stripe.refunds.create(
+      { payment_intent: second.id, reason: 'duplicate', metadata: { refund_id: 'DUP1' + outTradeNo.slice(2, 20), out_trade_no: outTradeNo } },
+      { idempotencyKey: `payonce-refund-DUP1${outTradeNo}` },
+    );
+    const { charges, refunds } = await ledger(outTradeNo);
+    const kept = charges.filter((c) => c.status === 'succeeded').reduce((sum, c) => sum + c.amountMinor, 0) - refunds.reduce((sum, r) => sum + r.amountMinor, 0);
+    assert.equal(kept, 1230);
+    assert.deepEqual(refunds.map((r) => r.gatewayTradeNo), [second.id]);
+    assert.notEqual(first.id, second.id);
+  });
+
+  it('sends refund.created and charge.refunded, signed like every event, where the PaymentIntent’s events go', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/webhooks/${outTradeNo}`;
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } });
+    const refundId = newRefundId();
+    const created = await refund(paid.id, 1230, refundId, outTradeNo);
+    const deliveries = await waitFor('three events', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 3 ? list : undefined;
+    });
+    const events = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret));
+    const byType = new Map(events.map((e) => [e.type, e]));
+    const refundEvent = byType.get('refund.created');
+    assert.ok(refundEvent);
+    const object = refundEvent.data.object as Stripe.Refund;
+    assert.equal(object.id, created.id);
+    assert.equal(object.status, 'succeeded');
+    assert.deepEqual(object.metadata, { refund_id: refundId, out_trade_no: outTradeNo });
+    assert.equal(refundEvent.account, creds.accountId);
+    const chargeEvent = byType.get('charge.refunded');
+    assert.ok(chargeEvent);
+    const charge = chargeEvent.data.object as Stripe.Charge;
+    assert.equal(charge.id, paid.latest_charge);
+    assert.equal(charge.amount_refunded, 1230);
+    assert.equal(charge.refunded, true);
+    assert.equal(charge.payment_intent, paid.id);
+    const { notifications } = await waitFor('acks', async () => {
+      const l = await ledger(outTradeNo);
+      return l.notifications.filter((n) => n.acknowledged).length >= 3 ? l : undefined;
+    });
+    assert.equal(notifications.length, 3);
+  });
+
+  it('keeps a refund whose answer was lost, and replays it to the retry with the same key', async () => {
+    const outTradeNo = newOutTradeNo();
+    const paid = await pay(outTradeNo, creds.testBuyers.ok);
+    const refundId = newRefundId();
+    const armed = await fetch(`${sandbox.url}/sandbox/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ gateway: 'stripe', operation: 'refund', action: 'drop_after_charge' }),
+    });
+    assert.equal(armed.status, 201);
+    const body = `payment_intent=${paid.id}&amount=1230&reason=requested_by_customer&metadata[refund_id]=${refundId}&metadata[out_trade_no]=${outTradeNo}`;
+    await assert.rejects(rawPost('/v1/refunds', body, { 'idempotency-key': `payonce-refund-${refundId}` }));
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[refundId, 1230]]);
+    const retry = await rawPost('/v1/refunds', body, { 'idempotency-key': `payonce-refund-${refundId}` });
+    assert.equal(retry.status, 200);
+    assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
   });
 });

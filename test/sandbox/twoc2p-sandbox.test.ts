@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { decodeJwt, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
-import { waitFor, readLedger } from '../support/harness';
+import { waitFor, readLedger, startServer } from '../support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -30,6 +30,16 @@ interface Credentials {
 interface Ledger {
   charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean }[];
+  refunds: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    refundId: string;
+    gatewayRefundId: string;
+    gatewayTradeNo: string;
+  }[];
 }
 
 type Claims = Record<string, unknown>;
@@ -144,7 +154,7 @@ describe('merchant portal', () => {
   });
 
   it('answers unknown API paths and other methods in 2C2P’s format', async () => {
-    const unknown = await postRaw('refund', {});
+    const unknown = await postRaw('settle', {});
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.respCode, '9004');
     const get = await fetch(`${creds.baseUrl}/paymentToken`);
@@ -528,5 +538,332 @@ describe('backend notifications', () => {
     });
     assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, true]]);
     assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0000');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Close, refund and the buyer tool
+
+/** cancelTransaction in its JWT form: the merchant names the invoice. */
+async function cancel(invoiceNo: string, secret?: string): Promise<Answer> {
+  return call('cancelTransaction', { merchantID: creds.merchantId, invoiceNo }, secret);
+}
+
+function refundClaims(invoiceNo: string, actionAmount: unknown, idempotencyID?: string, extra: Claims = {}): Claims {
+  return { merchantID: creds.merchantId, processType: 'R', invoiceNo, actionAmount, idempotencyID, ...extra };
+}
+
+async function refundStatus(invoiceNo: string, idempotencyID?: string): Promise<Answer> {
+  return call('refundStatusInquiry', { merchantID: creds.merchantId, processType: 'RS', invoiceNo, idempotencyID });
+}
+
+async function buyerPays(body: unknown): Promise<{ status: number; body: Claims }> {
+  const res = await fetch(`${sandbox.url}/sandbox/2c2p/buyer-pays`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Claims };
+}
+
+async function arm(fault: Claims): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ gateway: '2c2p', ...fault }) });
+  assert.equal(res.status, 201);
+}
+
+async function disarm(): Promise<void> {
+  await fetch(`${sandbox.url}/sandbox/faults`, { method: 'DELETE' });
+}
+
+/** A paid invoice of `amount`, and its approval's tranRef. */
+async function paidInvoice(amount: unknown = 168): Promise<{ invoiceNo: string; tranRef: string }> {
+  const invoiceNo = newInvoiceNo();
+  assert.equal((await pay(await paymentToken(invoiceNo, { amount }), TWOC2P_TEST_CARDS.ok)).respCode, '2000');
+  const paid = claimsOf(await inquiry({ invoiceNo }));
+  assert.equal(paid.respCode, '0000');
+  return { invoiceNo, tranRef: String(paid.tranRef) };
+}
+
+describe('cancelTransaction', () => {
+  it('cancels an invoice left open by a decline: every token dies, the invoice number stays taken', async () => {
+    const invoiceNo = newInvoiceNo();
+    const first = await paymentToken(invoiceNo);
+    assert.equal((await pay(first, TWOC2P_TEST_CARDS.insufficient_funds)).respCode, '4051');
+    const second = await paymentToken(invoiceNo); // the buyer's next attempt, not used
+
+    // 1. Cancel: signed 0000, for this invoice.
+    const cancelled = claimsOf(await cancel(invoiceNo));
+    assert.deepEqual(cancelled, { merchantID: creds.merchantId, invoiceNo, respCode: '0000', respDesc: 'Success' });
+    // 2. The inquiry reports the cancel, not the earlier decline.
+    const after = claimsOf(await inquiry({ invoiceNo }));
+    assert.equal(after.respCode, '0003');
+    assert.equal(after.respDesc, 'Transaction is cancelled');
+    assert.equal(after.amount, 168);
+    // 3. No token pays it, no new token is issued for it, the buyer tool cannot pay it.
+    for (const token of [first, second]) {
+      assert.deepEqual(await pay(token, TWOC2P_TEST_CARDS.ok), { respCode: '0003', respDesc: 'Transaction is cancelled' });
+    }
+    const reopen = plainOf(await call('paymentToken', tokenClaims(invoiceNo)));
+    assert.equal(reopen.respCode, '9015');
+    assert.match(String(reopen.respDesc), /cancelled/);
+    const tool = await buyerPays({ outTradeNo: invoiceNo });
+    assert.equal(tool.status, 409);
+    assert.equal(tool.body.code, 'TRADE_NOT_PAYABLE');
+    // 4. Cancelling again succeeds again.
+    assert.equal(claimsOf(await cancel(invoiceNo)).respCode, '0000');
+
+    const { charges } = await ledger(invoiceNo);
+    assert.deepEqual(charges.map((c) => c.status), ['declined']);
+  });
+
+  it('refuses to cancel a paid invoice (9015, signed) and answers 2002 for an unknown one', async () => {
+    const { invoiceNo, tranRef } = await paidInvoice();
+    const refused = claimsOf(await cancel(invoiceNo));
+    assert.equal(refused.respCode, '9015');
+    assert.match(String(refused.respDesc), /already paid/);
+    const still = claimsOf(await inquiry({ invoiceNo }));
+    assert.deepEqual([still.respCode, still.tranRef], ['0000', tranRef]);
+
+    const unknown = newInvoiceNo();
+    assert.deepEqual(claimsOf(await cancel(unknown)), { merchantID: creds.merchantId, invoiceNo: unknown, respCode: '2002', respDesc: 'Transaction not found' });
+  });
+
+  it('takes the documented plain form with a payment token (2000, then inquire) and refuses what it cannot authenticate', async () => {
+    const invoiceNo = newInvoiceNo();
+    const token = await paymentToken(invoiceNo);
+    const answer = await postRaw('cancelTransaction', { paymentToken: token, clientID: 'E380BEC2BFD727A4B6845133519F3AD7', locale: 'en' });
+    assert.deepEqual(answer.body, {
+      invoiceNo,
+      respCode: '2000',
+      respDesc: 'Transaction is completed, please do payment inquiry request for full payment information.',
+    });
+    assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0003');
+    assert.equal((await postRaw('cancelTransaction', { paymentToken: 'kSAnope' })).body.respCode, '9040');
+    assert.equal((await postRaw('cancelTransaction', {})).body.respCode, '9005');
+
+    const open = newInvoiceNo();
+    await paymentToken(open);
+    assert.equal(plainOf(await cancel(open, 'D'.repeat(64))).respCode, '9042');
+    assert.equal((await postRaw('cancelTransaction', { payload: 'not-a-jwt' })).body.respCode, '6103');
+    assert.equal(claimsOf(await inquiry({ invoiceNo: open })).respCode, '0001'); // still open
+
+    // A paid invoice's token: refused, and the payment stands.
+    const paidNo = newInvoiceNo();
+    const paidToken = await paymentToken(paidNo);
+    assert.equal((await pay(paidToken, TWOC2P_TEST_CARDS.ok)).respCode, '2000');
+    const refused = await postRaw('cancelTransaction', { paymentToken: paidToken });
+    assert.equal(refused.body.respCode, '9015');
+    assert.equal(claimsOf(await inquiry({ invoiceNo: paidNo })).respCode, '0000');
+  });
+
+  it('answers HTTP 500 without cancelling when fail_before_charge is armed for close', async () => {
+    const invoiceNo = newInvoiceNo();
+    await paymentToken(invoiceNo);
+    await arm({ operation: 'close', action: 'fail_before_charge' });
+    try {
+      const res = await postRaw('cancelTransaction', { payload: await jwt({ merchantID: creds.merchantId, invoiceNo }) });
+      assert.equal(res.status, 500);
+    } finally {
+      await disarm();
+    }
+    assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0001'); // not cancelled
+    assert.equal(claimsOf(await cancel(invoiceNo)).respCode, '0000');
+    assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0003');
+  });
+
+  it('orders 20 concurrent payments and a cancel: either paid or cancelled, never both', async () => {
+    for (let round = 0; round < 5; round += 1) {
+      const invoiceNo = newInvoiceNo();
+      const token = await paymentToken(invoiceNo);
+      const [cancelAnswer, ...payments] = await Promise.all([cancel(invoiceNo), ...Array.from({ length: 20 }, () => pay(token, TWOC2P_TEST_CARDS.ok))]);
+      const cancelCode = claimsOf(cancelAnswer as Answer).respCode;
+      const paidCount = (payments as Claims[]).filter((p) => p.respCode === '2000').length;
+      const { charges } = await ledger(invoiceNo);
+      if (cancelCode === '0000') {
+        assert.equal(paidCount, 0);
+        assert.deepEqual(charges, []);
+        assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0003');
+      } else {
+        assert.equal(cancelCode, '9015');
+        assert.equal(paidCount, 1);
+        assert.deepEqual(charges.map((c) => c.status), ['succeeded']);
+      }
+    }
+  });
+});
+
+describe('refund (Payment Maintenance, processType R)', () => {
+  it('refunds part, then the rest, with refundReferenceNo; more than what is left is 40, then 49', async () => {
+    const { invoiceNo, tranRef } = await paidInvoice('100.00');
+    const id1 = `R${newInvoiceNo()}`;
+    const first = await call('refund', refundClaims(invoiceNo, 30.5, id1));
+    const claims = claimsOf(first);
+    assert.match(Buffer.from(first.signed ? (first.raw.split('.')[1] ?? '') : '', 'base64url').toString(), /"amount":30\.50,/);
+    assert.deepEqual({ ...claims, refundReferenceNo: undefined, transactionDateTime: undefined }, {
+      merchantID: creds.merchantId,
+      processType: 'R',
+      invoiceNo,
+      idempotencyID: id1,
+      refundReferenceNo: undefined,
+      tranRef,
+      amount: 30.5,
+      currencyCode: 'CNY',
+      status: 'RF',
+      transactionDateTime: undefined,
+      respCode: '00',
+      respDesc: 'Success',
+    });
+    assert.match(String(claims.refundReferenceNo), /^\d{7,}$/);
+
+    const tooMuch = claimsOf(await call('refund', refundClaims(invoiceNo, '69.51', `R${newInvoiceNo()}`)));
+    assert.equal(tooMuch.respCode, '40');
+    assert.equal(tooMuch.respDesc, 'Refund amount is more than transaction amount.');
+    const id2 = `R${newInvoiceNo()}`;
+    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, '69.50', id2))).respCode, '00');
+    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, '0.01', `R${newInvoiceNo()}`))).respCode, '49');
+
+    const { refunds, charges } = await ledger(invoiceNo);
+    assert.deepEqual(
+      refunds.map((r) => [r.gateway, r.outTradeNo, r.amountMinor, r.currency, r.status, r.refundId, r.gatewayTradeNo]),
+      [
+        ['2c2p', invoiceNo, 3050, 'CNY', 'succeeded', id1, tranRef],
+        ['2c2p', invoiceNo, 6950, 'CNY', 'succeeded', id2, tranRef],
+      ],
+    );
+    assert.equal(refunds[0]?.gatewayRefundId, claims.refundReferenceNo);
+    assert.deepEqual(charges.map((c) => c.status), ['succeeded']); // the charge stays; money kept = 0
+  });
+
+  it('answers the same idempotencyID with the first refund, refunding once (sequential and 10 at once)', async () => {
+    const { invoiceNo } = await paidInvoice();
+    const id = `R${newInvoiceNo()}`;
+    const first = claimsOf(await call('refund', refundClaims(invoiceNo, 168, id)));
+    assert.equal(first.respCode, '00');
+    // The charge is now fully refunded, yet the repeat (even with another amount) is the first refund.
+    const again = claimsOf(await call('refund', refundClaims(invoiceNo, 1, id)));
+    assert.deepEqual(again, first);
+
+    const other = await paidInvoice();
+    const concurrentId = `R${newInvoiceNo()}`;
+    const answers = await Promise.all(Array.from({ length: 10 }, () => call('refund', refundClaims(other.invoiceNo, 100, concurrentId))));
+    assert.equal(new Set(answers.map((a) => claimsOf(a).refundReferenceNo)).size, 1);
+    assert.deepEqual((await ledger(other.invoiceNo)).refunds.map((r) => r.amountMinor), [10000]);
+    // The same key for another invoice is refused, and refunds nothing there.
+    const reused = claimsOf(await call('refund', refundClaims(other.invoiceNo, 1, id)));
+    assert.equal(reused.respCode, '11');
+    assert.deepEqual((await ledger(invoiceNo)).refunds.length, 1);
+  });
+
+  it('refuses unpaid (12), cancelled (12) and unknown (16) invoices, bad amounts (18) and other process types (17)', async () => {
+    const open = newInvoiceNo();
+    const token = await paymentToken(open);
+    await pay(token, TWOC2P_TEST_CARDS.insufficient_funds);
+    assert.equal(claimsOf(await call('refund', refundClaims(open, 1, `R${newInvoiceNo()}`))).respCode, '12');
+    assert.equal(claimsOf(await cancel(open)).respCode, '0000');
+    assert.equal(claimsOf(await call('refund', refundClaims(open, 1, `R${newInvoiceNo()}`))).respCode, '12');
+    const unknown = claimsOf(await call('refund', refundClaims(newInvoiceNo(), 1, `R${newInvoiceNo()}`)));
+    assert.deepEqual([unknown.respCode, unknown.respDesc], ['16', "Requested transaction doesn't exist."]);
+
+    const { invoiceNo } = await paidInvoice();
+    for (const amount of [0, '-1', '1.001', 'abc']) {
+      assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, amount, `R${newInvoiceNo()}`))).respCode, '18', String(amount));
+    }
+    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, 1, `R${newInvoiceNo()}`, { processType: 'V' }))).respCode, '17');
+    assert.equal(plainOf(await call('refund', refundClaims(invoiceNo, undefined, `R${newInvoiceNo()}`))).respCode, '9005');
+    assert.equal(plainOf(await call('refund', refundClaims(invoiceNo, 1, `R${newInvoiceNo()}`), 'E'.repeat(64))).respCode, '9042');
+    assert.deepEqual((await ledger(invoiceNo)).refunds, []);
+    assert.deepEqual((await ledger(open)).refunds, []);
+  });
+
+  it('finds a refund by its idempotencyID with refund status (RS), and says 16 when there is none', async () => {
+    const { invoiceNo } = await paidInvoice();
+    const id = `R${newInvoiceNo()}`;
+    assert.equal(claimsOf(await refundStatus(invoiceNo, id)).respCode, '16');
+    const refunded = claimsOf(await call('refund', refundClaims(invoiceNo, 10, id)));
+    const status = claimsOf(await refundStatus(invoiceNo, id));
+    assert.deepEqual({ ...status, processType: 'R' }, refunded);
+    assert.equal(status.processType, 'RS');
+    assert.equal(claimsOf(await refundStatus(invoiceNo)).refundReferenceNo, refunded.refundReferenceNo); // the latest
+    assert.equal(claimsOf(await refundStatus(newInvoiceNo(), id)).respCode, '16'); // another invoice
+  });
+
+  it('processes a refund whose answer is dropped (drop_after_charge): status finds it, the repeat refunds nothing', async () => {
+    const { invoiceNo } = await paidInvoice();
+    const id = `R${newInvoiceNo()}`;
+    await arm({ operation: 'refund', action: 'drop_after_charge' });
+    try {
+      await assert.rejects(postRaw('refund', { payload: await jwt(refundClaims(invoiceNo, 168, id)) }));
+    } finally {
+      await disarm();
+    }
+    const status = claimsOf(await refundStatus(invoiceNo, id));
+    assert.deepEqual([status.respCode, status.status, status.amount], ['00', 'RF', 168]);
+    const repeat = claimsOf(await call('refund', refundClaims(invoiceNo, 168, id)));
+    assert.equal(repeat.refundReferenceNo, status.refundReferenceNo);
+    assert.deepEqual((await ledger(invoiceNo)).refunds.map((r) => r.amountMinor), [16800]);
+  });
+});
+
+describe('buyer-pays tool', () => {
+  let receiver: { url: string; close(): Promise<void> };
+  const bodies: string[] = [];
+  before(async () => {
+    receiver = await startServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk: string) => (body += chunk));
+      req.on('end', () => {
+        bodies.push(body);
+        res.writeHead(200).end();
+      });
+    });
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('pays the open invoice as the hosted page would: ledger row and the signed backend notification', async () => {
+    const invoiceNo = newInvoiceNo();
+    await paymentToken(invoiceNo, { backendReturnUrl: `${receiver.url}/notify` });
+    const answer = await buyerPays({ outTradeNo: invoiceNo });
+    assert.equal(answer.status, 200);
+    const paid = claimsOf(await inquiry({ invoiceNo }));
+    assert.deepEqual(answer.body, { gateway: '2c2p', outTradeNo: invoiceNo, status: 'succeeded', gatewayTradeNo: paid.tranRef });
+    const { charges } = await ledger(invoiceNo);
+    assert.deepEqual(charges.map((c) => [c.status, c.gatewayTradeNo]), [['succeeded', paid.tranRef]]);
+    const notification = await waitFor('the notification', async () => {
+      for (const body of bodies) {
+        const { payload } = await jwtVerify((JSON.parse(body) as { payload: string }).payload, key(), { algorithms: ['HS256'] });
+        if (payload.invoiceNo === invoiceNo) return payload;
+      }
+      return undefined;
+    });
+    assert.deepEqual([notification.respCode, notification.tranRef], ['0000', paid.tranRef]);
+    // Paid: the buyer cannot pay it again.
+    const again = await buyerPays({ outTradeNo: invoiceNo, buyer: 'ok' });
+    assert.deepEqual([again.status, again.body.code], [409, 'TRADE_NOT_PAYABLE']);
+  });
+
+  it('declines with the declining buyers and leaves the invoice payable', async () => {
+    const invoiceNo = newInvoiceNo();
+    await paymentToken(invoiceNo);
+    assert.deepEqual((await buyerPays({ outTradeNo: invoiceNo, buyer: 'insufficient_funds' })).body, {
+      gateway: '2c2p',
+      outTradeNo: invoiceNo,
+      status: 'declined',
+      gatewayTradeNo: null,
+    });
+    assert.equal((await buyerPays({ outTradeNo: invoiceNo, buyer: 'account_restricted' })).body.status, 'declined');
+    assert.equal((await buyerPays({ outTradeNo: invoiceNo })).body.status, 'succeeded');
+    assert.deepEqual((await ledger(invoiceNo)).charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+  });
+
+  it('answers 409 for an unknown invoice and 400 for bad input', async () => {
+    const unknown = await buyerPays({ outTradeNo: newInvoiceNo() });
+    assert.deepEqual([unknown.status, unknown.body.code], [409, 'TRADE_NOT_PAYABLE']);
+    for (const bad of ['{', { outTradeNo: '' }, { outTradeNo: 'X1', buyer: 'rich' }, {}]) {
+      const res = await buyerPays(bad);
+      assert.deepEqual([res.status, res.body.code], [400, 'BAD_REQUEST'], JSON.stringify(bad));
+    }
   });
 });

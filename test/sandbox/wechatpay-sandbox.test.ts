@@ -35,6 +35,7 @@ interface Credentials {
 interface Ledger {
   charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
 }
 
 type Json = Record<string, any>;
@@ -113,12 +114,27 @@ const createNative = (order: Json) => api('POST', '/v3/pay/transactions/native',
 const queryOrder = (outTradeNo: string, mchid = creds.mchid) =>
   api('GET', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}?mchid=${mchid}`);
 const closeOrder = (outTradeNo: string) => api('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}/close`, { mchid: creds.mchid });
+const requestRefund = (refund: Json) => api('POST', '/v3/refund/domestic/refunds', refund);
+const queryRefund = (outRefundNo: string) => api('GET', `/v3/refund/domestic/refunds/${encodeURIComponent(outRefundNo)}`);
+
+function newOutRefundNo(): string {
+  return `R${randomBytes(12).toString('hex').toUpperCase()}`;
+}
+
+/** A paid Native order of `total` fen: its transaction_id. */
+async function paidOrder(outTradeNo: string, total = 1230, overrides: Json = {}): Promise<string> {
+  const created = await createNative(nativeOrder(outTradeNo, { amount: { total, currency: 'CNY' }, ...overrides }));
+  assert.equal(created.status, 200);
+  const paid = (await queryOrder(outTradeNo)).body ?? {};
+  assert.equal(paid.trade_state, 'SUCCESS');
+  return String(paid.transaction_id);
+}
 
 function ledger(outTradeNo: string): Promise<Ledger> {
   return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
-function tool(path: 'notify' | 'scan', body: unknown, contentType = 'application/json') {
+function tool(path: 'notify' | 'scan' | 'buyer-pays', body: unknown, contentType = 'application/json') {
   return fetch(`${sandbox.url}/sandbox/wechatpay/${path}`, {
     method: 'POST',
     headers: { 'content-type': contentType },
@@ -167,8 +183,10 @@ describe('request authentication', () => {
       await api('POST', '/v3/pay/transactions/native', order, { noAuth: true }),
       await api('POST', '/v3/pay/transactions/native', order, { privateKey: forger }),
       await api('POST', '/v3/pay/transactions/native', order, { serialNo: '0'.repeat(40) }),
-      await api('POST', '/v3/pay/transactions/native', order, { timestamp: Math.floor(Date.now() / 1000) - 301 }),
-      await api('POST', '/v3/pay/transactions/native', order, { timestamp: Math.floor(Date.now() / 1000) + 301 }),
+      // A few seconds past the 5-minute window either way: +301 could land inside it once the request
+      // crosses into the next second on its way.
+      await api('POST', '/v3/pay/transactions/native', order, { timestamp: Math.floor(Date.now() / 1000) - 305 }),
+      await api('POST', '/v3/pay/transactions/native', order, { timestamp: Math.floor(Date.now() / 1000) + 305 }),
       await api('POST', '/v3/pay/transactions/native', order, { mchid: '1900000000' }),
     ];
     for (const [i, res] of attempts.entries()) {
@@ -425,9 +443,13 @@ describe('query and close', () => {
     const paid = newOutTradeNo();
     await createNative(nativeOrder(paid));
     const refused = await closeOrder(paid);
-    assert.equal(refused.status, 403);
-    assert.equal(refused.body?.code, 'TRADE_ERROR');
-    assert.equal((await closeOrder(newOutTradeNo())).status, 404);
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body?.code, 'ORDERPAID');
+    assert.ok(platformSigned(refused.headers, refused.text));
+    assert.equal((await queryOrder(paid)).body?.trade_state, 'SUCCESS');
+    const unknown = await closeOrder(newOutTradeNo());
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body?.code, 'ORDER_NOT_EXIST');
 
     const bodyMchid = await api('POST', `/v3/pay/transactions/out-trade-no/${outTradeNo}/close`, { mchid: '1900000000' });
     assert.equal(bodyMchid.body?.code, 'PARAM_ERROR');
@@ -598,22 +620,245 @@ describe('notifications', () => {
     assert.equal(((await notPaid.json()) as { error: { code: string } }).error.code, 'TRADE_NOT_PAID');
   });
 
-  it('the scan tool lets a test buyer pay a waiting order later, which notifies', async () => {
+  it('buyer-pays lets a test buyer pay a waiting order later, which notifies; /scan is the same tool', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/notify/${outTradeNo}`;
     await createNative(nativeOrder(outTradeNo, { attach: undefined, notify_url: `${receiver.url}${path}` }));
-    const poor = await tool('scan', { outTradeNo, buyer: 'insufficient_funds' });
+    // 1. A declined buyer leaves the order payable.
+    const poor = await tool('buyer-pays', { outTradeNo, buyer: 'insufficient_funds' });
     assert.equal(poor.status, 200);
-    assert.equal(((await poor.json()) as Json).trade_state, 'PAYERROR');
-    const ok = await tool('scan', { outTradeNo, buyer: 'ok' });
+    assert.deepEqual(await poor.json(), { gateway: 'wechatpay', outTradeNo, status: 'declined', gatewayTradeNo: null });
+    assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'PAYERROR');
+    // 2. The default buyer pays it, through the old name.
+    const ok = await tool('scan', { outTradeNo });
+    assert.equal(ok.status, 200);
     const paid = (await ok.json()) as Json;
-    assert.equal(paid.trade_state, 'SUCCESS');
+    assert.equal(paid.status, 'succeeded');
+    assert.equal(paid.gatewayTradeNo, (await queryOrder(outTradeNo)).body?.transaction_id);
     await waitFor('the notification', async () => ((receiver.received.get(path) ?? []).length >= 1 ? true : undefined));
-    assert.equal(receiver.received.get(path)?.[0]?.transaction.transaction_id, paid.transaction_id);
-    const twice = await tool('scan', { outTradeNo, buyer: 'ok' });
-    assert.equal(twice.status, 409);
-    assert.equal((await tool('scan', { outTradeNo, buyer: 'rich' })).status, 400);
+    assert.equal(receiver.received.get(path)?.[0]?.transaction.transaction_id, paid.gatewayTradeNo);
+    // 3. Paid, unknown: not payable (409); bad input: 400.
+    for (const [name, body] of [['paid', { outTradeNo, buyer: 'ok' }], ['unknown', { outTradeNo: newOutTradeNo() }]] as const) {
+      const refused = await tool('buyer-pays', body);
+      assert.equal(refused.status, 409, name);
+      assert.equal(((await refused.json()) as Json).code, 'TRADE_NOT_PAYABLE', name);
+    }
+    for (const bad of [await tool('buyer-pays', { outTradeNo, buyer: 'rich' }), await tool('buyer-pays', '{'), await tool('buyer-pays', {}), await tool('scan', 'x', 'text/plain')]) {
+      assert.equal(bad.status, 400);
+      assert.equal(((await bad.json()) as Json).code, 'BAD_REQUEST');
+    }
     assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+  });
+
+  it('buyer-pays cannot pay a trade closed after a decline, nor can a new create reopen it', async () => {
+    const outTradeNo = newOutTradeNo();
+    await createNative(nativeOrder(outTradeNo, { attach: creds.testBuyers.account_restricted }));
+    assert.equal((await closeOrder(outTradeNo)).status, 204);
+    const refused = await tool('buyer-pays', { outTradeNo, buyer: 'ok' });
+    assert.equal(refused.status, 409);
+    assert.equal(((await refused.json()) as Json).code, 'TRADE_NOT_PAYABLE');
+    const reopen = await createNative(nativeOrder(outTradeNo));
+    assert.equal(reopen.status, 403);
+    assert.equal(reopen.body?.code, 'OUT_TRADE_NO_USED');
+    assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'CLOSED');
+    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+  });
+
+  it('sends REFUND.SUCCESS (signed, resource original_type refund) when the refund lands, the ledger settled first', async () => {
+    const outTradeNo = newOutTradeNo();
+    const path = `/refund-notify/${outTradeNo}`;
+    const payPath = `/pay-notify/${outTradeNo}`;
+    const transactionId = await paidOrder(outTradeNo, 3000, { notify_url: `${receiver.url}${payPath}` });
+    const outRefundNo = newOutRefundNo();
+    const created = await requestRefund({
+      transaction_id: transactionId,
+      out_refund_no: outRefundNo,
+      reason: '重复支付',
+      notify_url: `${receiver.url}${path}`,
+      amount: { refund: 3000, total: 3000, currency: 'CNY' },
+    });
+    assert.equal(created.status, 200);
+    assert.equal(created.body?.status, 'PROCESSING');
+    const [delivery] = await waitFor('the refund notification', async () => {
+      const list = receiver.received.get(path) ?? [];
+      return list.length >= 1 ? list : undefined;
+    });
+    assert.ok(delivery);
+    assert.ok(delivery.signed);
+    assert.equal(delivery.envelope.event_type, 'REFUND.SUCCESS');
+    assert.equal(delivery.envelope.resource_type, 'encrypt-resource');
+    const resource = delivery.envelope.resource as Json;
+    assert.equal(resource.original_type, 'refund');
+    assert.equal(resource.associated_data, 'refund');
+    // Settled by the notification's own schedule, before anyone queried the refund.
+    const l = await ledger(outTradeNo);
+    assert.deepEqual(l.refunds.map((r) => [r.status, r.amountMinor, r.refundId]), [['succeeded', 3000, outRefundNo]]);
+    const landed = (await queryRefund(outRefundNo)).body ?? {};
+    assert.deepEqual(delivery.transaction, {
+      mchid: creds.mchid,
+      out_trade_no: outTradeNo,
+      transaction_id: transactionId,
+      out_refund_no: outRefundNo,
+      refund_id: created.body?.refund_id,
+      refund_status: 'SUCCESS',
+      success_time: landed.success_time,
+      user_received_account: '支付用户零钱',
+      amount: { total: 3000, refund: 3000, payer_total: 3000, payer_refund: 3000 },
+    });
+    // The payment notification tool still finds the payment's own notification, not the refund's.
+    const copy = await tool('notify', { outTradeNo });
+    assert.equal(copy.status, 200);
+    const resent = receiver.received.get(payPath)?.at(-1);
+    assert.equal(resent?.envelope.event_type, 'TRANSACTION.SUCCESS');
+    assert.equal(resent?.envelope.id, receiver.received.get(payPath)?.[0]?.envelope.id);
+    assert.equal(resent?.transaction.trade_state, 'SUCCESS');
+  });
+});
+
+describe('refunds (申请退款 and 查询单笔退款)', () => {
+  it('answers PROCESSING (signed), then SUCCESS; the same out_refund_no is the same refund, never a second', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidOrder(outTradeNo);
+    const outRefundNo = newOutRefundNo();
+    const refund = { transaction_id: transactionId, out_refund_no: outRefundNo, reason: '订单已在别处支付', amount: { refund: 1230, total: 1230, currency: 'CNY' } };
+    // 1. Accepted, not final.
+    const first = await requestRefund(refund);
+    assert.equal(first.status, 200);
+    assert.ok(platformSigned(first.headers, first.text));
+    const body = first.body ?? {};
+    assert.equal(body.status, 'PROCESSING');
+    assert.equal(body.out_refund_no, outRefundNo);
+    assert.equal(body.out_trade_no, outTradeNo);
+    assert.equal(body.transaction_id, transactionId);
+    assert.equal(body.channel, 'ORIGINAL');
+    assert.match(String(body.refund_id), /^50\d{27}$/);
+    assert.match(String(body.create_time), /\+08:00$/);
+    assert.equal(body.success_time, undefined);
+    assert.deepEqual([body.amount.total, body.amount.refund, body.amount.payer_refund, body.amount.currency], [1230, 1230, 1230, 'CNY']);
+    assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'REFUND');
+    // 2. Lands after the (time-scaled) processing delay.
+    const landed = await waitFor('SUCCESS', async () => {
+      const q = await queryRefund(outRefundNo);
+      return q.body?.status === 'SUCCESS' ? q : undefined;
+    });
+    assert.ok(platformSigned(landed.headers, landed.text));
+    assert.equal(landed.body?.refund_id, body.refund_id);
+    assert.match(String(landed.body?.success_time), /\+08:00$/);
+    // 3. The same out_refund_no again, by out_trade_no this time: the same refund, as it is now.
+    const again = await requestRefund({ ...refund, transaction_id: undefined, out_trade_no: outTradeNo });
+    assert.equal(again.status, 200);
+    assert.equal(again.body?.refund_id, body.refund_id);
+    assert.equal(again.body?.status, 'SUCCESS');
+    const { refunds } = await ledger(outTradeNo);
+    assert.deepEqual(
+      refunds.map((r) => [r.gateway, r.status, r.amountMinor, r.currency, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]),
+      [['wechatpay', 'succeeded', 1230, 'CNY', outRefundNo, body.refund_id, transactionId]],
+    );
+  });
+
+  it('refuses more than the order’s refundable amount, a changed repeat and a wrong total with 400 INVALID_REQUEST', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidOrder(outTradeNo, 1000);
+    const part = newOutRefundNo();
+    assert.equal((await requestRefund({ transaction_id: transactionId, out_refund_no: part, amount: { refund: 600, total: 1000, currency: 'CNY' } })).status, 200);
+    const exceeding = await requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 401, total: 1000, currency: 'CNY' } });
+    assert.equal(exceeding.status, 400);
+    assert.deepEqual(exceeding.body, { code: 'INVALID_REQUEST', message: '申请退款金额超过订单可退金额' });
+    assert.ok(platformSigned(exceeding.headers, exceeding.text));
+    const changed = await requestRefund({ transaction_id: transactionId, out_refund_no: part, amount: { refund: 500, total: 1000, currency: 'CNY' } });
+    assert.equal(changed.status, 400);
+    assert.equal(changed.body?.code, 'INVALID_REQUEST');
+    const wrongTotal = await requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 100, total: 999, currency: 'CNY' } });
+    assert.equal(wrongTotal.status, 400);
+    assert.equal(wrongTotal.body?.code, 'INVALID_REQUEST');
+    // The rest of the order is still refundable.
+    assert.equal((await requestRefund({ out_trade_no: outTradeNo, out_refund_no: newOutRefundNo(), amount: { refund: 400, total: 1000, currency: 'CNY' } })).status, 200);
+    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [600, 400]);
+  });
+
+  it('lets only as many of 8 concurrent refunds of one order through as the order can cover', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidOrder(outTradeNo, 1000);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 300, total: 1000, currency: 'CNY' } }),
+      ),
+    );
+    assert.deepEqual(answers.map((a) => a.status).sort(), [200, 200, 200, 400, 400, 400, 400, 400]);
+    assert.equal((await ledger(outTradeNo)).refunds.length, 3);
+  });
+
+  it('refuses an unknown or unpaid order with 404 RESOURCE_NOT_EXISTS, and bad input with PARAM_ERROR, recording nothing', async () => {
+    const unknown = await requestRefund({ out_trade_no: newOutTradeNo(), out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1, currency: 'CNY' } });
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body?.code, 'RESOURCE_NOT_EXISTS');
+    const unknownId = await requestRefund({ transaction_id: '4200000000202401010000000000', out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1, currency: 'CNY' } });
+    assert.equal(unknownId.status, 404);
+    const unpaid = newOutTradeNo();
+    await createNative(nativeOrder(unpaid, { attach: creds.testBuyers.insufficient_funds }));
+    const notPaid = await requestRefund({ out_trade_no: unpaid, out_refund_no: newOutRefundNo(), amount: { refund: 1230, total: 1230, currency: 'CNY' } });
+    assert.equal(notPaid.status, 404);
+    assert.equal(notPaid.body?.code, 'RESOURCE_NOT_EXISTS');
+    const paid = newOutTradeNo();
+    await paidOrder(paid);
+    for (const bad of [
+      { out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1230, currency: 'CNY' } },
+      { out_trade_no: paid, amount: { refund: 1, total: 1230, currency: 'CNY' } },
+      { out_trade_no: paid, out_refund_no: 'has space', amount: { refund: 1, total: 1230, currency: 'CNY' } },
+      { out_trade_no: paid, out_refund_no: newOutRefundNo(), amount: { refund: 0, total: 1230, currency: 'CNY' } },
+      { out_trade_no: paid, out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1230, currency: 'USD' } },
+      { out_trade_no: paid, out_refund_no: newOutRefundNo(), notify_url: 'http://x/?a=1', amount: { refund: 1, total: 1230, currency: 'CNY' } },
+    ]) {
+      const answer = await requestRefund(bad);
+      assert.equal(answer.status, 400, JSON.stringify(bad));
+      assert.equal(answer.body?.code, 'PARAM_ERROR', JSON.stringify(bad));
+    }
+    const missing = await queryRefund(newOutRefundNo());
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body?.code, 'RESOURCE_NOT_EXISTS');
+    assert.ok(platformSigned(missing.headers, missing.text));
+    assert.deepEqual((await ledger(unpaid)).refunds, []);
+    assert.deepEqual((await ledger(paid)).refunds, []);
+  });
+
+  it('processes a refund whose answer is dropped (drop_after_charge) exactly once: the query and a repeat find it', async () => {
+    const outTradeNo = newOutTradeNo();
+    const transactionId = await paidOrder(outTradeNo);
+    const armed = await fetch(`${sandbox.url}/sandbox/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ gateway: 'wechatpay', operation: 'refund', action: 'drop_after_charge' }),
+    });
+    assert.equal(armed.status, 201);
+    const outRefundNo = newOutRefundNo();
+    const refund = { transaction_id: transactionId, out_refund_no: outRefundNo, amount: { refund: 1230, total: 1230, currency: 'CNY' } };
+    await assert.rejects(requestRefund(refund));
+    assert.equal((await queryRefund(outRefundNo)).status, 200);
+    assert.equal((await requestRefund(refund)).status, 200);
+    assert.equal((await ledger(outTradeNo)).refunds.length, 1);
+  });
+});
+
+describe('faults and restarts', () => {
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  before(async () => {
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await receiver.close();
+  });
+
+  it('closes nothing when the close fails before processing (fail_before_charge), and the order stays payable', async () => {
+    const outTradeNo = newOutTradeNo();
+    await createNative(nativeOrder(outTradeNo, { attach: undefined }));
+    await fetch(`${sandbox.url}/sandbox/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ gateway: 'wechatpay', operation: 'close', action: 'fail_before_charge' }),
+    });
+    assert.equal((await closeOrder(outTradeNo)).status, 500);
+    assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'NOTPAY');
+    assert.equal((await closeOrder(outTradeNo)).status, 204);
   });
 
   it('keeps the merchant, the trades and the schedule across a restart', async () => {

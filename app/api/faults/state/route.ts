@@ -4,7 +4,8 @@ import { appServices } from '../../../../server/app-services';
 /**
  * Ground truth for the failure drills (CHECKOUT_FAULTS=1 only; otherwise a 404): what the database
  * holds for one order — its status, payments, confirmation emails (queued and sent) and the
- * idempotency keys of its customer's payment attempts (a drill's browser context is one customer).
+ * idempotency keys of its customer's payment attempts (a drill's browser context is one customer),
+ * the trades it opened at gateways, and its refunds with their emails.
  */
 export async function GET(request: Request): Promise<Response> {
   const services = appServices();
@@ -16,12 +17,21 @@ export async function GET(request: Request): Promise<Response> {
     select id, customer_id, status, payment_attempt from orders where out_trade_no = ${outTradeNo}`);
   if (!order) return Response.json({ error: 'no such order' }, { status: 404 });
   const payments = await db.execute(sql`
-    select gateway, attempt, status, gateway_trade_no as "gatewayTradeNo", source from payments
+    select gateway, attempt, status, gateway_trade_no as "gatewayTradeNo", source, role from payments
      where order_id = ${order.id} order by created_at`);
   const [emails] = await db.execute<{ queued: number; sent: number }>(sql`
     select count(distinct o.id)::int as queued, count(m.id)::int as sent
       from outbox o left join mail_sink m on m.outbox_id = o.id
      where o.topic = 'email.order_paid' and o.payload->>'orderId' = ${order.id}`);
+  const trades = await db.execute(sql`
+    select gateway, status, opened_attempt as "openedAttempt" from order_trades where order_id = ${order.id} order by opened_at`);
+  const refunds = await db.execute(sql`
+    select gateway, refund_id as "refundId", amount_minor as "amountMinor", reason, status, attempts
+      from refunds where order_id = ${order.id} order by created_at`);
+  const [refundEmails] = await db.execute<{ queued: number; sent: number }>(sql`
+    select count(distinct o.id)::int as queued, count(m.id)::int as sent
+      from outbox o left join mail_sink m on m.outbox_id = o.id
+     where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.id}`);
   const keys = await db.execute(sql`
     select k.key, k.response_status as "status", k.recovery_point as "recoveryPoint",
            k.completed_at is not null as completed, coalesce(k.lease_expires_at > now(), false) as "leaseHeld"
@@ -33,5 +43,8 @@ export async function GET(request: Request): Promise<Response> {
     payments,
     emails,
     keys,
+    trades,
+    refunds,
+    refundEmails,
   });
 }

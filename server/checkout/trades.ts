@@ -1,0 +1,153 @@
+/**
+ * One open trade per order.
+ *
+ * Every gateway keeps a trade payable after a decline (Alipay WAIT_BUYER_PAY, WeChat NOTPAY/PAYERROR
+ * with a still-valid QR code, a Stripe PaymentIntent in requires_payment_method, a 2C2P invoice), and
+ * each gateway has its own namespace, so the buyer can still complete an abandoned trade after paying
+ * elsewhere. So before an order opens a trade anywhere else, and before it expires, every other trade
+ * it opened is closed at its gateway, and the gateway's answer decides:
+ *
+ *   closed        → go on;
+ *   already paid  → settle that payment (the order is paid; nothing new is charged);
+ *   in doubt      → stop: no new attempt and no expiry until a later close or the reconciler settles it.
+ *
+ * The gateway call happens outside any transaction; its answer is recorded in a short transaction that
+ * changes the trade only if it is still the trade that was closed (same opening attempt).
+ */
+import { and, eq, ne, sql } from 'drizzle-orm';
+import type { Transaction } from '../../db/client';
+import { orderTrades, orders } from '../../db/schema';
+import type { GatewayId } from '../payments/gateway';
+import type { CheckoutServices } from './services';
+import { settleSucceededCharge, type SettleOutcome } from './settle';
+
+export interface OrderRef {
+  id: string;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+}
+
+export type CloseTradesResult =
+  /** Nothing else can take money: go on. */
+  | { kind: 'clear' }
+  /** A closed trade turned out paid; the order is settled by it (or the money is being refunded). */
+  | { kind: 'settled'; outcome: SettleOutcome }
+  /** A close could not be confirmed: no new attempt, no expiry, until it is. */
+  | { kind: 'in_doubt'; gateway: string; code: string; message: string };
+
+/**
+ * Closes every open trade of the order except `keep` (the gateway about to be used again, when that
+ * gateway reuses one trade per order). Stops at the first trade that is paid or in doubt.
+ */
+export async function closeOpenTrades(
+  services: CheckoutServices,
+  order: OrderRef,
+  options: { keep?: GatewayId | null } = {},
+): Promise<CloseTradesResult> {
+  const open = await services.db
+    .select()
+    .from(orderTrades)
+    .where(
+      and(
+        eq(orderTrades.orderId, order.id),
+        eq(orderTrades.status, 'open'),
+        options.keep ? ne(orderTrades.gateway, options.keep) : undefined,
+      ),
+    );
+  for (const trade of open) {
+    const gatewayId = trade.gateway as GatewayId;
+    const gateway = services.gateways[gatewayId];
+    if (!gateway) {
+      // A gateway no longer configured cannot be asked; its trade may still be payable there.
+      return { kind: 'in_doubt', gateway: gatewayId, code: 'GATEWAY_NOT_CONFIGURED', message: `${gatewayId} is not configured` };
+    }
+    const outcome = await gateway.close({
+      outTradeNo: order.outTradeNo,
+      amountMinor: order.amountMinor,
+      currency: order.currency,
+      openedAt: trade.openedAt,
+    });
+    switch (outcome.kind) {
+      case 'closed':
+        await services.db
+          .update(orderTrades)
+          .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
+          .where(
+            and(
+              eq(orderTrades.orderId, order.id),
+              eq(orderTrades.gateway, gatewayId),
+              eq(orderTrades.status, 'open'),
+              eq(orderTrades.openedAttempt, trade.openedAttempt),
+            ),
+          );
+        break;
+      case 'already_paid': {
+        // The buyer paid this trade before it could be closed. That payment settles the order — or,
+        // when it is the second success, is refunded — and no new charge is made.
+        let settled: SettleOutcome | undefined;
+        await services.db.transaction(async (tx) => {
+          for (const charge of outcome.charges) {
+            const result = await settleSucceededCharge(tx, {
+              gateway: gatewayId,
+              outTradeNo: order.outTradeNo,
+              gatewayTradeNo: charge.gatewayTradeNo,
+              amountMinor: charge.amountMinor,
+              currency: charge.currency,
+              source: 'close',
+            });
+            if (!settled || result.kind === 'paid') settled = result;
+          }
+        });
+        if (!settled) throw new Error(`close of ${gatewayId} answered already_paid without charges`);
+        return { kind: 'settled', outcome: settled };
+      }
+      case 'indeterminate':
+        await services.db
+          .update(orderTrades)
+          .set({ lastCloseError: `${outcome.code}: ${outcome.message}`.slice(0, 500), updatedAt: sql`now()` })
+          .where(and(eq(orderTrades.orderId, order.id), eq(orderTrades.gateway, gatewayId)));
+        return { kind: 'in_doubt', gateway: gatewayId, code: outcome.code, message: outcome.message };
+      default: {
+        const unreachable: never = outcome;
+        throw new Error(`unknown close outcome ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+  return { kind: 'clear' };
+}
+
+/** Inside the attempt's transaction: is any trade other than `keep` still open? */
+export async function otherOpenTrades(tx: Transaction, orderId: string, keep: GatewayId | null): Promise<string[]> {
+  const rows = await tx
+    .select({ gateway: orderTrades.gateway })
+    .from(orderTrades)
+    .where(and(eq(orderTrades.orderId, orderId), eq(orderTrades.status, 'open'), keep ? ne(orderTrades.gateway, keep) : undefined));
+  return rows.map((row) => row.gateway);
+}
+
+/**
+ * Inside the attempt's transaction: the trade this attempt may create is open from now on, before
+ * the gateway is called — a crash right after the call must still leave it on the list to close.
+ */
+export async function markTradeOpen(tx: Transaction, orderId: string, gateway: GatewayId, attempt: number): Promise<void> {
+  await tx
+    .insert(orderTrades)
+    .values({ orderId, gateway, status: 'open', openedAttempt: attempt })
+    .onConflictDoUpdate({
+      target: [orderTrades.orderId, orderTrades.gateway],
+      set: { status: 'open', openedAttempt: attempt, openedAt: sql`now()`, closedAt: null, updatedAt: sql`now()` },
+      // A paid trade stays paid: an attempt on a paid order never gets this far.
+      setWhere: ne(orderTrades.status, 'paid'),
+    });
+}
+
+/** Orders that are over (paid, expired, failed) but still hold an open trade: the reconciler's sweep. */
+export async function settledOrdersWithOpenTrades(services: CheckoutServices, limit: number): Promise<OrderRef[]> {
+  return services.db
+    .selectDistinct({ id: orders.id, outTradeNo: orders.outTradeNo, amountMinor: orders.amountMinor, currency: orders.currency })
+    .from(orders)
+    .innerJoin(orderTrades, and(eq(orderTrades.orderId, orders.id), eq(orderTrades.status, 'open')))
+    .where(sql`${orders.status} in ('paid', 'expired', 'failed')`)
+    .limit(limit);
+}
