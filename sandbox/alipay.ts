@@ -19,7 +19,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { signRsa2, verifyRsa2 } from './keys';
 import { z } from 'zod';
-import { json, type SandboxGatewayModule } from './gateway-module';
+import { json, readBuyerPays, type SandboxGatewayModule } from './gateway-module';
 import {
   enqueueNotification,
   findRefund,
@@ -1134,11 +1134,6 @@ const notifyToolBody = z.object({
   overrides: z.record(z.string(), z.string()).default({}),
 });
 
-const buyerPaysBody = z.object({
-  outTradeNo: z.string().min(1).max(64),
-  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
-});
-
 export const alipayModule: SandboxGatewayModule = {
   gateway: 'alipay',
   // Alipay's trade tables are part of the shared schema (store.ts), which predates the module split;
@@ -1174,22 +1169,11 @@ export const alipayModule: SandboxGatewayModule = {
           return { status: answer.status, headers: { 'content-type': answer.contentType }, body: answer.body };
         }
         if (path === '/sandbox/alipay/buyer-pays') {
-          if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
-          let body: unknown;
+          const read = readBuyerPays(request);
+          if ('answer' in read) return read.answer;
           try {
-            body = JSON.parse(request.body);
-          } catch {
-            return json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' });
-          }
-          const parsed = buyerPaysBody.safeParse(body);
-          if (!parsed.success) {
-            const issue = parsed.error.issues[0];
-            const message = issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid';
-            return json(400, { code: 'BAD_REQUEST', message });
-          }
-          try {
-            const paid = await buyerPays(ctx, parsed.data);
-            return json(200, { gateway: 'alipay', outTradeNo: parsed.data.outTradeNo, ...paid });
+            const paid = await buyerPays(ctx, read.input);
+            return json(200, { gateway: 'alipay', outTradeNo: read.input.outTradeNo, ...paid });
           } catch (error) {
             if (error instanceof ToolError) return json(error.status, { code: error.code, message: error.message });
             throw error;

@@ -4,6 +4,7 @@
  * notifications; the server only routes requests and runs the shared notification loop and ledger.
  */
 import type http from 'node:http';
+import { z } from 'zod';
 import type { GatewayNotifier } from './notifier';
 import type { Sql, Tx } from './store';
 
@@ -57,4 +58,33 @@ export function json(status: number, value: unknown, headers: Record<string, str
     headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
     body: JSON.stringify(value),
   };
+}
+
+/**
+ * POST /sandbox/{gateway}/buyer-pays — the buyer tool every gateway module serves: the buyer completes
+ * that gateway's open trade now. `outTradeNo` is as long as the longest merchant order number any of
+ * the four gateways accepts (Stripe metadata values are the loosest).
+ */
+export const buyerPaysBody = z.object({
+  outTradeNo: z.string().min(1).max(500),
+  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
+});
+export type BuyerPaysInput = z.infer<typeof buyerPaysBody>;
+
+/** Reads a buyer-pays request: its input, or the 405 / 400 `{code, message}` answer to send instead. */
+export function readBuyerPays(request: Pick<SandboxRequest, 'method' | 'body'>): { input: BuyerPaysInput } | { answer: SandboxResponse } {
+  if (request.method !== 'POST') return { answer: json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' }) };
+  let body: unknown;
+  try {
+    body = JSON.parse(request.body);
+  } catch {
+    return { answer: json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' }) };
+  }
+  const parsed = buyerPaysBody.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const message = issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid body';
+    return { answer: json(400, { code: 'BAD_REQUEST', message }) };
+  }
+  return { input: parsed.data };
 }

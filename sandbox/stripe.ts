@@ -49,7 +49,7 @@ import { createHash } from 'node:crypto';
 import type postgres from 'postgres';
 import type { SandboxGatewayModule, SandboxRequest, SandboxResponse } from './gateway-module';
 import { z } from 'zod';
-import { json } from './gateway-module';
+import { json, readBuyerPays } from './gateway-module';
 import { enqueueNotification, recordCharge, recordRefund, refundedMinor, type Sql, type Tx } from './store';
 import { cardByNumber, cardByPaymentMethodId, stripeTestBuyers, type TestCard } from './stripe-cards';
 import {
@@ -1466,11 +1466,6 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
 // ---------------------------------------------------------------------------------------------
 // POST /sandbox/stripe/buyer-pays — the buyer finishing the payment on Stripe's side
 
-const buyerPaysBody = z.object({
-  outTradeNo: z.string().min(1).max(500),
-  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
-});
-
 /**
  * The buyer confirms the order's newest PaymentIntent that can still take a card — what completing
  * 3-D Secure, Stripe's hosted page or a saved-card step does on the real Stripe — with the card of
@@ -1479,19 +1474,9 @@ const buyerPaysBody = z.object({
  * again, as on Stripe; a canceled or succeeded PaymentIntent cannot be paid (409 TRADE_NOT_PAYABLE).
  */
 async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
-  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
-  let body: unknown;
-  try {
-    body = JSON.parse(request.body);
-  } catch {
-    return json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' });
-  }
-  const parsed = buyerPaysBody.safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return json(400, { code: 'BAD_REQUEST', message: issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid body' });
-  }
-  const { outTradeNo, buyer } = parsed.data;
+  const read = readBuyerPays(request);
+  if ('answer' in read) return read.answer;
+  const { outTradeNo, buyer } = read.input;
   const accountId = ctx.identity.accountId;
   const card = cardByPaymentMethodId(stripeTestBuyers()[buyer]);
   if (!card) throw new Error(`no test card for buyer ${buyer}`);

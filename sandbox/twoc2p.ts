@@ -64,7 +64,7 @@
  */
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
-import { json, type SandboxGatewayModule, type SandboxResponse } from './gateway-module';
+import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
   enqueueNotification,
@@ -1246,11 +1246,6 @@ async function notifyTool(ctx: Context, method: string, contentType: string | un
 // ---------------------------------------------------------------------------------------------
 // POST /sandbox/2c2p/buyer-pays — the buyer submits the hosted payment page now
 
-const buyerPaysBody = z.object({
-  outTradeNo: z.string().min(1).max(50),
-  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
-});
-
 function toolJson(status: number, code: string, message: string): SandboxResponse {
   return json(status, { code, message });
 }
@@ -1260,20 +1255,10 @@ function toolJson(status: number, code: string, message: string): SandboxRespons
  * invoice's latest payment token, with the same ledger row and backend notification as any other
  * payment. Only an open invoice can be paid: unknown, paid and cancelled ones are 409.
  */
-async function buyerPaysTool(ctx: Context, method: string, body: string): Promise<SandboxResponse> {
-  if (method !== 'POST') return toolJson(405, 'METHOD_NOT_ALLOWED', 'use POST');
-  let parsedJson: unknown;
-  try {
-    parsedJson = JSON.parse(body);
-  } catch {
-    return toolJson(400, 'BAD_REQUEST', 'the body is not valid JSON');
-  }
-  const parsed = buyerPaysBody.safeParse(parsedJson);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return toolJson(400, 'BAD_REQUEST', issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid');
-  }
-  const { outTradeNo, buyer } = parsed.data;
+async function buyerPaysTool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  const read = readBuyerPays(request);
+  if ('answer' in read) return read.answer;
+  const { outTradeNo, buyer } = read.input;
   const invoices = await ctx.sql<InvoiceRow[]>`
     SELECT ${ctx.sql.unsafe(INVOICE_COLUMNS)} FROM psp_sandbox.twoc2p_invoices
      WHERE invoice_no = ${outTradeNo}
@@ -1372,7 +1357,7 @@ export const twoC2pModule: SandboxGatewayModule = {
             return plainError('0999');
           }
         }
-        if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request.method, request.body);
+        if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request);
         if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
         if (path === '/sandbox/2c2p/pay') {
           if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });

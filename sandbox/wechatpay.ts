@@ -41,7 +41,7 @@
  */
 import { createPrivateKey, randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { json, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
+import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { generateRsaKeyPair } from './keys';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
@@ -1414,11 +1414,6 @@ const notifyToolBody = z.object({
   overrides: z.record(z.string(), z.string()).default({}),
 });
 
-const buyerPaysBody = z.object({
-  outTradeNo: z.string().min(1).max(64),
-  buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).default('ok'),
-});
-
 const BUYER_PAYS_PATHS: ReadonlySet<string> = new Set(['/sandbox/wechatpay/buyer-pays', '/sandbox/wechatpay/scan']);
 
 function issueMessage(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
@@ -1428,22 +1423,14 @@ function issueMessage(issues: readonly { path: readonly PropertyKey[]; message: 
 
 /** The uniform buyer tool every gateway of the sandbox offers: `{ code, message }` errors. */
 async function handleBuyerPays(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
-  const badRequest = (message: string) => json(400, { code: 'BAD_REQUEST', message });
-  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
-  if (!(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
-    return badRequest('send application/json');
+  if (request.method === 'POST' && !(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+    return json(400, { code: 'BAD_REQUEST', message: 'send application/json' });
   }
-  let body: unknown;
+  const read = readBuyerPays(request);
+  if ('answer' in read) return read.answer;
   try {
-    body = JSON.parse(request.body);
-  } catch {
-    return badRequest('the body is not valid JSON');
-  }
-  const parsed = buyerPaysBody.safeParse(body);
-  if (!parsed.success) return badRequest(issueMessage(parsed.error.issues));
-  try {
-    const result = await buyerPaysTool(ctx, parsed.data);
-    return json(200, { gateway: GATEWAY, outTradeNo: parsed.data.outTradeNo, ...result });
+    const result = await buyerPaysTool(ctx, read.input);
+    return json(200, { gateway: GATEWAY, outTradeNo: read.input.outTradeNo, ...result });
   } catch (error) {
     if (error instanceof TradeNotPayable) return json(409, { code: 'TRADE_NOT_PAYABLE', message: error.message });
     throw error;

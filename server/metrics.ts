@@ -49,7 +49,7 @@ export function createMetrics(): CheckoutMetrics {
     }),
     notifications: new Counter({
       name: 'payonce_notifications_total',
-      help: 'Gateway notifications: processed, duplicate (replayed), in_flight (not acknowledged), rejected, ignored',
+      help: 'Gateway notifications: processed, duplicate (replayed), in_flight (not acknowledged), rejected, ignored, unplaced (verified, but no order or the wrong amount: recorded for a person, not acknowledged)',
       labelNames: ['gateway', 'result'],
       registers: [registry],
     }),

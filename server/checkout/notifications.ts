@@ -7,6 +7,7 @@
  * so the gateway tries again later instead of believing it was handled.
  */
 import { eq } from 'drizzle-orm';
+import type { Transaction } from '../../db/client';
 import { orders } from '../../db/schema';
 import { recordPaymentException } from './exceptions';
 import { settleRefundFromNotification } from './refunds';
@@ -101,58 +102,39 @@ export async function handleGatewayNotification(
   }
 
   // 3. Dedupe through the same core as the API, then settle and store the outcome in one transaction.
-  try {
-    const result = await executeIdempotent(
-      services.idempotencyStore,
-      {
-        scope: `webhook:${gatewayId}`,
-        key: notification.eventId,
-        path: `webhook.${gatewayId}`,
-        input: {
-          outTradeNo: notification.outTradeNo,
-          gatewayTradeNo: notification.gatewayTradeNo,
-          amountMinor: notification.amountMinor,
-          currency: notification.currency,
-        },
+  return processOnce(
+    services,
+    gatewayId,
+    {
+      key: notification.eventId,
+      path: `webhook.${gatewayId}`,
+      input: {
+        outTradeNo: notification.outTradeNo,
+        gatewayTradeNo: notification.gatewayTradeNo,
+        amountMinor: notification.amountMinor,
+        currency: notification.currency,
       },
-      async (key) => {
-        const phase = await key.atomicPhase(async (tx) => {
-          const settled = await settleSucceededCharge(tx, {
-            gateway: gatewayId,
-            outTradeNo: notification.outTradeNo,
-            gatewayTradeNo: notification.gatewayTradeNo,
-            amountMinor: notification.amountMinor,
-            currency: notification.currency,
-            source: 'notification',
-          });
-          return settled.kind === 'paid'
-            ? respond(200, { settled: 'paid', orderId: settled.paid.orderId })
-            : respond(200, { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId });
-        });
-        return phase.response;
-      },
-      services.idempotencyOptions,
-    );
-    // 4. Acknowledge only now that the effects are durable (or were, for a replayed duplicate).
-    count(result.replayed ? 'duplicate' : 'processed');
-    return toResponse(gateway.notificationReply(true));
-  } catch (error) {
-    if (error instanceof RequestInProgressError) {
-      count('in_flight');
-      // The first copy is still being processed: make the gateway come back rather than risk
-      // acknowledging something that may yet roll back.
-      return toResponse(gateway.notificationReply(false));
-    }
-    if (error instanceof KeyReusedError) return refuse(409, 'CONFLICTING_NOTIFICATION');
-    if (error instanceof CheckoutError) return refuse(error.httpStatus, error.reason);
-    console.error(`[webhook:${gatewayId}] processing failed; the gateway will retry`, error);
-    return toResponse(gateway.notificationReply(false));
-  }
+    },
+    async (tx) => {
+      const settled = await settleSucceededCharge(tx, {
+        gateway: gatewayId,
+        outTradeNo: notification.outTradeNo,
+        gatewayTradeNo: notification.gatewayTradeNo,
+        amountMinor: notification.amountMinor,
+        currency: notification.currency,
+        source: 'notification',
+      });
+      return settled.kind === 'paid'
+        ? { settled: 'paid', orderId: settled.paid.orderId }
+        : { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId };
+    },
+    count,
+  );
 }
 
 /**
- * A refund notification (WeChat Pay REFUND.*, Stripe refund.*): settles our refund row if it is one
- * of ours, through the same dedupe as payments. Acknowledged only after the commit; a refund that is
+ * A refund notification (WeChat Pay REFUND.*, Stripe refund.*, Alipay's refund trade_status_sync):
+ * settles our refund row if it is one of ours, through the same dedupe as payments. A refund that is
  * not ours (another system on the same merchant account) is acknowledged and ignored.
  */
 async function handleRefundNotification(
@@ -161,27 +143,42 @@ async function handleRefundNotification(
   notification: RefundNotification,
   count: (result: string) => void,
 ): Promise<Response> {
-  const gateway = services.gateways[gatewayId]!;
   if (notification.status === 'other') {
     count('ignored');
-    return toResponse(gateway.notificationReply(true));
+    return toResponse(services.gateways[gatewayId]!.notificationReply(true));
   }
+  return processOnce(
+    services,
+    gatewayId,
+    {
+      key: `refund:${notification.eventId}`,
+      path: `webhook.${gatewayId}.refund`,
+      input: { refundId: notification.refundId, status: notification.status, amountMinor: notification.amountMinor },
+    },
+    async (tx) => ({ refund: notification.refundId, known: await settleRefundFromNotification(tx, services, notification) }),
+    count,
+  );
+}
+
+/**
+ * Runs a notification's effects once, whatever the duplicates, and answers the gateway: acknowledged
+ * only once the effects are durable (or were, for a replayed duplicate); a duplicate that arrives
+ * while the first copy is still in flight is not acknowledged, so the gateway comes back rather than
+ * believe something that may yet roll back.
+ */
+async function processOnce(
+  services: CheckoutServices,
+  gatewayId: GatewayId,
+  request: { key: string; path: string; input: unknown },
+  effects: (tx: Transaction) => Promise<unknown>,
+  count: (result: string) => void,
+): Promise<Response> {
+  const gateway = services.gateways[gatewayId]!;
   try {
     const result = await executeIdempotent(
       services.idempotencyStore,
-      {
-        scope: `webhook:${gatewayId}`,
-        key: `refund:${notification.eventId}`,
-        path: `webhook.${gatewayId}.refund`,
-        input: { refundId: notification.refundId, status: notification.status, amountMinor: notification.amountMinor },
-      },
-      async (key) => {
-        const phase = await key.atomicPhase(async (tx) => {
-          const known = await settleRefundFromNotification(tx, services, notification);
-          return respond(200, { refund: notification.refundId, known });
-        });
-        return phase.response;
-      },
+      { scope: `webhook:${gatewayId}`, ...request },
+      async (key) => (await key.atomicPhase(async (tx) => respond(200, await effects(tx)))).response,
       services.idempotencyOptions,
     );
     count(result.replayed ? 'duplicate' : 'processed');
@@ -192,7 +189,8 @@ async function handleRefundNotification(
       return toResponse(gateway.notificationReply(false));
     }
     if (error instanceof KeyReusedError) return refuse(409, 'CONFLICTING_NOTIFICATION');
-    console.error(`[webhook:${gatewayId}] refund notification failed; the gateway will retry`, error);
+    if (error instanceof CheckoutError) return refuse(error.httpStatus, error.reason);
+    console.error(`[webhook:${gatewayId}] processing failed; the gateway will retry`, error);
     return toResponse(gateway.notificationReply(false));
   }
 }

@@ -22,7 +22,7 @@ import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../pay
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
 import { paidOrderView, settleSucceededCharge } from './settle';
-import { closeOpenTrades, markTradeOpen, otherOpenTrades } from './trades';
+import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './trades';
 
 export interface PayInput {
   orderId: string;
@@ -207,6 +207,22 @@ async function openAttempt(
   // out_trade_no), so that trade is kept. Stripe: every attempt is a new PaymentIntent, so the old
   // one is cancelled first.
   const keep = gateway.oneTradePerOrder ? input.gateway : null;
+  if (keep) {
+    const order = await loadOrder(services, customerId, input.orderId);
+    if (order.status === 'awaiting_payment' && (await tradeState(services.db, order.id, keep)) === 'closed') {
+      // This order's trade at this gateway was closed when it moved elsewhere, and the gateway never
+      // reopens a closed out_trade_no: a terminal answer for this gateway, stored as a decline, with
+      // no call that could only be refused — and no other trade closed for nothing.
+      const declined: DeclinedPayment = {
+        reason: 'PAYMENT_DECLINED',
+        message: '此订单在该支付方式的交易已关闭，请换一种支付方式。',
+        orderId: order.id,
+        gateway: input.gateway,
+        declineCode: 'TRADE_CLOSED',
+      };
+      return key.atomicPhase(async () => respond(402, declined));
+    }
+  }
   for (let round = 1; ; round++) {
     const order = await loadOrder(services, customerId, input.orderId);
     if (order.status === 'awaiting_payment') {

@@ -15,8 +15,8 @@
  * changes the trade only if it is still the trade that was closed (same opening attempt).
  */
 import { and, eq, ne, sql } from 'drizzle-orm';
-import type { Transaction } from '../../db/client';
-import { orderTrades, orders } from '../../db/schema';
+import type { Executor, Transaction } from '../../db/client';
+import { orderTrades, orders, type TradeState } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge, type SettleOutcome } from './settle';
@@ -124,6 +124,15 @@ export async function otherOpenTrades(tx: Transaction, orderId: string, keep: Ga
     .from(orderTrades)
     .where(and(eq(orderTrades.orderId, orderId), eq(orderTrades.status, 'open'), keep ? ne(orderTrades.gateway, keep) : undefined));
   return rows.map((row) => row.gateway);
+}
+
+/** The state of the order's trade at one gateway, if it ever opened one there. */
+export async function tradeState(db: Executor, orderId: string, gateway: GatewayId): Promise<TradeState | undefined> {
+  const [row] = await db
+    .select({ status: orderTrades.status })
+    .from(orderTrades)
+    .where(and(eq(orderTrades.orderId, orderId), eq(orderTrades.gateway, gateway)));
+  return row?.status;
 }
 
 /**

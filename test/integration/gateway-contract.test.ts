@@ -297,5 +297,58 @@ for (const fixture of FIXTURES) {
       assert.equal(await count('payments', order.orderId), 1);
       assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
     });
+
+    it('9. close: after a decline the trade is closed, twice is still closed, and the buyer can no longer pay it', async () => {
+      const customer = stack.customer();
+      const order = await customer.createOrder();
+      assert.equal((await customer.pay(order.orderId, { gateway: fixture.id, buyer: 'insufficient_funds' })).status, 402);
+      const request = { outTradeNo: order.outTradeNo, amountMinor: order.amountMinor, currency: order.currency };
+      assert.deepEqual(await gateway().close(request), { kind: 'closed' });
+      assert.deepEqual(await gateway().close(request), { kind: 'closed' });
+      const late = await fetch(`${stack.sandboxUrl}/sandbox/${fixture.id}/buyer-pays`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ outTradeNo: order.outTradeNo, buyer: 'ok' }),
+      });
+      assert.equal(late.status, 409);
+      assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 0);
+    });
+
+    it('10. close of a paid trade reports the payment; a refund by one refund id twice refunds once; money kept = 0', async () => {
+      const order = await chargedOrder(fixture.id);
+      const request = { outTradeNo: order.outTradeNo, amountMinor: order.amountMinor, currency: order.currency };
+      const closed = await gateway().close(request);
+      assert.equal(closed.kind, 'already_paid', JSON.stringify(closed));
+      const charge = closed.kind === 'already_paid' ? closed.charges[0]! : undefined;
+      assert.equal(charge?.amountMinor, order.amountMinor);
+      const refund = {
+        outTradeNo: order.outTradeNo,
+        gatewayTradeNo: charge!.gatewayTradeNo,
+        refundId: `R${order.outTradeNo.slice(2)}1`,
+        amountMinor: order.amountMinor,
+        chargeAmountMinor: order.amountMinor,
+        currency: order.currency,
+        reason: 'contract',
+      };
+      const first = await gateway().refund(refund);
+      assert.ok(first.kind === 'succeeded' || first.kind === 'pending', JSON.stringify(first));
+      const again = await gateway().refund(refund);
+      assert.ok(again.kind === 'succeeded' || again.kind === 'pending', JSON.stringify(again));
+      const found = await eventually(async () => {
+        const answer = await gateway().queryRefund(refund);
+        return answer.kind === 'answered' && answer.refund.kind === 'succeeded' ? answer.refund : undefined;
+      }, 10_000, 'the refund to succeed');
+      assert.equal(found.amountMinor, order.amountMinor);
+      const ledger = (await stack.ledger(order.outTradeNo)) as Awaited<ReturnType<TestStack['ledger']>> & {
+        refunds: { status: string; amountMinor: number }[];
+      };
+      assert.equal(ledger.refunds.length, 1, 'one refund at the gateway');
+      const kept =
+        ledger.charges.filter((c) => c.status === 'succeeded').reduce((sum, c) => sum + c.amountMinor, 0) -
+        ledger.refunds.filter((r) => r.status === 'succeeded').reduce((sum, r) => sum + r.amountMinor, 0);
+      assert.equal(kept, 0);
+      const unknown = await gateway().queryRefund({ ...refund, refundId: `R${order.outTradeNo.slice(2)}9` });
+      assert.deepEqual(unknown, { kind: 'answered', refund: { kind: 'not_found' } });
+    });
   });
 }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { startTestStack, type TestStack } from '../support/stack';
+import { eventually, startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 before(async () => {
@@ -50,6 +50,13 @@ describe('metrics', () => {
       before.charges + 1,
     );
 
+    // The gateway's own notification is processed first, so that every copy below is a replay (a
+    // copy racing the first one would be answered in_flight instead).
+    await eventually(
+      async () => ((await stack.ledger(order.outTradeNo)).notifications.some((n) => n.acknowledged) ? true : undefined),
+      10_000,
+      'the first notification to be acknowledged',
+    );
     const duplicatesBefore = await value('payonce_notifications_total', { gateway: 'alipay', result: 'duplicate' });
     const storm = await fetch(`${stack.sandboxUrl}/sandbox/alipay/notify`, {
       method: 'POST',

@@ -305,6 +305,28 @@ describe('refunds exactly once, whatever fails', () => {
   }
 });
 
+describe('back to a gateway whose trade was closed', () => {
+  for (const [first, second] of PAIRS.filter(([a]) => a !== 'stripe')) {
+    it(`${first} declined → ${second} declined → back to ${first}: 402 TRADE_CLOSED, no call, stored; ${second} still pays`, async () => {
+      const { customer, order } = await declinedOn(first);
+      assert.equal((await customer.pay(order.orderId, { gateway: second, buyer: 'insufficient_funds' })).status, 402);
+      const charges = async () => (await stack.ledger(order.outTradeNo)).charges.filter((c) => c.gateway === first).length;
+      const before = await charges();
+      const key = randomUUID();
+      const back = await customer.pay(order.orderId, { gateway: first, buyer: 'ok', key });
+      assert.equal(back.status, 402, back.text);
+      assert.equal(back.json.error.data.reason, 'PAYMENT_DECLINED');
+      assert.match(back.text, /TRADE_CLOSED/);
+      assert.equal(await charges(), before, `no call reached ${first}`);
+      const replay = await customer.pay(order.orderId, { gateway: first, buyer: 'ok', key });
+      assert.equal(replay.headers.get('idempotency-replayed'), 'true');
+      assert.equal((await customer.pay(order.orderId, { gateway: second, buyer: 'ok' })).status, 201);
+      const money = await moneyKept(order.outTradeNo);
+      assert.deepEqual([money.charges, money.kept], [1, order.amountMinor]);
+    });
+  }
+});
+
 describe('the reconciler', () => {
   it('closes a trade left open on an order that is over', async () => {
     const { customer, order } = await declinedOn('wechatpay');
