@@ -186,6 +186,9 @@ const baseline = await takeBaseline(sql);
 // The customers
 
 const results: (CustomerResult & { plan: OrderPlan })[] = [];
+/** Longer than any customer's whole retry budget: past it, a customer is wedged, not slow. */
+const CUSTOMER_DEADLINE_MS = 5 * 60_000;
+let stuckCustomers = 0;
 const background: Promise<unknown>[] = [];
 let next = 0;
 let inFlight = 0;
@@ -246,13 +249,28 @@ async function runOrder(plan: OrderPlan): Promise<void> {
 
   // 2. The customer.
   inFlight++;
-  const result = await runCustomer(plan, {
+  // A watchdog: a customer still busy after CUSTOMER_DEADLINE_MS is cut off (its open request
+  // aborted) and recorded as an error, so one wedged customer can never hold the whole run up; the
+  // invariants are checked regardless.
+  let watchdog: NodeJS.Timeout | undefined;
+  const customer = runCustomer(plan, {
     appUrls,
     giveUp: giveUp.signal,
     onPaying: () => {
       if (fault?.kind === 'give_up') giveUpTimer = setTimeout(() => giveUp.abort(), fault.afterMs);
     },
   });
+  const result = await Promise.race([
+    customer,
+    new Promise<CustomerResult>((resolve) => {
+      watchdog = setTimeout(() => {
+        giveUp.abort();
+        stuckCustomers++;
+        resolve({ outcome: 'error', reason: `still busy after ${CUSTOMER_DEADLINE_MS} ms (cut off)`, requests: 0, retries: 0, durationMs: CUSTOMER_DEADLINE_MS });
+      }, CUSTOMER_DEADLINE_MS);
+    }),
+  ]);
+  clearTimeout(watchdog);
   inFlight--;
   done = true;
   clearTimeout(giveUpTimer);
@@ -441,6 +459,7 @@ for (const [reason, count] of [...reasons.entries()].sort(([, a], [, b]) => b - 
 say('customers who gave up, by what became of their order:');
 if (leftOrders.length === 0) say('  (none)');
 for (const row of leftOrders) say(`  ${`${row.status}${row.source ? ` via ${row.source}` : ''}`.padEnd(30)} ${row.n}`);
+say(`customers cut off by the watchdog: ${stuckCustomers}`);
 say(`orders no customer knows of: ${orphanOrders.length}${orphanOrders.length ? ` (${orphanOrders.slice(0, 5).map((o) => `${o.out_trade_no} ${o.status}`).join(', ')}${orphanOrders.length > 5 ? ', …' : ''})` : ''}`);
 say('');
 say(`faults (armed / fired / lost to a restart / never fired / failed to arm): ${controller.firedCount} fired of ${plannedTotal} planned`);

@@ -1,16 +1,15 @@
 /**
  * The customer's money across an order's whole life, with the gateway's ledger as judge: every trade
  * an order abandons is closed before it opens another or expires, and money that lands where it must
- * not stay goes back exactly once.
+ * not stay goes back exactly once. For every ordered pair of gateways (A, B):
  *
- *   for every ordered pair of gateways (A, B):
- *     decline on A → switch to B → the buyer completes the A trade late         → refused, one charge
- *     A charged but the answer lost → the other tab pays with B                 → B never charged
- *   for every gateway:
- *     the order expires → the buyer pays late                                   → refused, stock back
- *     the close times out → the order expires anyway → the buyer pays late      → refunded once
- *     … and the refund's answer is lost                                         → asked, one refund
- *     … and the app crashes between the refund call and its commit              → asked, one refund
+ *   decline on A → switch to B → the buyer completes the A trade late            → refused, one charge
+ *   A charged but the answer lost → the other tab pays with B                    → B never charged
+ *   declined on A, then on B → the order expires → the buyer pays both late      → refused, stock back
+ *   declined on A, then on B → every close of B times out → the order expires anyway after the grace
+ *     → the buyer pays B late → refunded once; and, by pair, the refund's answer lost or the app
+ *     killed between the refund call and its commit → asked by refund id, one refund
+ *     (each gateway B meets each of the three refund cases, once per A)
  *
  * Per order, once settled: succeeded charges − succeeded refunds = the amount if paid, 0 otherwise.
  */
@@ -161,78 +160,107 @@ for (const [first, second] of PAIRS) {
   });
 }
 
-for (const gateway of DRILL_GATEWAYS) {
-  test.describe(`${gateway} expiry and refunds`, () => {
-    async function expireNow(drill: Drill, outTradeNo: string) {
-      const response = await drill.request.post('/api/faults/expire', { data: { outTradeNo } });
-      expect(response.status(), await response.text()).toBe(200);
-    }
+const REFUND_CASES = ['none', 'answer_lost', 'crash'] as const;
+type RefundCase = (typeof REFUND_CASES)[number];
+const REFUND_CASE_TITLES: Record<RefundCase, string> = {
+  none: 'refunded once, with a 退款通知',
+  answer_lost: "the refund's answer is lost → asked by refund id → one refund",
+  crash: 'the app crashes between the refund call and its commit → asked by refund id → one refund',
+};
+/** Which refund case the pair (A, B) runs: B meets each case once, one per A. */
+const refundCaseOf = (first: DrillGateway, second: DrillGateway): RefundCase =>
+  REFUND_CASES[DRILL_GATEWAYS.filter((g) => g !== second).indexOf(first) % REFUND_CASES.length]!;
 
-    test(`expiry → late payment: the trade is closed first, the buyer is refused, the stock comes back once (${gateway})`, async ({ checkout, drill, request }) => {
+async function expireNow(drill: Drill, outTradeNo: string) {
+  const response = await drill.request.post('/api/faults/expire', { data: { outTradeNo } });
+  expect(response.status(), await response.text()).toBe(200);
+}
+
+/** Declined on A, then on B (which closes A first): the order holds one open trade, at B. */
+async function declinedOnBoth(
+  checkout: import('../pages/checkout-page').CheckoutPage,
+  drill: Drill,
+  first: DrillGateway,
+  second: DrillGateway,
+  options: { mug?: boolean } = {},
+) {
+  const order = await declineOn(checkout, first, options);
+  await checkout.chooseGateway(GATEWAY_LABELS[second]);
+  await checkout.pay();
+  await expect(checkout.status).toContainText('支付失败');
+  await expect
+    .poll(async () => (await drill.state(order.outTradeNo)).trades.map((t) => `${t.gateway}:${t.status}`).sort())
+    .toEqual([`${first}:closed`, `${second}:open`].sort());
+  return order;
+}
+
+for (const [first, second] of PAIRS) {
+  test.describe(`${first} then ${second}: expiry and refunds`, () => {
+    test(`declined on ${first} and ${second} → expired: both trades closed first, both late buyers refused, the stock back once`, async ({ checkout, drill, request }) => {
       const stockBefore = await drill.stock('MUG-CELADON');
-      const order = await declineOn(checkout, gateway, { mug: true });
+      const order = await declinedOnBoth(checkout, drill, first, second, { mug: true });
       expect(await drill.stock('MUG-CELADON')).toBe(stockBefore - 1);
       await expireNow(drill, order.outTradeNo);
       await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 30_000 }).toBe('expired');
-      expect((await drill.state(order.outTradeNo)).trades).toEqual([expect.objectContaining({ gateway, status: 'closed' })]);
+      expect((await drill.state(order.outTradeNo)).trades.every((t) => t.status === 'closed'), 'every trade closed').toBe(true);
       expect(await drill.stock('MUG-CELADON')).toBe(stockBefore);
-      const late = await buyerPays(request, drill, gateway, order.outTradeNo);
-      expect(late.status, JSON.stringify(late.body)).toBe(409);
+      for (const gateway of [first, second]) {
+        const late = await buyerPays(request, drill, gateway, order.outTradeNo);
+        expect(late.status, `${gateway}: ${JSON.stringify(late.body)}`).toBe(409);
+      }
       expect((await moneyKept(drill, order.outTradeNo)).kept).toBe(0);
     });
 
-    for (const refundFault of ['none', 'answer_lost', 'crash'] as const) {
-      const title = {
-        none: 'refunded once, with a 退款通知',
-        answer_lost: "the refund's answer is lost → asked by refund id → one refund",
-        crash: 'the app crashes between the refund call and its commit → asked by refund id → one refund',
-      }[refundFault];
-      test(`close times out → expired after the grace → late payment → ${title} (${gateway})`, async ({ checkout, drill, request }) => {
-        // Closes that time out (Stripe's SDK tries each three times), a restart, a refund lease.
-        test.setTimeout(180_000);
-        const order = await declineOn(checkout, gateway);
-        await test.step('1. every close of the trade times out without reaching the gateway', async () => {
-          await drill.armSandboxFault({ gateway, operation: 'close', action: 'timeout_before_charge', delayMs: 6000, times: 100 });
-        });
-        await test.step('2. due for expiry: the stock stays held through the grace, then the order expires anyway', async () => {
-          await expireNow(drill, order.outTradeNo);
-          await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 80_000 }).toBe('expired');
-          expect((await drill.state(order.outTradeNo)).trades).toEqual([expect.objectContaining({ gateway, status: 'open' })]);
-        });
-        await test.step('3. the refund faults are armed; the buyer completes the old trade late', async () => {
-          await drill.request.delete(`${drill.sandboxUrl}/sandbox/faults`);
-          if (refundFault === 'answer_lost') {
-            await drill.armSandboxFault({ gateway, operation: 'refund', action: 'drop_after_charge', times: triesPerCall(gateway, 'drop_after_charge') });
-          }
-          if (refundFault === 'crash') {
-            // The refund worker runs on whichever instance picks the job: arm both.
-            for (const base of ['', SECOND_APP]) {
-              const armed = await drill.request.post(`${base}/api/faults`, {
-                data: { point: 'after_refund_call', action: { kind: 'crash' }, procedure: 'refunds.process', gateway },
-              });
-              expect(armed.status(), await armed.text()).toBe(201);
-            }
-          }
-          // Refund notifications would settle it too; lost, only the query can.
-          if (refundFault !== 'none') await drill.armSandboxFault({ gateway, action: 'lose_notifications', times: 100 });
-          const late = await buyerPays(request, drill, gateway, order.outTradeNo);
-          expect(late.status, JSON.stringify(late.body)).toBe(200);
-        });
-        await test.step('4. the money goes back exactly once; the order stays expired', async () => {
-          if (refundFault === 'crash') await drill.waitForApp();
-          await expect
-            .poll(async () => (await drill.state(order.outTradeNo)).refunds.map((r) => r.status), { timeout: 120_000 })
-            .toEqual(['succeeded']);
-          const money = await moneyKept(drill, order.outTradeNo);
-          expect(money.charges).toHaveLength(1);
-          expect(money.refunds.map((r) => r.status)).toEqual(['succeeded']);
-          expect(money.kept).toBe(0);
-          const state = await drill.state(order.outTradeNo);
-          expect(state.order.status).toBe('expired');
-          if (refundFault !== 'none') expect(state.refunds[0]!.attempts, 'settled by a second run').toBeGreaterThanOrEqual(2);
-          await expect.poll(async () => (await drill.state(order.outTradeNo)).refundEmails, { timeout: 30_000 }).toEqual({ queued: 1, sent: 1 });
-        });
+    const refundCase = refundCaseOf(first, second);
+    test(`declined on ${first} and ${second} → the ${second} close times out → expired after the grace → late payment → ${REFUND_CASE_TITLES[refundCase]}`, async ({ checkout, drill, request }) => {
+      // Closes that time out (Stripe's SDK tries each three times), a restart, a refund lease.
+      test.setTimeout(180_000);
+      const order = await declinedOnBoth(checkout, drill, first, second);
+      await test.step(`1. every close of the ${second} trade times out without reaching the gateway`, async () => {
+        await drill.armSandboxFault({ gateway: second, operation: 'close', action: 'timeout_before_charge', delayMs: 6000, times: 100 });
       });
-    }
+      await test.step('2. due for expiry: the stock stays held through the grace, then the order expires anyway', async () => {
+        await expireNow(drill, order.outTradeNo);
+        await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 80_000 }).toBe('expired');
+        expect((await drill.state(order.outTradeNo)).trades).toEqual(
+          expect.arrayContaining([expect.objectContaining({ gateway: second, status: 'open' })]),
+        );
+      });
+      await test.step('3. the refund faults are armed; the buyer completes both old trades late', async () => {
+        await drill.request.delete(`${drill.sandboxUrl}/sandbox/faults`);
+        if (refundCase === 'answer_lost') {
+          await drill.armSandboxFault({ gateway: second, operation: 'refund', action: 'drop_after_charge', times: triesPerCall(second, 'drop_after_charge') });
+        }
+        if (refundCase === 'crash') {
+          // The refund worker runs on whichever instance picks the job: arm both.
+          for (const base of ['', SECOND_APP]) {
+            const armed = await drill.request.post(`${base}/api/faults`, {
+              data: { point: 'after_refund_call', action: { kind: 'crash' }, procedure: 'refunds.process', gateway: second },
+            });
+            expect(armed.status(), await armed.text()).toBe(201);
+          }
+        }
+        // Refund notifications would settle it too; lost, only the query can.
+        if (refundCase !== 'none') await drill.armSandboxFault({ gateway: second, action: 'lose_notifications', times: 100 });
+        const lateFirst = await buyerPays(request, drill, first, order.outTradeNo);
+        expect(lateFirst.status, `the ${first} trade was closed: ${JSON.stringify(lateFirst.body)}`).toBe(409);
+        const lateSecond = await buyerPays(request, drill, second, order.outTradeNo);
+        expect(lateSecond.status, JSON.stringify(lateSecond.body)).toBe(200);
+      });
+      await test.step('4. the money goes back exactly once; the order stays expired', async () => {
+        if (refundCase === 'crash') await drill.waitForApp();
+        await expect
+          .poll(async () => (await drill.state(order.outTradeNo)).refunds.map((r) => r.status), { timeout: 120_000 })
+          .toEqual(['succeeded']);
+        const money = await moneyKept(drill, order.outTradeNo);
+        expect(money.charges.map((c) => c.gateway)).toEqual([second]);
+        expect(money.refunds.map((r) => `${r.gateway}:${r.status}`)).toEqual([`${second}:succeeded`]);
+        expect(money.kept).toBe(0);
+        const state = await drill.state(order.outTradeNo);
+        expect(state.order.status).toBe('expired');
+        if (refundCase !== 'none') expect(state.refunds[0]!.attempts, 'settled by a second run').toBeGreaterThanOrEqual(2);
+        await expect.poll(async () => (await drill.state(order.outTradeNo)).refundEmails, { timeout: 30_000 }).toEqual({ queued: 1, sent: 1 });
+      });
+    });
   });
 }
