@@ -733,7 +733,11 @@ describe('refund notifications', () => {
     assert.ok(second?.kind === 'refund', "second?.kind === 'refund'");
     assert.equal(second.notification.refundId, rest.refundId);
     assert.equal(second.notification.amountMinor, 3000);
-    const { notifications } = await ledger(outTradeNo);
+    // The sandbox records a delivery once the receiver has answered it: wait for the third record.
+    const notifications = await waitFor('three recorded deliveries', async () => {
+      const list = (await ledger(outTradeNo)).notifications;
+      return list.length >= 3 ? list : undefined;
+    });
     assert.deepEqual(notifications.map((n) => n.acknowledged), [true, true, true]);
   });
 });
