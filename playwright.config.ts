@@ -23,11 +23,15 @@ process.env.DRILL_SANDBOX_URL = `http://127.0.0.1:${DRILL_SANDBOX_PORT}`;
 // The drills' second app instance (same database and sandbox) for the two-instance drill.
 process.env.DRILL_SECOND_APP_URL = `http://127.0.0.1:${DRILL_APP_PORT + 1}`;
 
+// Each checkout of the project that runs its browser tests beside another on one PostgreSQL server
+// (DATABASE_URL) gives its stacks databases of their own: E2E_DATABASE_PREFIX=payonce_mine_.
+const DATABASE_PREFIX = process.env.E2E_DATABASE_PREFIX ?? 'payonce_';
+
 const systemChromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const executablePath = process.env.CHROMIUM_PATH || systemChromium;
 
 const stack = (name: string, appPort: number, sandboxPort: number, flags: string, env: Record<string, string> = {}) => ({
-  command: `node_modules/.bin/tsx scripts/dev.ts ${flags} --port ${appPort} --sandbox-port ${sandboxPort} --database payonce_${name} --dist-dir .next-${name}`,
+  command: `node_modules/.bin/tsx scripts/dev.ts ${flags} --port ${appPort} --sandbox-port ${sandboxPort} --database ${DATABASE_PREFIX}${name} --dist-dir .next-${name}`,
   url: `http://127.0.0.1:${appPort}/api/health`,
   reuseExistingServer: !process.env.CI,
   timeout: 240_000,
