@@ -76,6 +76,8 @@ export default defineConfig({
     // A production build: a dev server would reload the page when it comes back after a crash.
     stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
       CHECKOUT_FAULTS: '1',
+      // Demo mode: the page's fault switchboard and the demo drills endpoint, driven by switchboard.spec.
+      PAYONCE_DEMO: '1',
       // A crashed request's lease runs out in 8 s (the gateway calls time out in 5 s), so the crash
       // drills wait seconds, not the production 30 s.
       IDEMPOTENCY_LEASE_MS: '8000',

@@ -1,4 +1,10 @@
 import { Checkout } from './_components/Checkout';
+import { FaultSwitchboard } from './_components/FaultSwitchboard';
+import { demoMode } from '../server/demo';
+
+// Rendered per request: whether the fault switchboard shows is the running server's setting
+// (PAYONCE_DEMO), not the build machine's.
+export const dynamic = 'force-dynamic';
 
 export default function Page() {
   return (
@@ -8,6 +14,7 @@ export default function Page() {
         <p className="tagline">无论网络、进程还是网关出了什么问题，同一笔订单只会扣款一次。</p>
       </header>
       <Checkout />
+      {demoMode() && <FaultSwitchboard />}
     </main>
   );
 }

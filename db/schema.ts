@@ -7,6 +7,7 @@
  */
 import { sql } from 'drizzle-orm';
 import {
+  bigint,
   check,
   index,
   integer,
@@ -349,3 +350,35 @@ export const mailSink = pgTable('mail_sink', {
   body: text().notNull(),
   sentAt: timestamptz('sent_at').notNull().defaultNow(),
 });
+
+/**
+ * The payment journal: an append-only, hash-chained record of everything that happened to an order's
+ * money — each request and what the guard made of it, each gateway call and answer, each notification,
+ * close, refund and email. Each row is written in the same transaction as the effect it records (an
+ * event that changes nothing else, such as a replay, is a transaction of its own), so the journal
+ * never claims an effect that rolled back.
+ *
+ * Rows form one chain per stream (`order:{orderId}`, or `gateway:{id}` for what belongs to no order):
+ * `hash` = sha256(previous row's hash ‖ this row's canonical content), so editing or deleting a row
+ * breaks every link after it, and `npm run audit` names the first broken one. One chain per order,
+ * not one for the whole table, so that orders never queue behind each other for the chain's head.
+ * Rows are only ever appended through append_payment_event() (migration 0005); a trigger refuses
+ * UPDATE, DELETE and TRUNCATE, and key cleanup never touches this table.
+ */
+export const paymentEvents = pgTable(
+  'payment_events',
+  {
+    id: bigint({ mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    stream: text().notNull(),
+    /** 1, 2, 3… within the stream: a gap is a deleted row. */
+    seq: integer().notNull(),
+    orderId: uuid(),
+    /** clock_timestamp(), so that events of one transaction keep their order in time. */
+    at: timestamptz('at').notNull(),
+    kind: text().notNull(),
+    data: jsonb().notNull(),
+    prevHash: text().notNull(),
+    hash: text().notNull(),
+  },
+  (t) => [uniqueIndex('payment_events_stream_seq_idx').on(t.stream, t.seq), index('payment_events_order_idx').on(t.orderId)],
+);

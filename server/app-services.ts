@@ -6,6 +6,7 @@
  */
 import { getDb } from '../db/client';
 import type { CheckoutServices } from './checkout/services';
+import { demoMode } from './demo';
 import { FaultInjector, faultsEnabled } from './faults';
 import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
@@ -31,6 +32,8 @@ export function appServices(): CheckoutServices {
     gateways,
     publicBaseUrl: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`,
     metrics,
+    demo: demoMode(),
+    pspSandboxUrl: process.env.PSP_SANDBOX_URL,
     ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
   globalForServices.__payonceServices = services;

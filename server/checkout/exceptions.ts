@@ -7,6 +7,7 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client';
 import { paymentExceptions } from '../../db/schema';
+import { journal } from './journal';
 
 export interface PaymentException {
   kind: 'amount_mismatch' | 'unknown_order' | 'refund_failed';
@@ -25,4 +26,10 @@ export async function recordPaymentException(db: Executor, exception: PaymentExc
       target: paymentExceptions.dedupeKey,
       set: { occurrences: sql`${paymentExceptions.occurrences} + 1`, lastSeenAt: sql`now()` },
     });
+  await journal(db, {
+    orderId: exception.orderId,
+    gateway: exception.gateway,
+    kind: 'exception.recorded',
+    data: { exception: exception.kind, gateway: exception.gateway, outTradeNo: exception.outTradeNo },
+  });
 }

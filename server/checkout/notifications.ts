@@ -6,10 +6,11 @@
  * committed; a duplicate that arrives while the first is still being processed is NOT acknowledged,
  * so the gateway tries again later instead of believing it was handled.
  */
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
-import { orders } from '../../db/schema';
+import { orders, refunds } from '../../db/schema';
 import { recordPaymentException } from './exceptions';
+import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import {
   executeIdempotent,
@@ -105,6 +106,7 @@ export async function handleGatewayNotification(
   return processOnce(
     services,
     gatewayId,
+    { orderId: order.id, eventId: notification.eventId, about: 'payment' },
     {
       key: notification.eventId,
       path: `webhook.${gatewayId}`,
@@ -147,9 +149,14 @@ async function handleRefundNotification(
     count('ignored');
     return toResponse(services.gateways[gatewayId]!.notificationReply(true));
   }
+  const [ours] = await services.db
+    .select({ orderId: refunds.orderId })
+    .from(refunds)
+    .where(and(eq(refunds.refundId, notification.refundId), eq(refunds.gateway, gatewayId)));
   return processOnce(
     services,
     gatewayId,
+    { orderId: ours?.orderId ?? null, eventId: notification.eventId, about: 'refund' },
     {
       key: `refund:${notification.eventId}`,
       path: `webhook.${gatewayId}.refund`,
@@ -169,6 +176,7 @@ async function handleRefundNotification(
 async function processOnce(
   services: CheckoutServices,
   gatewayId: GatewayId,
+  event: { orderId: string | null; eventId: string; about: 'payment' | 'refund' },
   request: { key: string; path: string; input: unknown },
   effects: (tx: Transaction) => Promise<unknown>,
   count: (result: string) => void,
@@ -178,13 +186,39 @@ async function processOnce(
     const result = await executeIdempotent(
       services.idempotencyStore,
       { scope: `webhook:${gatewayId}`, ...request },
-      async (key) => (await key.atomicPhase(async (tx) => respond(200, await effects(tx)))).response,
+      async (key) =>
+        (
+          await key.atomicPhase(async (tx) => {
+            const outcome = await effects(tx);
+            await journal(tx, {
+              orderId: event.orderId,
+              gateway: gatewayId,
+              kind: 'notification.processed',
+              data: { gateway: gatewayId, eventId: event.eventId, about: event.about, verified: true, acknowledged: true, outcome },
+            });
+            return respond(200, outcome);
+          })
+        ).response,
       services.idempotencyOptions,
     );
+    if (result.replayed) {
+      await journal(services.db, {
+        orderId: event.orderId,
+        gateway: gatewayId,
+        kind: 'notification.duplicate',
+        data: { gateway: gatewayId, eventId: event.eventId, about: event.about, verified: true, acknowledged: true },
+      });
+    }
     count(result.replayed ? 'duplicate' : 'processed');
     return toResponse(gateway.notificationReply(true));
   } catch (error) {
     if (error instanceof RequestInProgressError) {
+      await journal(services.db, {
+        orderId: event.orderId,
+        gateway: gatewayId,
+        kind: 'notification.in_flight',
+        data: { gateway: gatewayId, eventId: event.eventId, about: event.about, verified: true, acknowledged: false },
+      });
       count('in_flight');
       return toResponse(gateway.notificationReply(false));
     }

@@ -21,6 +21,7 @@ import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type 
 import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
+import { journal, journaledCall } from './journal';
 import { paidOrderView, settleSucceededCharge } from './settle';
 import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './trades';
 
@@ -84,15 +85,25 @@ export async function payOrder(
     throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
   }
 
-  const outcome: ChargeOutcome = await gateway.charge({
-    outTradeNo: order.outTradeNo,
-    amountMinor: order.amountMinor,
-    currency: order.currency,
-    subject: `PayOnce 订单 ${order.outTradeNo}`,
-    attempt: order.paymentAttempt,
-    buyer: input.buyer,
-    notifyUrl: notifyUrlFor(services, input.gateway),
-  });
+  const outcome: ChargeOutcome = await journaledCall(
+    services.db,
+    {
+      orderId: order.id,
+      gateway: input.gateway,
+      operation: 'charge',
+      request: { outTradeNo: order.outTradeNo, attempt: order.paymentAttempt, amountMinor: order.amountMinor, currency: order.currency },
+    },
+    () =>
+      gateway.charge({
+        outTradeNo: order.outTradeNo,
+        amountMinor: order.amountMinor,
+        currency: order.currency,
+        subject: `PayOnce 订单 ${order.outTradeNo}`,
+        attempt: order.paymentAttempt,
+        buyer: input.buyer,
+        notifyUrl: notifyUrlFor(services, input.gateway),
+      }),
+  );
 
   // The gateway has answered (money may have moved) and nothing is committed: the drills crash here.
   await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway });
@@ -143,6 +154,11 @@ export async function payOrder(
           .update(orders)
           .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
           .where(and(eq(orders.id, order.id), eq(orders.attemptKeyId, key.id)));
+        await journal(tx, {
+          orderId: order.id,
+          kind: 'payment.declined',
+          data: { gateway: input.gateway, attempt: order.paymentAttempt, code: outcome.code, message: outcome.message },
+        });
         const declined: DeclinedPayment = {
           reason: 'PAYMENT_DECLINED',
           message: `支付被拒绝：${outcome.message}`,
@@ -220,7 +236,14 @@ async function openAttempt(
         gateway: input.gateway,
         declineCode: 'TRADE_CLOSED',
       };
-      return key.atomicPhase(async () => respond(402, declined));
+      return key.atomicPhase(async (tx) => {
+        await journal(tx, {
+          orderId: order.id,
+          kind: 'payment.declined',
+          data: { gateway: input.gateway, code: 'TRADE_CLOSED', message: 'trade closed earlier; no gateway call' },
+        });
+        return respond(402, declined);
+      });
     }
   }
   for (let round = 1; ; round++) {
@@ -296,6 +319,11 @@ function startAttempt(
             updatedAt: sql`now()`,
           })
           .where(eq(orders.id, order.id));
+        await journal(tx, {
+          orderId: order.id,
+          kind: 'attempt.started',
+          data: { attempt: order.paymentAttempt + 1, gateway: input.gateway, ...(input.buyer ? { buyer: input.buyer } : {}) },
+        });
         return recoveryPoint(ATTEMPT_STARTED);
       }
       default: {

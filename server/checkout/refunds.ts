@@ -19,6 +19,7 @@ import type { Executor } from '../../db/client';
 import { orders, outbox, refunds } from '../../db/schema';
 import type { GatewayId, RefundNotification, RefundOutcome } from '../payments/gateway';
 import { recordPaymentException } from './exceptions';
+import { journal, journaledCall } from './journal';
 import type { CheckoutServices } from './services';
 
 export const REFUND_EMAIL_TOPIC = 'email.refund';
@@ -168,11 +169,16 @@ async function decide(services: CheckoutServices, refund: ClaimedRefund): Promis
   try {
     if (refund.previous_status !== 'pending') {
       // It may have gone through: ask by our refund id before anything else.
-      const answer = await gateway.queryRefund({
-        outTradeNo: refund.out_trade_no,
-        gatewayTradeNo: refund.gateway_trade_no,
-        refundId: refund.refund_id,
-      });
+      const answer = await journaledCall(
+        services.db,
+        { orderId: refund.order_id, gateway: refund.gateway, operation: 'refund_query', request: { refundId: refund.refund_id } },
+        () =>
+          gateway.queryRefund({
+            outTradeNo: refund.out_trade_no,
+            gatewayTradeNo: refund.gateway_trade_no,
+            refundId: refund.refund_id,
+          }),
+      );
       if (answer.kind === 'unavailable') {
         return { kind: 'retry', status: refund.previous_status, error: `query: ${answer.code}: ${answer.message}` };
       }
@@ -192,7 +198,18 @@ async function decide(services: CheckoutServices, refund: ClaimedRefund): Promis
         }
       }
     }
-    return verdictOf(await gateway.refund(request));
+    return verdictOf(
+      await journaledCall(
+        services.db,
+        {
+          orderId: refund.order_id,
+          gateway: refund.gateway,
+          operation: 'refund',
+          request: { refundId: refund.refund_id, amountMinor: refund.amount_minor, currency: refund.currency, reason: refund.reason },
+        },
+        () => gateway.refund(request),
+      ),
+    );
   } catch (error) {
     // An adapter bug or a thrown transport error: in doubt, never a reason to send a second id.
     return { kind: 'retry', status: 'sent', error: error instanceof Error ? error.message : String(error) };
@@ -229,6 +246,12 @@ export async function markRefundSucceeded(tx: Executor, refundId: string, gatewa
     .returning();
   if (!done) return false;
   const [order] = await tx.select({ customerId: orders.customerId }).from(orders).where(eq(orders.id, done.orderId));
+  await journal(tx, {
+    orderId: done.orderId,
+    kind: 'refund.succeeded',
+    data: { gateway: done.gateway, refundId, gatewayRefundId, amountMinor: done.amountMinor, currency: done.currency },
+  });
+  await journal(tx, { orderId: done.orderId, kind: 'email.queued', data: { email: 'refund', refundId } });
   await tx
     .insert(outbox)
     .values({
@@ -257,6 +280,7 @@ export async function markRefundFailed(tx: Executor, refundId: string, error: st
     .where(and(eq(refunds.refundId, refundId), inArray(refunds.status, ['pending', 'sent', 'processing'])))
     .returning();
   if (!done) return false;
+  await journal(tx, { orderId: done.orderId, kind: 'refund.failed', data: { gateway: done.gateway, refundId, error } });
   await recordPaymentException(tx, {
     kind: 'refund_failed',
     dedupeKey: `refund-failed:${refundId}`,

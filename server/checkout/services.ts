@@ -18,6 +18,14 @@ export interface CheckoutServices {
   publicBaseUrl: string;
   /** Present only with CHECKOUT_FAULTS=1 (failure drills); undefined in every real deployment. */
   faults?: FaultInjector;
+  /** Demo mode (PAYONCE_DEMO=1): the 幕后 view may list and show every customer's orders. */
+  demo?: boolean;
+  /**
+   * The PSP sandbox (PSP_SANDBOX_URL), in local runs only: the 幕后 view reads the gateway's own
+   * ledger of charges and refunds there, and demo mode's switchboard arms its faults. Unset against
+   * real gateways, whose ledgers are their dashboards.
+   */
+  pspSandboxUrl?: string;
   /** Prometheus counters; optional so that tests and tools can run without them. */
   metrics?: CheckoutMetrics;
 }

@@ -9,6 +9,7 @@ import type { Transaction } from '../../db/client';
 import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type PaymentSource } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
 import { CheckoutError } from './errors';
+import { journal } from './journal';
 
 export interface SucceededCharge {
   gateway: GatewayId;
@@ -173,6 +174,19 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       },
     })
     .onConflictDoNothing();
+  await journal(tx, {
+    orderId: order.id,
+    kind: 'payment.succeeded',
+    data: {
+      gateway: charge.gateway,
+      gatewayTradeNo: charge.gatewayTradeNo,
+      amountMinor: charge.amountMinor,
+      currency: charge.currency,
+      via: charge.source,
+      attempt: Math.max(order.paymentAttempt, 1),
+    },
+  });
+  await journal(tx, { orderId: order.id, kind: 'email.queued', data: { email: 'order_paid' } });
 
   return {
     kind: 'paid',
@@ -226,6 +240,19 @@ async function recordExcessCharge(tx: Transaction, order: LockedOrder, charge: S
     amountMinor: charge.amountMinor,
     currency: charge.currency,
     reason: order.status === 'paid' ? 'duplicate_charge' : 'order_not_payable',
+  });
+  await journal(tx, {
+    orderId: order.id,
+    kind: 'payment.excess',
+    data: {
+      gateway: charge.gateway,
+      gatewayTradeNo: charge.gatewayTradeNo,
+      amountMinor: charge.amountMinor,
+      currency: charge.currency,
+      via: charge.source,
+      orderStatus: order.status,
+      refundId,
+    },
   });
   return {
     kind: 'refunding',

@@ -19,6 +19,7 @@ import type { Executor, Transaction } from '../../db/client';
 import { orderTrades, orders, type TradeState } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
 import type { CheckoutServices } from './services';
+import { journal, journaledCall } from './journal';
 import { settleSucceededCharge, type SettleOutcome } from './settle';
 
 export interface OrderRef {
@@ -62,25 +63,36 @@ export async function closeOpenTrades(
       // A gateway no longer configured cannot be asked; its trade may still be payable there.
       return { kind: 'in_doubt', gateway: gatewayId, code: 'GATEWAY_NOT_CONFIGURED', message: `${gatewayId} is not configured` };
     }
-    const outcome = await gateway.close({
-      outTradeNo: order.outTradeNo,
-      amountMinor: order.amountMinor,
-      currency: order.currency,
-      openedAt: trade.openedAt,
-    });
+    const outcome = await journaledCall(
+      services.db,
+      { orderId: order.id, gateway: gatewayId, operation: 'close', request: { outTradeNo: order.outTradeNo } },
+      () =>
+        gateway.close({
+          outTradeNo: order.outTradeNo,
+          amountMinor: order.amountMinor,
+          currency: order.currency,
+          openedAt: trade.openedAt,
+        }),
+    );
     switch (outcome.kind) {
       case 'closed':
-        await services.db
-          .update(orderTrades)
+        await services.db.transaction(async (tx) => {
+          const closed = await tx
+            .update(orderTrades)
           .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
           .where(
             and(
               eq(orderTrades.orderId, order.id),
               eq(orderTrades.gateway, gatewayId),
               eq(orderTrades.status, 'open'),
-              eq(orderTrades.openedAttempt, trade.openedAttempt),
-            ),
-          );
+                eq(orderTrades.openedAttempt, trade.openedAttempt),
+              ),
+            )
+            .returning({ gateway: orderTrades.gateway });
+          if (closed.length > 0) {
+            await journal(tx, { orderId: order.id, kind: 'trade.closed', data: { gateway: gatewayId, attempt: trade.openedAttempt } });
+          }
+        });
         break;
       case 'already_paid': {
         // The buyer paid this trade before it could be closed. That payment settles the order — or,

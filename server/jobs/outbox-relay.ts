@@ -8,6 +8,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/client';
+import { journal } from '../checkout/journal';
 import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
 
@@ -64,6 +65,16 @@ export async function relayOutbox(db: Database, limit = 100): Promise<number> {
         values (${email.id}::uuid, ${`customer-${customer.slice(0, 8)}@payonce.test`}, ${subject}, ${body})
         on conflict (outbox_id) do nothing`);
       await tx.execute(sql`update outbox set delivered_at = now(), attempts = attempts + 1 where id = ${email.id}::uuid`);
+    }
+    // Journaled last and in order of order id: each order's journal has a lock of its own, and taking
+    // them in one order keeps two relays from deadlocking on each other.
+    const sent = [...pending].sort((a, b) => (a.payload.orderId < b.payload.orderId ? -1 : 1));
+    for (const email of sent) {
+      await journal(tx, {
+        orderId: email.payload.orderId,
+        kind: 'email.sent',
+        data: { email: email.topic === REFUND_EMAIL_TOPIC ? 'refund' : 'order_paid', subject: render(email).subject },
+      });
     }
     return pending.length;
   });

@@ -19,6 +19,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { orders } from '../../db/schema';
 import type { CheckoutServices } from '../checkout/services';
+import { journal, journaledCall } from '../checkout/journal';
 import { settleSucceededCharge } from '../checkout/settle';
 import { closeOpenTrades, settledOrdersWithOpenTrades } from '../checkout/trades';
 import type { GatewayId } from '../payments/gateway';
@@ -80,7 +81,11 @@ export async function reconcilePayments(
       summary.undecided++;
       continue;
     }
-    const answer = await gateway.query(order.out_trade_no);
+    const answer = await journaledCall(
+      services.db,
+      { orderId: order.id, gateway: order.attempt_gateway, operation: 'query', request: { outTradeNo: order.out_trade_no, by: 'reconciler' } },
+      () => gateway.query(order.out_trade_no),
+    );
     if (answer.kind === 'unavailable') {
       summary.undecided++; // ask again on the next run
       continue;
@@ -105,17 +110,27 @@ export async function reconcilePayments(
       case 'closed': {
         // No money moved. Reopen the order so the customer can pay; the gateway's trade (if any) stays
         // on the order's open trades, closed before any attempt elsewhere and before expiry.
-        const reopened = await services.db
-          .update(orders)
-          .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
-          .where(
-            and(
-              eq(orders.id, order.id),
-              eq(orders.status, 'paying'),
-              eq(orders.paymentAttempt, order.payment_attempt),
-            ),
-          )
-          .returning({ id: orders.id });
+        const reopened = await services.db.transaction(async (tx) => {
+          const rows = await tx
+            .update(orders)
+            .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
+            .where(
+              and(
+                eq(orders.id, order.id),
+                eq(orders.status, 'paying'),
+                eq(orders.paymentAttempt, order.payment_attempt),
+              ),
+            )
+            .returning({ id: orders.id });
+          if (rows.length > 0) {
+            await journal(tx, {
+              orderId: order.id,
+              kind: 'attempt.abandoned',
+              data: { attempt: order.payment_attempt, gateway: order.attempt_gateway, trade: trade.kind },
+            });
+          }
+          return rows;
+        });
         if (reopened.length > 0) summary.reopened++;
         break;
       }
@@ -187,6 +202,7 @@ export async function expireUnpaidOrders(
         update products p set stock = p.stock + i.quantity
           from order_items i
          where i.order_id = ${order.id} and p.sku = i.sku`);
+      await journal(tx, { orderId: order.id, kind: 'order.expired', data: { restocked: true, tradeInDoubt: force } });
       return 1;
     });
   }

@@ -174,6 +174,7 @@ export async function startTestStack(
     return undefined;
   });
   services.publicBaseUrl = app.url;
+  services.pspSandboxUrl = sandbox.url;
 
   const ledger = async (outTradeNo?: string): Promise<Ledger> => {
     const query = outTradeNo ? `?outTradeNo=${encodeURIComponent(outTradeNo)}` : '';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { listProducts } from '../../checkout/catalogue';
 import { createOrder, getOrder, type CreatedOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
+import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import type { PaidOrder } from '../../checkout/settle';
 import { idempotentProcedure } from '../idempotency';
 import { createTRPCRouter, publicProcedure } from '../init';
@@ -26,6 +27,11 @@ const payInput = z.object({
   buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).optional(),
 });
 
+const viewerOf = (ctx: { customerId: string; services: { demo?: boolean } }) => ({
+  customerId: ctx.customerId,
+  demo: ctx.services.demo === true,
+});
+
 export const checkoutRouter = createTRPCRouter({
   products: publicProcedure.query(({ ctx }) => listProducts(ctx.services.db)),
 
@@ -48,4 +54,14 @@ export const checkoutRouter = createTRPCRouter({
   order: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
     .query(({ ctx, input }) => getOrder(ctx.services.db, ctx.customerId, input.orderId)),
+
+  /** The 幕后 view: the order's journal, its chain check and the gateway ledger's count. */
+  timeline: publicProcedure
+    .input(z.object({ orderId: z.uuid() }))
+    .query(({ ctx, input }) =>
+      orderTimeline(ctx.services.db, viewerOf(ctx), input.orderId, ctx.services.pspSandboxUrl),
+    ),
+
+  /** The customer's newest orders (every customer's in demo mode), for the 幕后 view's list. */
+  recentOrders: publicProcedure.query(({ ctx }) => recentOrders(ctx.services.db, viewerOf(ctx))),
 });

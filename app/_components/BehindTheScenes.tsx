@@ -1,0 +1,338 @@
+'use client';
+
+import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
+import Link from 'next/link';
+import { useMemo, useState } from 'react';
+import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
+import { LangProvider, LangSwitch, useLang, type Lang } from '../../client/i18n';
+import type { OrderTimeline, TimelineEvent } from '../../server/checkout/timeline';
+import './behind.css';
+
+/**
+ * 幕后 (under the hood): one order's journal as it happens — every request and what the idempotency
+ * guard made of it, every gateway call and answer, every notification, close, refund and email — next
+ * to the gateway ledger's own count of charges and refunds, and whether the journal's hash chain holds.
+ */
+export function BehindTheScenes({ orderId }: { orderId: string }) {
+  const [queryClient] = useState(() => new QueryClient());
+  const client = useMemo(() => createCheckoutClient({ url: '/api/trpc' }), []);
+  return (
+    <QueryClientProvider client={queryClient}>
+      <LangProvider>
+        <TimelineView client={client} orderId={orderId} />
+      </LangProvider>
+    </QueryClientProvider>
+  );
+}
+
+const TEXT = {
+  zh: {
+    title: '幕后',
+    back: '返回收银台',
+    allOrders: '订单列表',
+    loading: '正在读取事件日志…',
+    notFound: '没有这个订单（只能查看自己的订单）。',
+    status: '订单状态',
+    amount: '金额',
+    ledger: '网关账本',
+    ledgerUnavailable: '无法读取网关账本',
+    kept: '实收',
+    chainOk: '哈希链完整',
+    chainBroken: (seq: number) => `哈希链在第 ${seq} 条断裂：日志被改动过`,
+    time: '时间（北京时间）',
+    event: '事件',
+    details: '详情',
+    hash: '哈希',
+    caption: '每个请求、每次网关调用与答复、每条通知、关单、退款与邮件，按发生顺序',
+    charges: (n: number) => `${n} 笔扣款`,
+    refunded: (n: number) => `${n} 笔已退款`,
+    live: '实时更新中',
+  },
+  en: {
+    title: 'Under the hood',
+    back: 'Back to checkout',
+    allOrders: 'Orders',
+    loading: 'Reading the event log…',
+    notFound: 'No such order (you can only see your own orders).',
+    status: 'Order status',
+    amount: 'Amount',
+    ledger: 'Gateway ledger',
+    ledgerUnavailable: 'Gateway ledger unavailable',
+    kept: 'kept',
+    chainOk: 'Hash chain intact',
+    chainBroken: (seq: number) => `Hash chain broken at #${seq}: the log was altered`,
+    time: 'Time (Beijing)',
+    event: 'Event',
+    details: 'Details',
+    hash: 'Hash',
+    caption: 'Every request, gateway call and answer, notification, close, refund and email, in order',
+    charges: (n: number) => (n === 1 ? '1 charge' : `${n} charges`),
+    refunded: (n: number) => `${n} refunded`,
+    live: 'live',
+  },
+} as const;
+
+const GATEWAY_NAMES: Record<Lang, Record<string, string>> = {
+  zh: { alipay: '支付宝', wechatpay: '微信支付', stripe: '银行卡 (Stripe)', '2c2p': '2C2P' },
+  en: { alipay: 'Alipay', wechatpay: 'WeChat Pay', stripe: 'Card (Stripe)', '2c2p': '2C2P' },
+};
+
+const ORDER_STATUS: Record<Lang, Record<string, string>> = {
+  zh: { awaiting_payment: '待支付', paying: '支付中', paid: '已支付', failed: '已失败', expired: '已过期' },
+  en: { awaiting_payment: 'awaiting payment', paying: 'paying', paid: 'paid', failed: 'failed', expired: 'expired' },
+};
+
+const GUARD: Record<Lang, Record<string, string>> = {
+  zh: {
+    claimed: '首次受理',
+    taken_over: '接管中断的请求',
+    replayed: '重放已存答复',
+    in_progress: '同键请求处理中',
+    mismatch: '同键不同请求',
+    released: '失败，释放键以便重试',
+  },
+  en: {
+    claimed: 'claimed',
+    taken_over: 'taken over',
+    replayed: 'replayed',
+    in_progress: 'in progress',
+    mismatch: 'key reused',
+    released: 'released for retry',
+  },
+};
+
+const OPERATION: Record<Lang, Record<string, string>> = {
+  zh: { charge: '扣款', query: '查询交易', close: '关闭交易', refund: '退款', refund_query: '查询退款' },
+  en: { charge: 'charge', query: 'query', close: 'close trade', refund: 'refund', refund_query: 'refund query' },
+};
+
+const VIA: Record<Lang, Record<string, string>> = {
+  zh: { response: '网关同步答复', notification: '网关通知', reconciliation: '对账查询', close: '关单时发现已付' },
+  en: { response: 'gateway answer', notification: 'notification', reconciliation: 'reconciliation', close: 'found paid on close' },
+};
+
+export function formatMoney(minor: number, currency: string): string {
+  const sign = currency === 'CNY' ? '¥' : `${currency} `;
+  return `${sign}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
+}
+
+const beijingTime = new Intl.DateTimeFormat('zh-CN', {
+  timeZone: 'Asia/Shanghai',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+  fractionalSecondDigits: 3,
+  hour12: false,
+});
+
+function describe(event: TimelineEvent, lang: Lang): { title: string; details: string; tone?: 'ok' | 'warn' | 'bad' } {
+  const d = event.data as Record<string, any>;
+  const zh = lang === 'zh';
+  const gw = (id: unknown) => GATEWAY_NAMES[lang][String(id)] ?? String(id);
+  const money = (minor: unknown, currency: unknown) =>
+    typeof minor === 'number' ? formatMoney(minor, String(currency ?? 'CNY')) : '';
+  switch (event.kind) {
+    case 'request': {
+      const guard = GUARD[lang][String(d.outcome)] ?? String(d.outcome);
+      const key = typeof d.key === 'string' ? `${d.key.slice(0, 8)}…` : '—';
+      const tone = d.status >= 500 || d.status === 409 || d.status === 422 ? 'warn' : d.status >= 400 ? 'bad' : 'ok';
+      return {
+        title: `${zh ? '请求' : 'Request'} ${d.procedure} → HTTP ${d.status}`,
+        details: [
+          `${zh ? '幂等键' : 'key'} ${key}`,
+          d.gateway ? gw(d.gateway) : '',
+          d.attempt ? (zh ? `第 ${d.attempt} 次尝试` : `attempt ${d.attempt}`) : '',
+          `${zh ? '守卫' : 'guard'}: ${guard}`,
+        ]
+          .filter(Boolean)
+          .join(' · '),
+        tone,
+      };
+    }
+    case 'order.created':
+      return {
+        title: zh ? '创建订单，扣减库存' : 'Order created, stock taken',
+        details: `${d.outTradeNo} · ${money(d.amountMinor, d.currency)}`,
+      };
+    case 'attempt.started':
+      return {
+        title: zh ? `开始第 ${d.attempt} 次支付` : `Payment attempt ${d.attempt} started`,
+        details: gw(d.gateway),
+      };
+    case 'attempt.abandoned':
+      return {
+        title: zh ? `对账：第 ${d.attempt} 次尝试未扣款，订单重新可付` : `Reconciler: attempt ${d.attempt} took no money`,
+        details: `${gw(d.gateway)} · ${d.trade}`,
+      };
+    case 'gateway.call':
+      return {
+        title: `→ ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}`,
+        details: [d.outTradeNo, d.refundId, d.attempt ? (zh ? `尝试 ${d.attempt}` : `attempt ${d.attempt}`) : '']
+          .filter(Boolean)
+          .join(' · '),
+      };
+    case 'gateway.answer': {
+      const tone = d.outcome === 'succeeded' || d.outcome === 'closed' ? 'ok' : d.outcome === 'declined' ? 'bad' : 'warn';
+      return {
+        title: `← ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}: ${d.outcome}`,
+        details: [d.gatewayTradeNo, d.code, d.message, `${d.ms} ms`].filter(Boolean).join(' · '),
+        tone,
+      };
+    }
+    case 'payment.succeeded':
+      return {
+        title: zh ? '扣款成功，订单已支付' : 'Charge succeeded, order paid',
+        details: `${gw(d.gateway)} · ${money(d.amountMinor, d.currency)} · ${VIA[lang][String(d.via)] ?? d.via} · ${d.gatewayTradeNo}`,
+        tone: 'ok',
+      };
+    case 'payment.declined':
+      return { title: zh ? '支付被拒绝' : 'Payment declined', details: `${gw(d.gateway)} · ${d.code}`, tone: 'bad' };
+    case 'payment.excess':
+      return {
+        title: zh ? '多收的一笔：不保留，自动退款' : 'A charge that must not stay: refund queued',
+        details: `${gw(d.gateway)} · ${money(d.amountMinor, d.currency)} · ${VIA[lang][String(d.via)] ?? d.via} · ${d.refundId}`,
+        tone: 'warn',
+      };
+    case 'trade.closed':
+      return { title: zh ? '关闭网关交易（不能再付款）' : 'Gateway trade closed', details: gw(d.gateway) };
+    case 'notification.processed':
+      return {
+        title: zh ? '收到网关通知：验签通过，已处理并确认' : 'Notification verified, processed, acknowledged',
+        details: `${gw(d.gateway)} · ${d.about} · ${String(d.eventId).slice(0, 24)}`,
+        tone: 'ok',
+      };
+    case 'notification.duplicate':
+      return {
+        title: zh ? '重复通知：已确认，不再处理' : 'Duplicate notification: acknowledged, not processed again',
+        details: `${gw(d.gateway)} · ${String(d.eventId).slice(0, 24)}`,
+      };
+    case 'notification.in_flight':
+      return {
+        title: zh ? '通知到达时首条仍在处理：不确认，让网关稍后重发' : 'Notification while the first is in flight: not acknowledged',
+        details: `${gw(d.gateway)} · ${String(d.eventId).slice(0, 24)}`,
+        tone: 'warn',
+      };
+    case 'refund.succeeded':
+      return {
+        title: zh ? '退款成功' : 'Refund succeeded',
+        details: `${gw(d.gateway)} · ${money(d.amountMinor, d.currency)} · ${d.refundId}`,
+        tone: 'ok',
+      };
+    case 'refund.failed':
+      return { title: zh ? '退款失败，已转人工' : 'Refund failed: a person follows up', details: String(d.error), tone: 'bad' };
+    case 'email.queued':
+      return {
+        title: zh ? (d.email === 'refund' ? '退款通知邮件入队' : '支付成功邮件入队') : `Email queued (${d.email})`,
+        details: zh ? '与状态变更同一事务写入发件箱' : 'outbox, same transaction',
+      };
+    case 'email.sent':
+      return { title: zh ? '邮件已发出' : 'Email sent', details: String(d.subject ?? '') };
+    case 'order.expired':
+      return { title: zh ? '订单过期，库存归还' : 'Order expired, stock returned', details: '' };
+    case 'exception.recorded':
+      return { title: zh ? '异常已记录，待人工处理' : 'Exception recorded for follow-up', details: String(d.exception), tone: 'bad' };
+    default:
+      return { title: event.kind, details: JSON.stringify(d) };
+  }
+}
+
+function LedgerBadge({ timeline, lang }: { timeline: OrderTimeline; lang: Lang }) {
+  const text = TEXT[lang];
+  if (timeline.ledger.source !== 'sandbox') return <span className="badge">{text.ledgerUnavailable}</span>;
+  const charges = timeline.ledger.charges.filter((c) => c.status === 'succeeded').length;
+  const refunds = timeline.ledger.refunds.filter((r) => r.status === 'succeeded').length;
+  const label = [text.charges(charges), refunds > 0 ? text.refunded(refunds) : ''].filter(Boolean).join(' · ');
+  const tone = charges - refunds <= 1 ? 'ok' : 'bad';
+  return (
+    <span className="badge" data-tone={tone} data-testid="ledger-badge">
+      {label}
+    </span>
+  );
+}
+
+function TimelineView({ client, orderId }: { client: CheckoutClient; orderId: string }) {
+  const { lang } = useLang();
+  const text = TEXT[lang];
+  const timeline = useQuery({
+    queryKey: ['timeline', orderId],
+    queryFn: () => client.checkout.timeline.query({ orderId }),
+    // Live while things can still happen: notifications, the reconciler and refunds arrive later.
+    refetchInterval: 1500,
+    retry: false,
+  });
+  const data = timeline.data as OrderTimeline | undefined;
+
+  return (
+    <main className="shell behind">
+      <header className="masthead">
+        <nav className="crumbs">
+          <Link href="/">{text.back}</Link> · <Link href="/orders">{text.allOrders}</Link>
+        </nav>
+        <LangSwitch />
+        <h1>
+          {text.title}
+          {data && <span className="meta"> · {data.order.outTradeNo}</span>}
+        </h1>
+      </header>
+      {timeline.isPending && <p>{text.loading}</p>}
+      {timeline.isError && <p role="alert">{text.notFound}</p>}
+      {data && (
+        <>
+          <section className="card" aria-label={text.ledger}>
+            <dl className="summary">
+              <dt>{text.status}</dt>
+              <dd data-testid="behind-order-status">{ORDER_STATUS[lang][data.order.status] ?? data.order.status}</dd>
+              <dt>{text.amount}</dt>
+              <dd>{formatMoney(data.order.amountMinor, data.order.currency)}</dd>
+              <dt>{text.ledger}</dt>
+              <dd>
+                <LedgerBadge timeline={data} lang={lang} />{' '}
+                {data.ledger.source === 'sandbox' && (
+                  <span className="meta">
+                    {text.kept} {formatMoney(data.ledger.keptMinor, data.order.currency)}
+                  </span>
+                )}
+              </dd>
+              <dt>{lang === 'zh' ? '事件日志' : 'Event log'}</dt>
+              <dd>
+                <span className="badge" data-tone={data.chain.intact ? 'ok' : 'bad'} data-testid="chain-badge">
+                  {data.chain.intact ? `${text.chainOk} ✓` : text.chainBroken(data.chain.brokenAtSeq)}
+                </span>
+              </dd>
+            </dl>
+          </section>
+          <section className="card timeline-wrap">
+            <table className="timeline" aria-label={lang === 'zh' ? '事件时间线' : 'Event timeline'}>
+              <caption>
+                {text.caption} <span className="meta">({text.live})</span>
+              </caption>
+              <thead>
+                <tr>
+                  <th scope="col">#</th>
+                  <th scope="col">{text.time}</th>
+                  <th scope="col">{text.event}</th>
+                  <th scope="col">{text.details}</th>
+                  <th scope="col">{text.hash}</th>
+                </tr>
+              </thead>
+              <tbody>
+                {data.events.map((event) => {
+                  const shown = describe(event, lang);
+                  return (
+                    <tr key={event.seq} data-kind={event.kind} data-tone={shown.tone}>
+                      <td>{event.seq}</td>
+                      <td className="mono">{beijingTime.format(new Date(event.at))}</td>
+                      <td>{shown.title}</td>
+                      <td className="meta">{shown.details}</td>
+                      <td className="mono meta">{event.hash}</td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </section>
+        </>
+      )}
+    </main>
+  );
+}

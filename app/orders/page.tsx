@@ -1,0 +1,8 @@
+import type { Metadata } from 'next';
+import { OrderList } from '../_components/OrderList';
+
+export const metadata: Metadata = { title: 'PayOnce · 订单' };
+
+export default function Page() {
+  return <OrderList />;
+}
