@@ -5,9 +5,11 @@ import { defineConfig } from '@playwright/test';
  * Browser tests and failure drills. `npx playwright test` starts two stacks of its own (database,
  * PSP sandbox, app) on ports of their own, so it runs beside a developer's `npm run dev`:
  *
- *   checkout  e2e/*.spec.ts        the app as users get it (fault injection off)
- *   drills    e2e/drills/*.spec.ts the app with CHECKOUT_FAULTS=1, a short lease and fast jobs,
- *                                  supervised so a crash drill's SIGKILL is followed by a restart
+ *   checkout  e2e/*.spec.ts        the app as users get it: not in demo mode, so no fault
+ *                                  injection, no /mail, no /api/metrics, whatever the shell sets
+ *   drills    e2e/drills/*.spec.ts the app in demo mode (PAYONCE_DEMO=1: fault injection on), a
+ *                                  short lease and fast jobs, supervised so a crash drill's
+ *                                  SIGKILL is followed by a restart
  *
  * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
  *
@@ -72,11 +74,13 @@ export default defineConfig({
     },
   ],
   webServer: [
-    stack('e2e', APP_PORT, SANDBOX_PORT, ''),
+    // Playwright passes its own environment on: empty values switch off whatever a developer's
+    // shell turned on (server/demo.ts, server/faults.ts, server/metrics-access.ts).
+    stack('e2e', APP_PORT, SANDBOX_PORT, '', { PAYONCE_DEMO: '', CHECKOUT_FAULTS: '', METRICS_TOKEN: '', METRICS_PUBLIC: '' }),
     // A production build: a dev server would reload the page when it comes back after a crash.
     stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
-      CHECKOUT_FAULTS: '1',
-      // Demo mode: the page's fault switchboard and the demo drills endpoint, driven by switchboard.spec.
+      // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
+      // failed drill's stack; the page's fault switchboard (switchboard.spec).
       PAYONCE_DEMO: '1',
       // A crashed request's lease runs out in 8 s (the gateway calls time out in 5 s), so the crash
       // drills wait seconds, not the production 30 s.

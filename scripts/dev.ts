@@ -2,10 +2,12 @@
  * `npm run dev`: the embedded PostgreSQL (or DATABASE_URL), the PSP sandbox on :4010 and the app on
  * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
  *
- * Flags: --prod (builds first when there is no build), --build (rebuild), --port N (app),
+ * `npm run demo` (--demo) does the same in demo mode (PAYONCE_DEMO=1, server/demo.ts): fault
+ * injection, the /mail demo mailbox and token-less /api/metrics are on. Never for real customers.
+ *
+ * Flags: --prod (builds first when there is no build), --build (rebuild), --demo, --port N (app),
  * --sandbox-port N, --database NAME (its own database, also on a DATABASE_URL server), --dist-dir DIR,
- * --instances N (with
- * --prod: N app processes on consecutive ports, sharing the database).
+ * --instances N (with --prod: N app processes on consecutive ports, sharing the database).
  */
 import { parseArgs } from 'node:util';
 import { startStack } from './stack';
@@ -14,6 +16,7 @@ const { values } = parseArgs({
   options: {
     prod: { type: 'boolean', default: false },
     build: { type: 'boolean', default: false },
+    demo: { type: 'boolean', default: false },
     instances: { type: 'string', default: '1' },
     port: { type: 'string', default: process.env.PORT ?? '3000' },
     'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
@@ -32,12 +35,17 @@ const stack = await startStack({
   distDir: values['dist-dir'],
   build: values.build,
   instances: Number(values.instances),
+  // Only the app process: the sandbox and the build have no demo mode. PAYONCE_DEMO=1 already in
+  // the environment (the drills' stack) is passed on either way.
+  ...(values.demo ? { appEnv: { PAYONCE_DEMO: '1' } } : {}),
 });
 
 console.log(`
   PayOnce is ready:  ${stack.appUrl.replace('127.0.0.1', 'localhost')}
   PSP sandbox:       ${stack.sandboxUrl}   (ledger: ${stack.sandboxUrl}/ledger)
-  Database:          ${stack.databaseUrl.replace(/:[^:@/]+@/, ':***@')}
+  Database:          ${stack.databaseUrl.replace(/:[^:@/]+@/, ':***@')}${
+    stack.demo ? '\n  Demo mode: faults, /mail and the switchboard are on' : ''
+  }
   Press Ctrl-C to stop.
 `);
 

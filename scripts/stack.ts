@@ -11,6 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import { runMigrations } from '../db/migrate';
+import { demoMode } from '../server/demo';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 
 export interface StackOptions {
@@ -27,7 +28,11 @@ export interface StackOptions {
    */
   separateDatabase?: boolean;
   sandboxTimeScale?: number;
-  /** Extra environment for the app process (e.g. a shorter lease for drills). */
+  /**
+   * Extra environment for the app process (e.g. a shorter lease for drills). The switches that open
+   * the app's non-customer surfaces live here too: PAYONCE_DEMO=1 (demo mode), CHECKOUT_FAULTS=1,
+   * METRICS_TOKEN or METRICS_PUBLIC=1 (see server/demo.ts and server/metrics-access.ts).
+   */
   appEnv?: Record<string, string>;
   distDir?: string;
   /** With mode `prod`: build first even if a build exists (otherwise only when there is none). */
@@ -41,6 +46,8 @@ export interface Stack {
   databaseUrl: string;
   appUrl: string;
   sandboxUrl: string;
+  /** The app runs in demo mode (PAYONCE_DEMO=1 from `appEnv` or the inherited environment). */
+  demo: boolean;
   stop(): Promise<void>;
 }
 
@@ -204,7 +211,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       }
     }
 
-    return { databaseUrl: database.url, appUrl, sandboxUrl, stop };
+    return { databaseUrl: database.url, appUrl, sandboxUrl, demo: demoMode(appEnv), stop };
   } catch (error) {
     await stop();
     throw error;

@@ -1,6 +1,7 @@
 /**
- * Fault injection for the failure drills, off unless CHECKOUT_FAULTS=1. With it off, no injector
- * exists (`services.faults` is undefined), the fault endpoint answers 404, and no fault code runs.
+ * Fault injection for the failure drills and the demo, off unless CHECKOUT_FAULTS=1 or demo mode
+ * (PAYONCE_DEMO=1, see demo.ts). With it off, no injector exists (`services.faults` is undefined),
+ * the fault endpoints answer 404, and no fault code runs.
  *
  * Faults are armed per app instance at named points of the pay flow and fire a set number of times:
  *
@@ -16,6 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CheckoutError } from './checkout/errors';
+import { demoMode } from './demo';
 
 export const FAULT_POINTS = ['before_claim', 'after_claim', 'after_gateway_call', 'after_commit', 'after_refund_call'] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
@@ -103,6 +105,7 @@ export class FaultInjector {
   }
 }
 
+/** CHECKOUT_FAULTS=1 alone is what the drills and the soak ask for; the demo brings it along. */
 export function faultsEnabled(env: Record<string, string | undefined> = process.env): boolean {
-  return env.CHECKOUT_FAULTS === '1';
+  return env.CHECKOUT_FAULTS === '1' || demoMode(env);
 }

@@ -11,6 +11,7 @@
  * The same seed replays the same schedule (its digest is printed); the timing of a run is not
  * replayed, so which concurrent order a fault lands on may differ.
  */
+import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,6 +108,10 @@ function stackLog(line: string): void {
   }
 }
 
+// The metrics endpoint is closed unless switched on; this run's own token opens it to the report
+// below without opening it to anyone else who can reach the port.
+const metricsToken = randomBytes(24).toString('base64url');
+
 console.error(`Starting the stack (build: ${!args['no-build']}; log: ${logFile}) …`);
 const stackStarted = Date.now();
 let stack: Stack;
@@ -122,6 +127,7 @@ try {
     log: stackLog,
     appEnv: {
       CHECKOUT_FAULTS: '1',
+      METRICS_TOKEN: metricsToken,
       IDEMPOTENCY_LEASE_MS: String(LEASE_MS),
       GATEWAY_TIMEOUT_MS: '2000',
       JOBS_RECONCILE_SECONDS: '1',
@@ -494,7 +500,10 @@ for (const kind of VIOLATION_KINDS) {
 // The app's own metrics, when it has them.
 for (const [i, url] of appUrls.entries()) {
   try {
-    const response = await fetch(`${url}/api/metrics`, { signal: AbortSignal.timeout(5000) });
+    const response = await fetch(`${url}/api/metrics`, {
+      headers: { authorization: `Bearer ${metricsToken}` },
+      signal: AbortSignal.timeout(5000),
+    });
     if (!response.ok) continue;
     // The app's own series; the process defaults (payonce_process_*) and histogram buckets are noise here.
     const lines = (await response.text())

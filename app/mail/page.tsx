@@ -1,12 +1,23 @@
 import { desc } from 'drizzle-orm';
+import { notFound } from 'next/navigation';
+import { connection } from 'next/server';
 import { mailSink } from '../../db/schema';
 import { appServices } from '../../server/app-services';
+import { formatBeijingTimestamp } from '../../server/beijing-time';
+import { demoMode } from '../../server/demo';
 
-// Read at request time: the list changes with every paid order.
-export const dynamic = 'force-dynamic';
-
-/** The demo's mail server: every confirmation email the outbox relay has sent, newest first. */
+/**
+ * The demo's mail server: every confirmation and refund email the outbox relay has sent, newest
+ * first, whoever the customer. It is a demo mailbox, so it exists only in demo mode
+ * (PAYONCE_DEMO=1, server/demo.ts); anywhere else it is a 404 — one customer must never read
+ * another's mail.
+ */
 export default async function MailPage() {
+  // Rendered per request, never at build: demo mode is the running server's environment, not the
+  // builder's, and the list changes with every paid order.
+  await connection();
+  if (!demoMode()) notFound();
+
   const messages = await appServices()
     .db.select()
     .from(mailSink)
@@ -27,9 +38,10 @@ export default async function MailPage() {
               <div>
                 <div>{m.subject}</div>
                 <div className="meta">
-                  {m.recipient} · {m.sentAt.toISOString().replace('T', ' ').slice(0, 19)} UTC
+                  {m.recipient} · <time dateTime={m.sentAt.toISOString()}>{formatBeijingTimestamp(m.sentAt)}</time>
                 </div>
-                <div>{m.body}</div>
+                {/* An email body is lines of text (amount, gateway, time): keep its line breaks. */}
+                <div style={{ whiteSpace: 'pre-line' }}>{m.body}</div>
               </div>
             </li>
           ))}

@@ -266,6 +266,8 @@ export async function markRefundSucceeded(tx: Executor, refundId: string, gatewa
         currency: done.currency,
         gateway: done.gateway,
         reason: done.reason,
+        // The refund's own settled_at: the time the money went back, for the buyer's email.
+        ...(done.settledAt ? { refundedAt: done.settledAt.toISOString() } : {}),
       },
     })
     .onConflictDoNothing();

@@ -148,7 +148,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
     gatewayTradeNo: charge.gatewayTradeNo,
     source: charge.source,
   });
-  await tx
+  const [paidRow] = await tx
     .update(orders)
     .set({
       status: 'paid',
@@ -156,9 +156,11 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       updatedAt: sql`now()`,
       attemptKeyId: null,
     })
-    .where(eq(orders.id, order.id));
+    .where(eq(orders.id, order.id))
+    .returning({ paidAt: orders.paidAt });
   // One confirmation email per paid order, however many paths settle it: the unique dedupe key
-  // turns every later insert into a no-op.
+  // turns every later insert into a no-op. `paidAt` is the order's own paid_at, so the email tells
+  // the buyer the time the order records, not the (later) time the relay sends it.
   await tx
     .insert(outbox)
     .values({
@@ -171,6 +173,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
         amountMinor: order.amountMinor,
         currency: order.currency,
         gateway: charge.gateway,
+        ...(paidRow?.paidAt ? { paidAt: paidRow.paidAt.toISOString() } : {}),
       },
     })
     .onConflictDoNothing();

@@ -11,40 +11,17 @@ import type { Database } from '../../db/client';
 import { journal } from '../checkout/journal';
 import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
+import { renderEmail, type EmailPayload } from './email-templates';
 
 interface PendingEmail extends Record<string, unknown> {
   id: string;
   topic: string;
-  payload: {
-    orderId: string;
-    customerId: string | null;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    gateway: string;
-    refundId?: string;
-    reason?: string;
-  };
+  payload: EmailPayload;
 }
 
-function formatAmount(minor: number, currency: string): string {
-  return `${currency === 'CNY' ? '¥' : `${currency} `}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
-}
-
-/** What each outbox topic says to the customer. */
+/** What each outbox topic says to the customer: the wording lives in email-templates.ts. */
 function render(email: PendingEmail): { subject: string; body: string } {
-  const p = email.payload;
-  if (email.topic === REFUND_EMAIL_TOPIC) {
-    const why = p.reason === 'duplicate_charge' ? '该订单已支付，这笔重复付款' : '该订单已关闭，这笔付款';
-    return {
-      subject: `退款通知：订单 ${p.outTradeNo}`,
-      body: `${why} ${formatAmount(p.amountMinor, p.currency)} 已通过 ${p.gateway} 原路退回，退款单号 ${p.refundId ?? ''}。`,
-    };
-  }
-  return {
-    subject: `支付成功：订单 ${p.outTradeNo}`,
-    body: `您的订单 ${p.outTradeNo} 已通过 ${p.gateway} 支付 ${formatAmount(p.amountMinor, p.currency)}。感谢惠顾！`,
-  };
+  return renderEmail(email.topic, email.payload);
 }
 
 /** Relays up to `limit` pending emails; returns how many were delivered. Safe on many instances. */

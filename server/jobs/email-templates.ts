@@ -1,0 +1,115 @@
+/**
+ * What each outbox email says to the shopper: pure functions from an outbox row's topic and payload
+ * to a subject and body, so the wording is tested without a database and the relay only delivers.
+ *
+ * Written for the buyer, not for us: the gateway as the buyer knows it (支付宝, not `alipay`), the
+ * amount as a price (¥168.00), and the time in Beijing time, whatever time zone the server runs in.
+ */
+import type { RefundReason } from '../../db/schema';
+import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
+import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
+import type { GatewayId } from '../payments/gateway';
+import { formatBeijingLong } from '../beijing-time';
+
+/**
+ * An outbox row's payload, as settle.ts (ORDER_PAID_EMAIL_TOPIC) and refunds.ts (REFUND_EMAIL_TOPIC)
+ * write it. `paidAt` and `refundedAt` came later: rows queued before them still render, without the
+ * time.
+ */
+export interface EmailPayload {
+  orderId: string;
+  customerId: string | null;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  gateway: string;
+  /** ISO 8601, the order's paid_at (order-paid emails). */
+  paidAt?: string;
+  refundId?: string;
+  reason?: string;
+  /** ISO 8601, the refund's settled_at (refund emails). */
+  refundedAt?: string;
+}
+
+export interface RenderedEmail {
+  subject: string;
+  body: string;
+}
+
+const GATEWAY_NAMES: Record<GatewayId, string> = {
+  alipay: '支付宝',
+  wechatpay: '微信支付',
+  stripe: '银行卡 (Stripe)',
+  '2c2p': '2C2P',
+};
+
+/** The gateway as the buyer chose it on the checkout page; an unknown id is shown as it is. */
+export function gatewayName(gateway: string): string {
+  return Object.hasOwn(GATEWAY_NAMES, gateway) ? GATEWAY_NAMES[gateway as GatewayId] : gateway;
+}
+
+const CURRENCY_SYMBOLS: Record<string, string> = { CNY: '¥' };
+
+/**
+ * `¥168.00`, `¥12,800.00`; another currency as `USD 168.00`. Integer arithmetic on minor units
+ * (every currency the checkout sells in has two decimals): no float ever rounds a price.
+ */
+export function formatAmount(minor: number, currency: string): string {
+  const sign = minor < 0 ? '-' : '';
+  const abs = Math.abs(minor);
+  const major = Math.floor(abs / 100).toLocaleString('en-US');
+  const cents = String(abs % 100).padStart(2, '0');
+  const symbol = CURRENCY_SYMBOLS[currency];
+  return `${sign}${symbol ?? `${currency} `}${major}.${cents}`;
+}
+
+/** The time as a line of the receipt, or no line for a row queued before payloads carried it. */
+function timeLine(label: string, iso: string | undefined): string[] {
+  if (!iso) return [];
+  const at = new Date(iso);
+  return Number.isNaN(at.getTime()) ? [] : [`${label}：${formatBeijingLong(at)}`];
+}
+
+const REFUND_WHY: Record<RefundReason, string> = {
+  duplicate_charge: '该订单已支付，这笔重复付款已原路退回。',
+  order_not_payable: '该订单已关闭，这笔付款已原路退回。',
+};
+
+/** A receipt the way Chinese shops write one: a sentence, then one `label：value` line each. */
+export function renderOrderPaidEmail(p: EmailPayload): RenderedEmail {
+  return {
+    subject: `支付成功：订单 ${p.outTradeNo}`,
+    body: [
+      `您的订单 ${p.outTradeNo} 已支付成功，感谢惠顾！`,
+      `支付金额：${formatAmount(p.amountMinor, p.currency)}`,
+      `支付方式：${gatewayName(p.gateway)}`,
+      ...timeLine('支付时间', p.paidAt),
+    ].join('\n'),
+  };
+}
+
+export function renderRefundEmail(p: EmailPayload): RenderedEmail {
+  const why = p.reason && Object.hasOwn(REFUND_WHY, p.reason) ? REFUND_WHY[p.reason as RefundReason] : '这笔付款已原路退回。';
+  return {
+    subject: `退款通知：订单 ${p.outTradeNo}`,
+    body: [
+      why,
+      `退款金额：${formatAmount(p.amountMinor, p.currency)}`,
+      `退回至：${gatewayName(p.gateway)}`,
+      ...timeLine('退款时间', p.refundedAt),
+      ...(p.refundId ? [`退款单号：${p.refundId}`] : []),
+    ].join('\n'),
+  };
+}
+
+/** The email for one outbox row. A topic without a template is a bug in whoever queued it. */
+export function renderEmail(topic: string, payload: EmailPayload): RenderedEmail {
+  switch (topic) {
+    case ORDER_PAID_EMAIL_TOPIC:
+      return renderOrderPaidEmail(payload);
+    case REFUND_EMAIL_TOPIC:
+      return renderRefundEmail(payload);
+    default:
+      throw new Error(`no email template for outbox topic ${JSON.stringify(topic)}`);
+  }
+}
