@@ -49,7 +49,12 @@ export function eventHash(prevHash: string, row: Omit<Row, 'id' | 'prev_hash' | 
 
 export async function auditJournal(
   sql: postgres.Sql,
-  options: { onProgress?: (rows: number) => void; against?: Map<string, { seq: number; hash: string }> } = {},
+  options: {
+    onProgress?: (rows: number) => void;
+    against?: Map<string, { seq: number; hash: string }>;
+    /** Only these streams (default: all). */
+    streams?: string[];
+  } = {},
 ): Promise<JournalAudit> {
   const heads = new Map<string, { seq: number; hash: string }>();
   let rows = 0;
@@ -78,6 +83,7 @@ export async function auditJournal(
     select id::text, stream, seq, order_id::text, kind, prev_hash, hash, data::text as data_text,
            to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as at_text
       from payment_events
+     where ${options.streams ? sql`stream = any(${options.streams})` : sql`true`}
      order by stream, seq`.cursor(2000);
   for await (const batch of cursor) {
     for (const row of batch) {
@@ -91,6 +97,7 @@ export async function auditJournal(
 
   if (!broken && options.against) {
     for (const [stream, saved] of options.against) {
+      if (options.streams && !options.streams.includes(stream)) continue;
       const head = heads.get(stream);
       if (!head) {
         broken = { id: 0, stream, seq: saved.seq, reason: 'stream_missing', detail: 'the whole stream is gone' };

@@ -6,6 +6,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { auditJournal } from '../../server/checkout/journal-audit';
 import { eventually, requireDatabaseUrl, startTestStack, type TestStack } from '../support/stack';
@@ -25,8 +28,8 @@ type Timeline = {
   ledger: { source: string; charges: { status: string }[]; keptMinor: number };
 };
 
-function runAudit(): { status: number | null; output: string } {
-  const result = spawnSync('node_modules/.bin/tsx', ['scripts/audit.ts'], {
+function runAudit(...args: string[]): { status: number | null; output: string } {
+  const result = spawnSync('npm', ['run', '--silent', 'audit', '--', ...args], {
     env: { ...process.env, DATABASE_URL: requireDatabaseUrl() },
     encoding: 'utf8',
     timeout: 60_000,
@@ -147,5 +150,25 @@ describe('the payment journal', () => {
     assert.ok(audit.broken);
     const timeline = (await customer.query('checkout.timeline', { orderId: order.orderId })).json.result.data as Timeline;
     assert.deepEqual(timeline.chain, { intact: false, brokenAtSeq: 4 });
+  });
+
+  it('6. with heads saved earlier, names a stream whose last rows were cut off', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const headsFile = path.join(os.tmpdir(), `payonce-heads-${randomUUID()}.json`);
+    const saved = runAudit('--heads', headsFile);
+    assert.match(saved.output, /heads of \d+ streams written/);
+    await asAdministrator((sql) => sql`
+      delete from payment_events where id = (select max(id) from payment_events where order_id = ${order.orderId})`);
+    const heads = new Map(Object.entries(JSON.parse(await fs.readFile(headsFile, 'utf8')) as Record<string, { seq: number; hash: string }>));
+    const stream = `order:${order.orderId}`;
+    // Without the saved heads, a shorter chain is still a valid chain: only the heads reveal the cut.
+    assert.equal((await auditJournal(stack.sql, { streams: [stream] })).broken, undefined);
+    const audit = await auditJournal(stack.sql, { streams: [stream], against: heads });
+    assert.equal(audit.broken?.reason, 'stream_truncated');
+    assert.equal(audit.broken?.stream, stream);
+    const cut = await stack.sql<{ n: number }[]>`select count(*)::int as n from payment_events where order_id = ${order.orderId}`;
+    assert.equal(cut[0]!.n, heads.get(stream)!.seq - 1);
+    await fs.rm(headsFile, { force: true });
   });
 });
