@@ -24,6 +24,7 @@
  *                          refund not final, or a trade still open on an order that is over
  */
 import postgres from 'postgres';
+import { auditJournal } from '../server/checkout/journal-audit';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface LedgerCharge {
@@ -69,6 +70,8 @@ export const VIOLATION_KINDS = [
   'emails_per_paid_order',
   'key_in_flight',
   'unsettled',
+  'journal_broken',
+  'journal_disagrees',
 ] as const;
 export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -390,6 +393,31 @@ export async function checkInvariants(params: {
     },
     ordersChargedTwice: [...chargesByTradeNo.values()].filter((list) => list.length > 1).length,
   };
+
+  // --- The payment journal: every chain of this run's orders intact, and each order's journal
+  // telling the same story as its rows — one `payment.succeeded` per paying charge, one
+  // `payment.excess` per charge that had to go back.
+  if (orders.length > 0) {
+    const audit = await auditJournal(sql, { streams: orders.map((o) => `order:${o.id}`) });
+    if (audit.broken) add('journal_broken', audit.broken.stream, `${audit.broken.reason} at seq ${audit.broken.seq}`);
+    const journaled = await sql<{ order_id: string; kind: string; n: number }[]>`
+      select order_id::text, kind, count(*)::int as n from payment_events
+       where order_id in ${sql(orders.map((o) => o.id))} and kind in ('payment.succeeded', 'payment.excess')
+       group by order_id, kind`;
+    const count = (orderId: string, kind: string) => journaled.find((j) => j.order_id === orderId && j.kind === kind)?.n ?? 0;
+    for (const order of orders) {
+      const rows = recordedByOrder.get(order.id) ?? [];
+      const paying = rows.filter((p) => p.role === 'payment').length;
+      const excessRows = rows.length - paying;
+      if (count(order.id, 'payment.succeeded') !== paying || count(order.id, 'payment.excess') !== excessRows) {
+        add(
+          'journal_disagrees',
+          order.out_trade_no,
+          `payments ${paying}+${excessRows} excess, journal ${count(order.id, 'payment.succeeded')}+${count(order.id, 'payment.excess')}`,
+        );
+      }
+    }
+  }
   return { violations, stats };
 }
 

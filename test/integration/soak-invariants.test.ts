@@ -62,6 +62,7 @@ async function seedOrder(options: SeedOptions = {}): Promise<{ orderId: string; 
       await tx`
         insert into payments (order_id, gateway, out_trade_no, attempt, amount_minor, currency, status, gateway_trade_no, source)
         values (${orderId}, 'alipay', ${outTradeNo}, 1, ${amount}, 'CNY', 'succeeded', ${gatewayTradeNo}, 'response')`;
+      await tx`select append_payment_event(${`order:${orderId}`}, ${orderId}::uuid, 'payment.succeeded', ${tx.json({ gateway: 'alipay', gatewayTradeNo })})`;
     }
     const emails = options.emails ?? (paid ? 1 : 0);
     for (let i = 0; i < emails; i++) {
@@ -123,6 +124,7 @@ async function seedExcess(orderId: string, charge: LedgerCharge, refundId: strin
       values (${orderId}, ${charge.gateway}, ${charge.outTradeNo}, 2, ${charge.amountMinor}, 'CNY', 'succeeded',
               ${charge.gatewayTradeNo}, 'notification', 'excess')
       returning id`;
+    await tx`select append_payment_event(${`order:${orderId}`}, ${orderId}::uuid, 'payment.excess', ${tx.json({ gateway: charge.gateway })})`;
     await tx`
       insert into refunds (order_id, payment_id, gateway, out_trade_no, gateway_trade_no, refund_id, amount_minor, currency,
                            reason, status, settled_at)
@@ -276,6 +278,30 @@ describe('soak invariant checker', () => {
     const order = await seedOrder({ emails: 0 });
     const report = await check(baseline, ledgerOf(order.charge));
     assert.deepEqual(kinds(report), ['emails_per_paid_order']);
+  });
+
+  it('a payment the journal does not tell of', async () => {
+    const baseline = await takeBaseline(sql);
+    const order = await seedOrder();
+    await sql`
+      insert into payments (order_id, gateway, out_trade_no, attempt, amount_minor, currency, status, gateway_trade_no, source, role)
+      select order_id, 'wechatpay', out_trade_no, 2, amount_minor, currency, 'succeeded', 'WX-UNJOURNALED', 'notification', 'excess'
+        from payments where order_id = ${order.orderId}`;
+    const report = await check(baseline, ledgerOf(order.charge));
+    assert.ok(kinds(report).includes('journal_disagrees'), JSON.stringify(report.violations));
+    assert.equal(report.violations.find((v) => v.kind === 'journal_disagrees')!.subject, order.outTradeNo);
+  });
+
+  it('a journal row edited after it was written', async () => {
+    const baseline = await takeBaseline(sql);
+    const order = await seedOrder();
+    await sql.begin(async (tx) => {
+      await tx`set local session_replication_role = replica`;
+      await tx`update payment_events set data = '{"gateway":"stripe"}' where order_id = ${order.orderId}`;
+    });
+    const report = await check(baseline, ledgerOf(order.charge));
+    assert.deepEqual(kinds(report), ['journal_broken']);
+    assert.match(report.violations[0]!.detail, /hash_mismatch at seq 1/);
   });
 
   it('a key left in flight: its lease stays held by one owner past a lease length', async () => {
