@@ -5,12 +5,27 @@
  *
  * A key lives until its request has a final answer: 201 (paid), 402 (declined) or 422 (the key was
  * used for a different request). After a decline the next attempt gets a new key.
+ *
+ * The stored attempt keeps the request it was sent with (gateway, buyer, cart), so a reload resumes
+ * that very request: the same key with another gateway would be a different request (422) while the
+ * first one may still charge. When an answer does not say what happened to the money — a 422, or
+ * retries that ran out — the order itself is asked (checkout.order), and only its state decides
+ * between paid, declined, still confirming and "nothing was charged".
  */
-import type { CreatedOrder } from '../server/checkout/orders';
+import type { CreatedOrder, OrderView } from '../server/checkout/orders';
 import type { DeclinedPayment } from '../server/checkout/pay';
 import type { PaidOrder } from '../server/checkout/settle';
 import type { GatewayId, TestBuyer } from '../server/payments/gateway';
-import { callWithRetry, FinalFailureError, RetriesExhaustedError, type CallFailure, type RetryPolicy } from './retry';
+import {
+  backoffDelay,
+  callWithRetry,
+  DEFAULT_RETRY_POLICY,
+  describeFailure,
+  FinalFailureError,
+  RetriesExhaustedError,
+  type CallFailure,
+  type RetryPolicy,
+} from './retry';
 import type { CheckoutClient } from './trpc-client';
 
 export interface CartLine {
@@ -24,7 +39,21 @@ export interface StoredCheckout {
   /** The key for creating the order of `cart`, until the order exists. */
   orderCreation?: { key: string; cart: string };
   /** The payment attempt without a final answer yet. */
-  attempt?: { key: string; orderId: string };
+  attempt?: StoredAttempt;
+}
+
+export interface StoredAttempt {
+  key: string;
+  orderId: string;
+  /**
+   * The request the key was sent with. Absent in attempts saved by earlier versions of the page,
+   * which kept only the key: such an attempt is resumed with the caller's choice, and a mismatch
+   * is settled by asking the order (see confirmOrder).
+   */
+  gateway?: GatewayId;
+  buyer?: TestBuyer;
+  /** The cart the order was made of, so a reloaded page shows what is being paid for. */
+  lines?: CartLine[];
 }
 
 export interface CheckoutStorage {
@@ -32,18 +61,112 @@ export interface CheckoutStorage {
   save(state: StoredCheckout): void;
 }
 
+/**
+ * `key` is the payment attempt's Idempotency-Key when there was one; `confirmedByOrder` says the
+ * result was read from the order's state rather than from the pay call's own answer.
+ */
 export type PayResult =
-  | { kind: 'paid'; order: CreatedOrder; paid: PaidOrder }
-  | { kind: 'declined'; order: CreatedOrder; declined: DeclinedPayment; message: string }
-  | { kind: 'failed'; failure: CallFailure; message: string }
-  | { kind: 'gave_up'; failure: CallFailure; message: string };
+  | { kind: 'paid'; order: CreatedOrder; paid: PaidOrder; key?: string; confirmedByOrder?: boolean }
+  | { kind: 'declined'; order: CreatedOrder; declined: DeclinedPayment; message: string; key?: string; confirmedByOrder?: boolean }
+  | {
+      kind: 'failed';
+      failure: CallFailure;
+      message: string;
+      key?: string;
+      /** What the order said when it was asked: e.g. `not_charged` after a 422. */
+      orderState?: OrderTruth['kind'];
+      /** With orderState `declined`: the decline that ended the order's latest attempt. */
+      declined?: DeclinedPayment;
+    }
+  | { kind: 'gave_up'; failure: CallFailure; message: string; key?: string };
 
 export type PayProgress =
   | { phase: 'creating_order' }
-  | { phase: 'paying' }
-  | { phase: 'retrying'; retry: number; failure: CallFailure };
+  | { phase: 'paying'; resumed: boolean }
+  | { phase: 'retrying'; retry: number; failure: CallFailure }
+  /** Asking the order what happened, because an answer did not say (422, retries ran out). */
+  | { phase: 'confirming'; round: number };
 
-const cartSignature = (cart: CartLine[]) =>
+/** What the order's own state says about the money. */
+export type OrderTruth =
+  | { kind: 'paid'; paid: PaidOrder }
+  /** A payment is in flight (the order is `paying`): its result is not known yet. */
+  | { kind: 'paying' }
+  /** The order's latest attempt was declined and nothing is in flight. */
+  | { kind: 'declined'; declined: DeclinedPayment }
+  /** Still payable and no payment succeeded: nothing was charged. */
+  | { kind: 'not_charged' }
+  /** Expired or failed: no longer payable. */
+  | { kind: 'closed'; status: string }
+  | { kind: 'unknown'; failure: CallFailure };
+
+/** Reads one order's state and says what it means for the money; never guesses. */
+export function orderTruth(view: OrderView): OrderTruth {
+  const payment = view.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
+  if (view.status === 'paid' && payment) {
+    return {
+      kind: 'paid',
+      paid: {
+        orderId: view.orderId,
+        status: 'paid',
+        payment: {
+          gateway: payment.gateway as GatewayId,
+          outTradeNo: view.outTradeNo,
+          amountMinor: payment.amountMinor,
+          currency: payment.currency,
+          gatewayTradeNo: payment.gatewayTradeNo ?? '',
+        },
+      },
+    };
+  }
+  if (view.status === 'paying' || view.status === 'paid') return { kind: 'paying' };
+  if (view.status === 'failed' || view.status === 'expired') return { kind: 'closed', status: view.status };
+  const latest = view.payments.filter((p) => p.role === 'payment').at(-1);
+  if (latest?.status === 'declined' && latest.attempt === view.paymentAttempts) {
+    return {
+      kind: 'declined',
+      declined: {
+        reason: 'PAYMENT_DECLINED',
+        message: latest.declineMessage ?? '',
+        orderId: view.orderId,
+        gateway: latest.gateway as GatewayId,
+        declineCode: latest.declineCode ?? '',
+      },
+    };
+  }
+  return { kind: 'not_charged' };
+}
+
+/**
+ * Asks the order until it is no longer `paying` (a payment in flight settles within the server's
+ * lease and gateway timeouts), or until the retry policy's patience runs out.
+ */
+export async function confirmOrder(params: {
+  client: CheckoutClient;
+  orderId: string;
+  policy?: RetryPolicy;
+  sleep?: (ms: number) => Promise<void>;
+  onProgress?: (progress: PayProgress) => void;
+}): Promise<OrderTruth> {
+  const policy = params.policy ?? DEFAULT_RETRY_POLICY;
+  const sleep = params.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  for (let round = 1; ; round++) {
+    params.onProgress?.({ phase: 'confirming', round });
+    let truth: OrderTruth;
+    try {
+      truth = orderTruth(await params.client.checkout.order.query({ orderId: params.orderId }));
+    } catch (error) {
+      truth = { kind: 'unknown', failure: describeFailure(error) };
+    }
+    if (truth.kind !== 'paying' && truth.kind !== 'unknown') return truth;
+    if (truth.kind === 'unknown' && !truth.failure.retryable) return truth;
+    if (round > policy.maxRetries) return truth;
+    await sleep(backoffDelay(round, policy));
+  }
+}
+
+/** One cart, whatever the order of its lines: the order (and the duplicate-purchase check) match carts by it. */
+export const cartSignature = (cart: CartLine[]) =>
   JSON.stringify([...cart].sort((a, b) => (a.sku < b.sku ? -1 : 1)).map((l) => [l.sku, l.quantity]));
 
 export async function payForCart(params: {
@@ -66,6 +189,7 @@ export async function payForCart(params: {
   };
   const cart = cartSignature(params.cart);
   let state = params.storage.load();
+  let attemptKey: string | undefined;
 
   try {
     // 1. The order for this cart: created once, whatever the retries.
@@ -90,24 +214,40 @@ export async function payForCart(params: {
       params.storage.save(state);
     }
 
-    // 2. The payment attempt: the stored key if an attempt is still open (a reload), else a new one.
+    // 2. The payment attempt: the stored one if it is still open (a reload) — with the request it
+    //    was sent with, whatever the caller chose since — else a new one.
     if (state.attempt?.orderId !== order.orderId) {
-      state = { ...state, attempt: { key: newKey(), orderId: order.orderId } };
+      state = {
+        ...state,
+        attempt: {
+          key: newKey(),
+          orderId: order.orderId,
+          gateway: params.gateway,
+          ...(params.buyer ? { buyer: params.buyer } : {}),
+          lines: params.cart,
+        },
+      };
       params.storage.save(state);
+      progress({ phase: 'paying', resumed: false });
+    } else {
+      progress({ phase: 'paying', resumed: true });
     }
-    const attemptKey = state.attempt!.key;
-    progress({ phase: 'paying' });
+    const attempt = state.attempt!;
+    attemptKey = attempt.key;
+    const gateway = attempt.gateway ?? params.gateway;
+    const buyer = attempt.gateway ? attempt.buyer : params.buyer;
     const paid = await callWithRetry(
       () =>
         params.client.checkout.pay.mutate(
-          { orderId: order.orderId, gateway: params.gateway, ...(params.buyer ? { buyer: params.buyer } : {}) },
-          { context: { idempotencyKey: attemptKey } },
+          { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}) },
+          { context: { idempotencyKey: attempt.key } },
         ),
       retryOptions,
     );
     params.storage.save({});
-    return { kind: 'paid', order, paid };
+    return { kind: 'paid', order, paid, key: attempt.key };
   } catch (error) {
+    const key = attemptKey;
     if (error instanceof FinalFailureError) {
       const failure = error.failure;
       const current = params.storage.load();
@@ -119,21 +259,73 @@ export async function payForCart(params: {
           message: failure.message,
           ...(failure.details ?? {}),
         } as DeclinedPayment;
-        return { kind: 'declined', order: current.order, declined, message: failure.message };
+        return { kind: 'declined', order: current.order, declined, message: failure.message, key };
       }
-      if (failure.status === 422) {
-        // The stored key belonged to a different request (e.g. another gateway chosen after a
-        // reload). Nothing was charged by this call; the next click starts a new attempt.
-        params.storage.save({ ...current, attempt: undefined });
-        return { kind: 'failed', failure, message: '此支付请求与之前使用同一幂等键的请求不一致，未扣款。请重新点击支付。' };
+      if (failure.status === 422 && current.order) {
+        // The stored key belongs to a different request (one saved before the page kept the
+        // request with its key). That first request may have charged, or may still be charging:
+        // only the order knows, so it is asked before anything is said about the money. The attempt
+        // stays saved until the order has answered, so a reload meanwhile asks again.
+        const truth = await confirmOrder({ client: params.client, orderId: current.order.orderId, policy: params.policy, sleep: params.sleep, onProgress: progress });
+        return settleByOrder(params.storage, current.order, truth, failure, key);
       }
       if (failure.status === 404 || failure.reason === 'ORDER_NOT_PAYABLE') params.storage.save({});
-      return { kind: 'failed', failure, message: failure.message };
+      return { kind: 'failed', failure, message: failure.message, key };
     }
     if (error instanceof RetriesExhaustedError) {
-      // Keep the key: whenever the customer tries again, it resumes this very attempt.
-      return { kind: 'gave_up', failure: error.lastFailure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。' };
+      // Keep the key: whenever the customer tries again, it resumes this very attempt. But first ask
+      // the order: the answers may have been lost while the payment itself went through.
+      const current = params.storage.load();
+      if (current.order && key) {
+        const truth = await confirmOrder({ client: params.client, orderId: current.order.orderId, policy: { ...(params.policy ?? DEFAULT_RETRY_POLICY), maxRetries: 0 }, sleep: params.sleep, onProgress: progress });
+        if (truth.kind === 'paid') {
+          params.storage.save({});
+          return { kind: 'paid', order: current.order, paid: truth.paid, key, confirmedByOrder: true };
+        }
+      }
+      return { kind: 'gave_up', failure: error.lastFailure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。', key };
     }
     throw error;
+  }
+}
+
+/** The result a 422 ends with, once the order has said what happened. */
+function settleByOrder(
+  storage: CheckoutStorage,
+  order: CreatedOrder & { cart: string },
+  truth: OrderTruth,
+  failure: CallFailure,
+  key: string | undefined,
+): PayResult {
+  switch (truth.kind) {
+    case 'paid':
+      storage.save({});
+      return { kind: 'paid', order, paid: truth.paid, key, confirmedByOrder: true };
+    case 'declined':
+      // The key's own request was declined: still a failed resume, and nothing was charged.
+      storage.save({ ...storage.load(), attempt: undefined });
+      return {
+        kind: 'failed',
+        failure,
+        message: `此支付请求与之前使用同一幂等键的请求不一致；之前的请求已被拒绝，未扣款。`,
+        key,
+        orderState: 'declined',
+        declined: truth.declined,
+      };
+    case 'not_charged':
+      storage.save({ ...storage.load(), attempt: undefined });
+      return {
+        kind: 'failed',
+        failure,
+        message: '此支付请求与之前使用同一幂等键的请求不一致，未扣款。请重新点击支付。',
+        key,
+        orderState: 'not_charged',
+      };
+    case 'closed':
+      storage.save({});
+      return { kind: 'failed', failure, message: `订单已${truth.status === 'expired' ? '过期' : '关闭'}，请重新下单。`, key, orderState: 'closed' };
+    case 'paying':
+    case 'unknown':
+      return { kind: 'gave_up', failure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。', key };
   }
 }

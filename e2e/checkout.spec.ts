@@ -43,7 +43,7 @@ test.describe('立即支付 with Alipay', () => {
 
 for (const [gateway, label] of [
   ['wechatpay', '微信支付'],
-  ['stripe', 'Stripe 银行卡'],
+  ['stripe', '银行卡'],
   ['2c2p', '2C2P'],
 ] as const) {
   test(`立即支付 with ${label} through to 支付成功, charged once`, async ({ checkout, ledger }) => {

@@ -106,6 +106,20 @@ const OPERATION: Record<Lang, Record<string, string>> = {
   en: { charge: 'charge', query: 'query', close: 'close trade', refund: 'refund', refund_query: 'refund query' },
 };
 
+const OUTCOME: Record<string, string> = {
+  succeeded: '成功',
+  declined: '拒绝',
+  retryable: '暂不可用（可重试）',
+  indeterminate: '结果未知',
+  closed: '已关闭',
+  already_paid: '已被支付',
+  answered: '已答复',
+  unavailable: '暂不可用',
+  pending: '处理中',
+  failed: '失败',
+  error: '出错',
+};
+
 const VIA: Record<Lang, Record<string, string>> = {
   zh: { response: '网关同步答复', notification: '网关通知', reconciliation: '对账查询', close: '关单时发现已付' },
   en: { response: 'gateway answer', notification: 'notification', reconciliation: 'reconciliation', close: 'found paid on close' },
@@ -174,7 +188,7 @@ function describe(event: TimelineEvent, lang: Lang): { title: string; details: s
     case 'gateway.answer': {
       const tone = d.outcome === 'succeeded' || d.outcome === 'closed' ? 'ok' : d.outcome === 'declined' ? 'bad' : 'warn';
       return {
-        title: `← ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}: ${d.outcome}`,
+        title: `← ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}: ${zh ? (OUTCOME[String(d.outcome)] ?? d.outcome) : d.outcome}`,
         details: [d.gatewayTradeNo, d.code, d.message, `${d.ms} ms`].filter(Boolean).join(' · '),
         tone,
       };

@@ -1,13 +1,39 @@
 'use client';
 
 import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
-import { useMemo, useState } from 'react';
-import { payForCart, type CheckoutStorage, type StoredCheckout } from '../../client/checkout-flow';
+import { useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import {
+  cartSignature,
+  confirmOrder,
+  payForCart,
+  type CartLine,
+  type CheckoutStorage,
+  type PayResult,
+  type StoredCheckout,
+} from '../../client/checkout-flow';
+import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
+import { DEFAULT_RETRY_POLICY } from '../../client/retry';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
 import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
+import { CHECKOUT_MESSAGES } from './checkout-messages';
+import { DuplicatePurchaseDialog } from './DuplicatePurchaseDialog';
+import { formatMoney } from './money';
+import { OrderDetails } from './OrderDetails';
+import { PaymentStatus, type Status } from './PaymentStatus';
 
-/** Where the open order and the open payment attempt (with its key) survive a reload. */
+export { formatMoney };
+
+/** Where the open order and the open payment attempt (its key and request) survive a reload. */
 const STORAGE_KEY = 'payonce.checkout.v1';
+
+/** The last paid cart and when, for the duplicate-purchase question. */
+const LAST_PAID_KEY = 'payonce.lastPaid.v1';
+
+/** Paying the same cart again within this long of a payment asks first, as large shops do. */
+const DUPLICATE_WINDOW_MS = 10 * 60_000;
+
+/** How long the page waits before asking again about a payment whose result is not known yet. */
+const FOLLOW_UP_MS = 4000;
 
 const browserStorage: CheckoutStorage = {
   load() {
@@ -22,18 +48,23 @@ const browserStorage: CheckoutStorage = {
   },
 };
 
-const GATEWAYS: { id: GatewayId; label: string }[] = [
-  { id: 'alipay', label: '支付宝' },
-  { id: 'wechatpay', label: '微信支付' },
-  { id: 'stripe', label: 'Stripe 银行卡' },
-  { id: '2c2p', label: '2C2P' },
-];
+interface LastPaid {
+  cart: string;
+  paidAt: number;
+  orderId: string;
+}
 
-const BUYERS: { id: TestBuyer; label: string }[] = [
-  { id: 'ok', label: '余额充足' },
-  { id: 'insufficient_funds', label: '余额不足' },
-  { id: 'account_restricted', label: '账户受限' },
-];
+function loadLastPaid(): LastPaid | undefined {
+  try {
+    const value = JSON.parse(window.localStorage.getItem(LAST_PAID_KEY) ?? 'null') as LastPaid | null;
+    return value && typeof value.cart === 'string' && typeof value.paidAt === 'number' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const GATEWAY_IDS: GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
+const BUYER_IDS: TestBuyer[] = ['ok', 'insufficient_funds', 'account_restricted'];
 
 /** What each test buyer is at the gateway: a wallet for Alipay and WeChat Pay, a test card elsewhere. */
 const TEST_INSTRUMENTS: Partial<Record<GatewayId, Record<TestBuyer, string>>> = {
@@ -41,103 +72,267 @@ const TEST_INSTRUMENTS: Partial<Record<GatewayId, Record<TestBuyer, string>>> = 
   '2c2p': { ok: '4111 1111 1111 1111', insufficient_funds: '4000 0000 0002 4051', account_restricted: '4000 0000 0009 4062' },
 };
 
-export function formatMoney(minor: number, currency: string): string {
-  const sign = currency === 'CNY' ? '¥' : `${currency} `;
-  return `${sign}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
+const DEFAULT_QUANTITIES: Record<string, number> = { 'TEA-LONGJING': 1 };
+
+interface Choice {
+  cart: CartLine[];
+  gateway: GatewayId;
+  buyer: TestBuyer;
 }
 
-type Status =
-  | { tone: 'idle' }
-  | { tone: 'busy'; title: string; detail?: string }
-  | { tone: 'warn'; title: string; detail?: string }
-  | { tone: 'ok'; title: string; orderId: string }
-  | { tone: 'bad'; title: string; detail: string };
+/** The request of a payment attempt left open by a reload or a closed tab, if there is one. */
+function openAttempt(stored: StoredCheckout, fallback: Omit<Choice, 'cart'>): Choice | undefined {
+  const { attempt, order } = stored;
+  if (!attempt || !order || order.orderId !== attempt.orderId) return undefined;
+  // Attempts saved before the page kept the cart with the key: the order's cart signature has it.
+  const cart =
+    attempt.lines ?? (JSON.parse(order.cart) as [string, number][]).map(([sku, quantity]) => ({ sku, quantity }));
+  return { cart, gateway: attempt.gateway ?? fallback.gateway, buyer: attempt.buyer ?? fallback.buyer };
+}
 
-export function Checkout() {
+/** `children` (demo mode's fault switchboard) render below the form, in the page's language. */
+export function Checkout({ children }: { children?: ReactNode }) {
   const [queryClient] = useState(() => new QueryClient());
   const client = useMemo(() => createCheckoutClient({ url: '/api/trpc' }), []);
   return (
-    <QueryClientProvider client={queryClient}>
-      <CheckoutForm client={client} />
-    </QueryClientProvider>
+    <LangProvider messages={CHECKOUT_MESSAGES}>
+      <QueryClientProvider client={queryClient}>
+        <Masthead />
+        <CheckoutForm client={client} />
+        {children}
+      </QueryClientProvider>
+    </LangProvider>
+  );
+}
+
+function Masthead() {
+  const { t } = useLang();
+  return (
+    <header className="masthead">
+      <div className="masthead-row">
+        <h1>{t('brand.title')}</h1>
+        <LangSwitch />
+      </div>
+      <p className="tagline">{t('brand.tagline')}</p>
+    </header>
   );
 }
 
 function CheckoutForm({ client }: { client: CheckoutClient }) {
+  const { t } = useLang();
   const products = useQuery({ queryKey: ['products'], queryFn: () => client.checkout.products.query() });
   const configured = useQuery({ queryKey: ['gateways'], queryFn: () => client.checkout.gateways.query() });
   const isAvailable = (id: GatewayId) => configured.data?.some((g) => g.id === id && g.available) ?? false;
-  const [quantities, setQuantities] = useState<Record<string, number>>({ 'TEA-LONGJING': 1 });
+  const [quantities, setQuantities] = useState<Record<string, number>>(DEFAULT_QUANTITIES);
   const [gateway, setGateway] = useState<GatewayId>('alipay');
   const [buyer, setBuyer] = useState<TestBuyer>('ok');
   const [status, setStatus] = useState<Status>({ tone: 'idle' });
+  const [duplicate, setDuplicate] = useState<{ minutes: number; choice: Choice } | undefined>();
+  const running = useRef(false);
+  const resumed = useRef(false);
+  const followUp = useRef<number | undefined>(undefined);
+  const resultRef = useRef<HTMLElement>(null);
 
   const cart = Object.entries(quantities)
     .filter(([, quantity]) => quantity > 0)
     .map(([sku, quantity]) => ({ sku, quantity }));
   const total = (products.data ?? []).reduce((sum, p) => sum + p.priceMinor * (quantities[p.sku] ?? 0), 0);
-  const busy = status.tone === 'busy';
+  // Paid: the order is done and its cart is locked until 再来一单. Busy or unconfirmed: a payment
+  // is under way, and nothing the shopper changes could apply to it.
+  const locked = status.tone === 'ok';
+  const frozen = locked || status.tone === 'busy' || status.tone === 'warn';
 
-  async function pay() {
-    setStatus({ tone: 'busy', title: '处理中' });
-    const result = await payForCart({
-      client,
-      storage: browserStorage,
-      cart,
-      gateway,
-      buyer,
-      onProgress: (progress) => {
-        if (progress.phase === 'retrying') {
-          setStatus({
-            tone: 'busy',
-            title: `重试中（第 ${progress.retry} 次）`,
-            detail: progress.failure.status ? `服务器答复 ${progress.failure.status}` : '网络中断',
-          });
-        } else {
-          setStatus({ tone: 'busy', title: '处理中' });
-        }
-      },
-    });
+  function show(result: PayResult, choice: Choice) {
     switch (result.kind) {
       case 'paid':
-        setStatus({ tone: 'ok', title: '支付成功', orderId: result.paid.orderId });
-        break;
-      case 'declined':
-        setStatus({ tone: 'bad', title: '支付失败', detail: `${result.message}（可更换买家后重新支付）` });
-        break;
-      case 'failed':
-        setStatus({ tone: 'bad', title: '支付失败', detail: result.message });
-        break;
+        // The gateway that actually took the money, whatever the radio said before a reload.
+        setGateway(result.paid.payment.gateway);
+        window.localStorage.setItem(
+          LAST_PAID_KEY,
+          JSON.stringify({ cart: cartSignature(choice.cart), paidAt: Date.now(), orderId: result.paid.orderId } satisfies LastPaid),
+        );
+        setStatus({ tone: 'ok', title: 'status.paid', lines: [{ key: 'status.paidDetail' }], orderId: result.paid.orderId });
+        return;
+      case 'declined': {
+        const declined = result.declined;
+        const declinedOn = declined.gateway ?? choice.gateway;
+        setStatus({
+          tone: 'bad',
+          title: 'status.failed',
+          lines: [
+            { decline: { gateway: declinedOn, code: declined.declineCode, message: declined.message } },
+            { key: 'status.notCharged' },
+            { key: 'status.tryAgain' },
+          ],
+          tech: { status: 402, reason: declined.reason, message: declined.message, key: result.key, gateway: declinedOn, declineCode: declined.declineCode },
+        });
+        return;
+      }
+      case 'failed': {
+        const failure = result.failure;
+        const tech = { status: failure.status, reason: failure.reason, message: result.message, key: result.key };
+        if (result.orderState === 'not_charged') {
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.mismatchNotCharged' }], tech });
+        } else if (result.orderState === 'declined' && result.declined) {
+          const declined = result.declined;
+          setStatus({
+            tone: 'bad',
+            title: 'status.failed',
+            lines: [
+              { decline: { gateway: declined.gateway, code: declined.declineCode, message: declined.message } },
+              { key: 'status.notCharged' },
+              { key: 'status.tryAgain' },
+            ],
+            tech: { ...tech, gateway: declined.gateway, declineCode: declined.declineCode },
+          });
+        } else if (result.orderState === 'closed' || failure.reason === 'ORDER_NOT_PAYABLE' || failure.status === 404) {
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }], tech });
+        } else {
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.failedGeneric' }], tech });
+        }
+        return;
+      }
       case 'gave_up':
-        setStatus({ tone: 'warn', title: '支付结果待确认', detail: result.message });
-        break;
+        setStatus({
+          tone: 'warn',
+          title: 'status.pending',
+          lines: [{ key: 'status.pendingDetail' }],
+          tech: { status: result.failure.status, reason: result.failure.reason, message: result.failure.message, key: result.key },
+        });
+        scheduleFollowUp(choice);
+        return;
     }
+  }
+
+  async function run(choice: Choice, resuming: boolean) {
+    if (running.current) return;
+    running.current = true;
+    window.clearTimeout(followUp.current);
+    const title = resuming ? 'status.resuming' : 'status.processing';
+    setStatus({ tone: 'busy', title, lines: [{ key: 'status.keepOpen' }] });
+    try {
+      const result = await payForCart({
+        client,
+        storage: browserStorage,
+        cart: choice.cart,
+        gateway: choice.gateway,
+        buyer: choice.buyer,
+        onProgress: (progress) => {
+          if (progress.phase === 'retrying') {
+            // 409: the payment is still being processed (another tab, or before a reload); the rest
+            // is the network or a server that did not answer. Neither is the shopper's business.
+            const key = progress.failure.status === 409 ? 'status.retryInProgress' : 'status.retryNetwork';
+            setStatus({ tone: 'busy', title, lines: [{ key, vars: { n: progress.retry } }, { key: 'status.keepOpen' }] });
+          } else if (progress.phase === 'confirming') {
+            setStatus({ tone: 'busy', title: 'status.confirming', lines: [{ key: 'status.keepOpen' }] });
+          }
+        },
+      });
+      show(result, choice);
+    } finally {
+      running.current = false;
+    }
+  }
+
+  /** An unconfirmed payment: resume its attempt, or ask its order, until the result is known. */
+  function scheduleFollowUp(choice: Choice) {
+    window.clearTimeout(followUp.current);
+    followUp.current = window.setTimeout(async () => {
+      const stored = browserStorage.load();
+      const open = openAttempt(stored, choice);
+      if (open) return void run(open, true);
+      if (!stored.order) return;
+      const truth = await confirmOrder({ client, orderId: stored.order.orderId, policy: { ...DEFAULT_RETRY_POLICY, maxRetries: 0 } });
+      switch (truth.kind) {
+        case 'paid':
+          browserStorage.save({});
+          return show({ kind: 'paid', order: stored.order, paid: truth.paid, confirmedByOrder: true }, choice);
+        case 'declined':
+          return show({ kind: 'declined', order: stored.order, declined: truth.declined, message: truth.declined.message }, choice);
+        case 'not_charged':
+        case 'closed': {
+          const failure = { status: undefined, reason: undefined, message: truth.kind, retryAfterMs: undefined, retryable: false, details: undefined };
+          return show({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind }, choice);
+        }
+        case 'paying':
+        case 'unknown':
+          return scheduleFollowUp(choice);
+      }
+    }, FOLLOW_UP_MS);
+  }
+
+  // A reload (or a tab opened later) finds the attempt it left open: show what it was, and finish it.
+  useEffect(() => {
+    if (resumed.current) return;
+    resumed.current = true;
+    const open = openAttempt(browserStorage.load(), { gateway, buyer });
+    if (!open) return;
+    setQuantities(Object.fromEntries(open.cart.map((line) => [line.sku, line.quantity])));
+    setGateway(open.gateway);
+    setBuyer(open.buyer);
+    void run(open, true);
+    // Once, on load: `run` and the initial choice are read as they are then.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, []);
+
+  useEffect(() => () => window.clearTimeout(followUp.current), []);
+
+  // The result is what the shopper waits for: on a phone it is below the fold, so bring it into view
+  // and give it focus (screen readers read it from there).
+  useEffect(() => {
+    const section = resultRef.current;
+    if (!section) return;
+    if (status.tone === 'busy') section.scrollIntoView({ block: 'nearest' });
+    if (status.tone === 'ok' || status.tone === 'bad' || status.tone === 'warn') {
+      section.scrollIntoView({ block: 'start' });
+      section.focus({ preventScroll: true });
+    }
+  }, [status]);
+
+  function onPay() {
+    const choice: Choice = { cart, gateway, buyer };
+    const signature = cartSignature(cart);
+    const last = loadLastPaid();
+    const ago = last && last.cart === signature ? Date.now() - last.paidAt : undefined;
+    // An order already open for this cart (say, declined a moment ago) was confirmed when it began.
+    const alreadyOpen = browserStorage.load().order?.cart === signature;
+    if (ago !== undefined && ago >= 0 && ago < DUPLICATE_WINDOW_MS && !alreadyOpen) {
+      setDuplicate({ minutes: Math.max(1, Math.round(ago / 60_000)), choice });
+      return;
+    }
+    void run(choice, false);
+  }
+
+  function newOrder() {
+    window.clearTimeout(followUp.current);
+    setStatus({ tone: 'idle' });
+    void products.refetch();
   }
 
   return (
     <>
       <section className="card" aria-labelledby="cart-heading">
-        <h2 id="cart-heading">购物车</h2>
-        {products.isPending && <p>正在加载商品…</p>}
-        {products.isError && <p role="alert">商品加载失败：{products.error.message}</p>}
+        <h2 id="cart-heading">{t('cart.heading')}</h2>
+        {products.isPending && <p>{t('cart.loading')}</p>}
+        {products.isError && <p role="alert">{t('cart.loadFailed')}</p>}
         <ul className="products">
           {(products.data ?? []).map((product) => (
             <li className="product" key={product.sku}>
               <div>
                 <div>{product.name}</div>
                 <div className="meta">
-                  {formatMoney(product.priceMinor, product.currency)} · 库存 {product.stock}
+                  {formatMoney(product.priceMinor, product.currency)} · {t('cart.stock', { stock: product.stock })}
                 </div>
               </div>
               <label>
-                <span className="visually-hidden">数量</span>{' '}
+                <span className="visually-hidden">{t('cart.quantityHidden')}</span>{' '}
                 <input
                   type="number"
                   min={0}
                   max={99}
-                  aria-label={`${product.name} 数量`}
+                  aria-label={t('cart.quantity', { name: product.name })}
                   value={quantities[product.sku] ?? 0}
-                  disabled={busy}
+                  disabled={frozen}
                   onChange={(event) =>
                     setQuantities((current) => ({
                       ...current,
@@ -150,132 +345,78 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           ))}
         </ul>
         <p className="total">
-          合计 <strong data-testid="total">{formatMoney(total, 'CNY')}</strong>
+          {t('cart.total')} <strong data-testid="total">{formatMoney(total, 'CNY')}</strong>
         </p>
       </section>
 
       <section className="card" aria-labelledby="pay-heading">
-        <h2 id="pay-heading">支付</h2>
-        <fieldset disabled={busy}>
-          <legend>支付方式</legend>
+        <h2 id="pay-heading">{t('pay.heading')}</h2>
+        <fieldset disabled={frozen}>
+          <legend>{t('pay.gateway')}</legend>
           <div className="choices">
-            {GATEWAYS.map((g) => (
-              <label className="choice" key={g.id}>
+            {GATEWAY_IDS.map((id) => (
+              <label className="choice" key={id}>
                 <input
                   type="radio"
                   name="gateway"
-                  value={g.id}
-                  checked={gateway === g.id}
-                  disabled={!isAvailable(g.id)}
-                  onChange={() => setGateway(g.id)}
+                  value={id}
+                  checked={gateway === id}
+                  disabled={!isAvailable(id)}
+                  onChange={() => setGateway(id)}
                 />{' '}
-                {g.label}
-                {configured.data && !isAvailable(g.id) && '（未配置）'}
+                {t(`gateway.${id}`)}
+                {configured.data && !isAvailable(id) && t('pay.unconfigured')}
               </label>
             ))}
           </div>
         </fieldset>
-        <fieldset disabled={busy}>
-          <legend>测试买家</legend>
+        <fieldset disabled={frozen}>
+          <legend>{t('pay.buyer')}</legend>
           <div className="choices">
-            {BUYERS.map((b) => (
-              <label className="choice" key={b.id}>
-                <input type="radio" name="buyer" value={b.id} checked={buyer === b.id} onChange={() => setBuyer(b.id)} />{' '}
-                {b.label}
-                {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][b.id]}</span>}
+            {BUYER_IDS.map((id) => (
+              <label className="choice" key={id}>
+                <input type="radio" name="buyer" value={id} checked={buyer === id} onChange={() => setBuyer(id)} />{' '}
+                {t(`buyer.${id}`)}
+                {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][id]}</span>}
               </label>
             ))}
           </div>
         </fieldset>
-        <button className="pay" type="button" onClick={pay} disabled={busy || cart.length === 0}>
-          立即支付
+        <button className="pay" type="button" onClick={onPay} disabled={frozen || cart.length === 0}>
+          {t('pay.button')}
         </button>
-        {status.tone !== 'idle' && (
-          <div className="status" role="status" data-tone={status.tone === 'busy' ? undefined : status.tone}>
-            <strong>{status.title}</strong>
-            {'detail' in status && status.detail && <span>{status.detail}</span>}
-          </div>
+      </section>
+
+      <section
+        className="card result"
+        aria-labelledby="result-heading"
+        ref={resultRef}
+        tabIndex={-1}
+        hidden={status.tone === 'idle'}
+      >
+        <h2 id="result-heading">{t('result.heading')}</h2>
+        <PaymentStatus status={status} />
+        {status.tone === 'ok' && (
+          <>
+            <OrderDetails client={client} orderId={status.orderId} />
+            <button className="secondary" type="button" onClick={newOrder}>
+              {t('pay.again')}
+            </button>
+          </>
         )}
       </section>
 
-      {status.tone === 'ok' && (
-        <OrderResult
-          client={client}
-          orderId={status.orderId}
-          onNewOrder={() => {
-            setStatus({ tone: 'idle' });
-            void products.refetch();
+      {duplicate && (
+        <DuplicatePurchaseDialog
+          minutes={duplicate.minutes}
+          onContinue={() => {
+            const { choice } = duplicate;
+            setDuplicate(undefined);
+            void run(choice, false);
           }}
+          onCancel={() => setDuplicate(undefined)}
         />
       )}
     </>
-  );
-}
-
-function OrderResult({ client, orderId, onNewOrder }: { client: CheckoutClient; orderId: string; onNewOrder: () => void }) {
-  const order = useQuery({ queryKey: ['order', orderId], queryFn: () => client.checkout.order.query({ orderId }) });
-  const payment = order.data?.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
-  const charges = order.data?.payments.filter((p) => p.status === 'succeeded') ?? [];
-  const refunds = order.data?.refunds ?? [];
-  const gatewayLabel = (id: string) => GATEWAYS.find((g) => g.id === id)?.label ?? id;
-  return (
-    <section className="card" aria-labelledby="result-heading">
-      <h2 id="result-heading">订单详情</h2>
-      {order.isPending && <p>正在加载订单…</p>}
-      {order.data && (
-        <dl className="summary">
-          <dt>订单号</dt>
-          <dd data-testid="out-trade-no">{order.data.outTradeNo}</dd>
-          <dt>订单状态</dt>
-          <dd data-testid="order-status">{order.data.status === 'paid' ? '已支付' : order.data.status}</dd>
-          <dt>金额</dt>
-          <dd>{formatMoney(order.data.amountMinor, order.data.currency)}</dd>
-          <dt>商品</dt>
-          <dd>{order.data.items.map((item) => `${item.name} × ${item.quantity}`).join('，')}</dd>
-          {payment && (
-            <>
-              <dt>支付渠道</dt>
-              <dd>{gatewayLabel(payment.gateway)}</dd>
-              <dt>网关交易号</dt>
-              <dd data-testid="gateway-trade-no">{payment.gatewayTradeNo}</dd>
-            </>
-          )}
-        </dl>
-      )}
-      {(charges.length > 1 || refunds.length > 0) && (
-        <table className="money-log" aria-label="款项记录">
-          <caption>款项记录：每一笔扣款与退款</caption>
-          <thead>
-            <tr>
-              <th scope="col">类型</th>
-              <th scope="col">渠道</th>
-              <th scope="col">金额</th>
-              <th scope="col">状态</th>
-            </tr>
-          </thead>
-          <tbody>
-            {charges.map((c) => (
-              <tr key={`charge-${c.gateway}-${c.gatewayTradeNo}`}>
-                <td>扣款</td>
-                <td>{gatewayLabel(c.gateway)}</td>
-                <td>{formatMoney(c.amountMinor, c.currency)}</td>
-                <td>{c.role === 'payment' ? '用于支付本订单' : '多收，自动退回'}</td>
-              </tr>
-            ))}
-            {refunds.map((r) => (
-              <tr key={`refund-${r.refundId}`} data-testid="refund-row">
-                <td>退款</td>
-                <td>{gatewayLabel(r.gateway)}</td>
-                <td>{formatMoney(r.amountMinor, r.currency)}</td>
-                <td>{r.status === 'succeeded' ? '已退回' : r.status === 'failed' ? '退款失败，客服将联系您' : '退款处理中'}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      <button className="secondary" type="button" onClick={onNewOrder}>
-        再来一单
-      </button>
-    </section>
   );
 }

@@ -36,13 +36,14 @@ for (const gateway of DRILL_GATEWAYS) {
         });
         const second = new CheckoutPage(await context.newPage());
         await test.step('2. a second tab pays the same order with an attempt (and key) of its own', async () => {
-          await second.open();
-          // The second tab knows the order but starts its own attempt: a new Idempotency-Key.
-          await second.page.evaluate(() => {
+          // The second tab knows the order but starts its own attempt: a new Idempotency-Key. (Left
+          // in storage, the first tab's attempt would be resumed by the page as it loads.)
+          await second.page.addInitScript(() => {
             const state = JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}');
             delete state.attempt;
             localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
           });
+          await second.open();
           await second.chooseGateway(GATEWAY_LABELS[other]);
           await second.pay();
         });
@@ -72,8 +73,8 @@ for (const gateway of DRILL_GATEWAYS) {
       await expect.poll(() => keys.length).toBeGreaterThan(0);
       await page.reload();
       await checkout.open();
-      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
-      await checkout.pay();
+      // The page resumes the saved attempt by itself, on the gateway it was sent with.
+      await expect(page.getByRole('radio', { name: GATEWAY_LABELS[gateway] })).toBeChecked();
       await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
       expect(new Set(keys).size, 'one key across the reload').toBe(1);
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
@@ -87,13 +88,17 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 3000 }, gateway });
       await checkout.pay();
       await expect.poll(() => page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? '')).toContain('attempt');
+      // …and the saved attempt no longer matches the request its key was sent with (another buyer),
+      // so the page's resume meets a different request under the stored key.
+      await page.evaluate(() => {
+        const state = JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}');
+        state.attempt.buyer = 'ok';
+        localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
+      });
       await page.reload();
       await checkout.open();
-      await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
-      // …and pays again with another buyer: the stored key now meets a different request.
-      await checkout.chooseBuyer('余额充足');
-      await checkout.pay();
-      await expect(checkout.status).toContainText('支付失败');
+      // The page asks the order: the first request was declined, so nothing was charged.
+      await expect(checkout.status).toContainText('支付失败', { timeout: 60_000 });
       await expect(checkout.status).toContainText('未扣款');
       const outTradeNo = (await page.evaluate(
         () => JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}').order?.outTradeNo,

@@ -16,7 +16,7 @@ export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? 'al
 export const GATEWAY_LABELS: Record<DrillGateway, string> = {
   alipay: '支付宝',
   wechatpay: '微信支付',
-  stripe: 'Stripe 银行卡',
+  stripe: '银行卡',
   '2c2p': '2C2P',
 };
 

@@ -1,17 +1,30 @@
 import { expect, type Locator, type Page } from '@playwright/test';
 
+/** What the page keeps in localStorage for an open order and its payment attempt. */
+export interface StoredCheckout {
+  order?: { orderId: string; outTradeNo: string; amountMinor: number; cart: string };
+  attempt?: { key: string; orderId: string; gateway?: string; buyer?: string };
+}
+
 /** The 立即支付 page, by role and label as a customer sees it. */
 export class CheckoutPage {
   readonly payButton: Locator;
   readonly status: Locator;
+  /** The 支付结果 section: the status, and on success the 订单详情 and 再来一单. */
+  readonly result: Locator;
   readonly outTradeNo: Locator;
   readonly orderStatus: Locator;
+  readonly newOrderButton: Locator;
+  readonly duplicateDialog: Locator;
 
   constructor(readonly page: Page) {
     this.payButton = page.getByRole('button', { name: '立即支付' });
     this.status = page.getByRole('status');
+    this.result = page.getByRole('region', { name: '支付结果' });
     this.outTradeNo = page.getByTestId('out-trade-no');
     this.orderStatus = page.getByTestId('order-status');
+    this.newOrderButton = page.getByRole('button', { name: '再来一单' });
+    this.duplicateDialog = page.getByRole('dialog', { name: '可能是重复购买' });
   }
 
   async open() {
@@ -29,8 +42,12 @@ export class CheckoutPage {
     await this.page.getByRole('radio', { name: label }).check();
   }
 
+  quantity(productName: string): Locator {
+    return this.page.getByRole('spinbutton', { name: `${productName} 数量` });
+  }
+
   async setQuantity(productName: string, quantity: number) {
-    await this.page.getByRole('spinbutton', { name: `${productName} 数量` }).fill(String(quantity));
+    await this.quantity(productName).fill(String(quantity));
   }
 
   async pay() {
@@ -41,5 +58,10 @@ export class CheckoutPage {
   async paidOutTradeNo(): Promise<string> {
     await expect(this.outTradeNo).toHaveText(/^PO[0-9A-Z]{18}$/);
     return (await this.outTradeNo.textContent())!.trim();
+  }
+
+  /** The open order and attempt the page has saved for a reload. */
+  async stored(): Promise<StoredCheckout> {
+    return this.page.evaluate(() => JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}') as StoredCheckout);
   }
 }
