@@ -60,7 +60,7 @@ for (const [gateway, label] of [
   });
 }
 
-test('the fault-injection endpoint does not exist unless CHECKOUT_FAULTS=1', async ({ request }) => {
+test('the fault-injection endpoint does not exist unless CHECKOUT_FAULTS=1 or demo mode', async ({ request }) => {
   expect((await request.get('/api/faults')).status()).toBe(404);
   const arm = await request.post('/api/faults', { data: { point: 'after_claim', action: { kind: 'crash' } } });
   expect(arm.status()).toBe(404);

@@ -180,14 +180,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
   await journal(tx, {
     orderId: order.id,
     kind: 'payment.succeeded',
-    data: {
-      gateway: charge.gateway,
-      gatewayTradeNo: charge.gatewayTradeNo,
-      amountMinor: charge.amountMinor,
-      currency: charge.currency,
-      via: charge.source,
-      attempt: Math.max(order.paymentAttempt, 1),
-    },
+    data: { ...journaledCharge(charge), attempt: Math.max(order.paymentAttempt, 1) },
   });
   await journal(tx, { orderId: order.id, kind: 'email.queued', data: { email: 'order_paid' } });
 
@@ -205,6 +198,12 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       },
     },
   };
+}
+
+/** A charge as the journal tells it: which gateway, which trade, how much, and who learnt of it. */
+function journaledCharge(charge: SucceededCharge) {
+  const { gateway, gatewayTradeNo, amountMinor, currency, source } = charge;
+  return { gateway, gatewayTradeNo, amountMinor, currency, via: source };
 }
 
 type LockedOrder = NonNullable<Awaited<ReturnType<typeof lockOrderByOutTradeNo>>>;
@@ -247,15 +246,7 @@ async function recordExcessCharge(tx: Transaction, order: LockedOrder, charge: S
   await journal(tx, {
     orderId: order.id,
     kind: 'payment.excess',
-    data: {
-      gateway: charge.gateway,
-      gatewayTradeNo: charge.gatewayTradeNo,
-      amountMinor: charge.amountMinor,
-      currency: charge.currency,
-      via: charge.source,
-      orderStatus: order.status,
-      refundId,
-    },
+    data: { ...journaledCharge(charge), orderStatus: order.status, refundId },
   });
   return {
     kind: 'refunding',
