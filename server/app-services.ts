@@ -36,6 +36,11 @@ export function appServices(): CheckoutServices {
     pspSandboxUrl: process.env.PSP_SANDBOX_URL,
     ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
+  if (services.demo && process.env.NODE_ENV === 'production') {
+    // Demo mode on a production build is how the drills run, and never how customers should be
+    // served: anyone may arm a crash, and the 幕后 view shows every customer's orders.
+    console.warn('[payonce] DEMO MODE (PAYONCE_DEMO=1): fault injection, /mail and every order\'s 幕后 view are open to anyone');
+  }
   globalForServices.__payonceServices = services;
   return services;
 }
