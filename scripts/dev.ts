@@ -10,20 +10,27 @@
  * --instances N (with --prod: N app processes on consecutive ports, sharing the database).
  */
 import { parseArgs } from 'node:util';
+import { exitBecauseStartFailed } from './start-failure';
 import { startStack } from './stack';
 
-const { values } = parseArgs({
-  options: {
-    prod: { type: 'boolean', default: false },
-    build: { type: 'boolean', default: false },
-    demo: { type: 'boolean', default: false },
-    instances: { type: 'string', default: '1' },
-    port: { type: 'string', default: process.env.PORT ?? '3000' },
-    'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
-    database: { type: 'string' },
-    'dist-dir': { type: 'string' },
-  },
-});
+const { values } = (() => {
+  try {
+    return parseArgs({
+      options: {
+        prod: { type: 'boolean', default: false },
+        build: { type: 'boolean', default: false },
+        demo: { type: 'boolean', default: false },
+        instances: { type: 'string', default: '1' },
+        port: { type: 'string', default: process.env.PORT ?? '3000' },
+        'sandbox-port': { type: 'string', default: process.env.PSP_SANDBOX_PORT ?? '4010' },
+        database: { type: 'string' },
+        'dist-dir': { type: 'string' },
+      },
+    });
+  } catch (error) {
+    return exitBecauseStartFailed(error);
+  }
+})();
 
 const stack = await startStack({
   appPort: Number(values.port),
@@ -38,7 +45,7 @@ const stack = await startStack({
   // Only the app process: the sandbox and the build have no demo mode. PAYONCE_DEMO=1 already in
   // the environment (the drills' stack) is passed on either way.
   ...(values.demo ? { appEnv: { PAYONCE_DEMO: '1' } } : {}),
-});
+}).catch((error: unknown) => exitBecauseStartFailed(error));
 
 console.log(`
   PayOnce is ready:  ${stack.appUrl.replace('127.0.0.1', 'localhost')}

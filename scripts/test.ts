@@ -109,6 +109,7 @@ async function main(): Promise<number> {
           ...testFiles('test/integration'),
           ...testFiles('test/sandbox'),
           ...testFiles('test/payments'),
+          ...testFiles('test/hostile'),
         ],
         env,
         'node',

@@ -83,7 +83,7 @@ export interface StripeGatewayConfig {
 /** Stripe's ceiling for `amount`: eight digits in the smallest currency unit. */
 const MAX_AMOUNT = 99_999_999;
 const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
-/** Stripe's webhook tolerance (and the SDK's default): a signature older than 5 minutes is refused. */
+/** Stripe's webhook tolerance (and the SDK's default): a signature older than 5 minutes — or dated more than 5 minutes ahead — is refused. */
 const WEBHOOK_TOLERANCE_SECONDS = 300;
 /** Search can lag "up to an hour during outages": query() lists this window strongly consistently. */
 const RECENT_WINDOW_SECONDS = 3600;
@@ -772,6 +772,13 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
         return { kind: 'rejected', reason: `invalid signature: ${err.message.split('\n')[0] ?? ''}` };
       }
       return { kind: 'rejected', reason: `unreadable event: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    // The SDK bounds only the past. A signature dated in the future is no more Stripe's than a stale
+    // one: someone holding a leaked secret could mint events that stay "fresh" for as long as they
+    // like. The same window, the other way (the signature itself is valid, so `t` is Stripe's).
+    const signedAt = Number(/(?:^|,)\s*t=(\d{1,12})(?:,|$)/.exec(header)?.[1]);
+    if (!Number.isFinite(signedAt) || signedAt - Date.now() / 1000 > WEBHOOK_TOLERANCE_SECONDS) {
+      return { kind: 'rejected', reason: `signature timestamp ${signedAt} is more than ${WEBHOOK_TOLERANCE_SECONDS} s in the future` };
     }
 
     // Signed by Stripe from here on; what follows only checks the event is one we can read.

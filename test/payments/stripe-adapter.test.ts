@@ -424,6 +424,12 @@ describe('notifications', () => {
     });
     const stale = await tool(outTradeNo, { timestamp: String(Math.floor(Date.now() / 1000) - 301) });
     assert.deepEqual(stale, { kind: 'rejected', reason: 'invalid signature: Timestamp outside the tolerance zone' });
+    // Correctly signed, but dated ten minutes ahead: refused like a stale one.
+    const ahead = String(Math.floor(Date.now() / 1000) + 600);
+    const future = await tool(outTradeNo, { timestamp: ahead });
+    assert.deepEqual(future, { kind: 'rejected', reason: `signature timestamp ${ahead} is more than 300 s in the future` });
+    // Within the window either way is fine (clocks differ by seconds, not minutes).
+    assert.equal((await tool(outTradeNo, { timestamp: String(Math.floor(Date.now() / 1000) + 60) })).kind, 'verified');
     assert.equal((await tool(outTradeNo, { signature: '' })).kind, 'rejected');
     const processing = await tool(outTradeNo, { type: 'payment_intent.processing', status: 'processing' });
     assert.ok(processing.kind === 'verified');
