@@ -9,6 +9,22 @@ const nextConfig = {
   // The browser tests run their own server beside a developer's `npm run dev`; separate build
   // folders keep the two from fighting over one lock and cache.
   distDir: process.env.NEXT_DIST_DIR || '.next',
+  // On every response, pages and API alike (the pages' Content-Security-Policy is set per request in
+  // proxy.ts, with its nonce).
+  async headers() {
+    return [
+      {
+        source: '/:path*',
+        headers: [
+          { key: 'X-Content-Type-Options', value: 'nosniff' },
+          { key: 'Referrer-Policy', value: 'strict-origin-when-cross-origin' },
+          // For browsers without CSP frame-ancestors.
+          { key: 'X-Frame-Options', value: 'DENY' },
+          { key: 'Permissions-Policy', value: 'camera=(), microphone=(), geolocation=(), payment=()' },
+        ],
+      },
+    ];
+  },
 };
 
 export default nextConfig;

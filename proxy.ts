@@ -1,0 +1,52 @@
+/**
+ * Security headers for the pages: a Content-Security-Policy with a fresh nonce per request (Next
+ * puts it on its own inline scripts; the pages are rendered per request), no framing by anyone
+ * (frame-ancestors 'none' — a checkout in someone else's frame is a clickjacking target), and a
+ * referrer policy that keeps order URLs (/orders/{id}) from leaking to other sites. API routes and
+ * static files get their headers from next.config.mjs.
+ */
+import { NextResponse, type NextRequest } from 'next/server';
+
+export function contentSecurityPolicy(nonce: string, dev: boolean): string {
+  return [
+    "default-src 'self'",
+    // 'strict-dynamic': scripts loaded by a nonced script are trusted; nothing else runs. React's
+    // development build needs eval for its call stacks; production never does.
+    `script-src 'self' 'nonce-${nonce}' 'strict-dynamic'${dev ? " 'unsafe-eval'" : ''}`,
+    // Inline style attributes are how React sets a few styles; they cannot run code.
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self'",
+    // The page talks only to its own /api; the development server's hot reload uses a WebSocket.
+    `connect-src 'self'${dev ? ' ws: wss:' : ''}`,
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+export function proxy(request: NextRequest) {
+  const nonce = Buffer.from(crypto.randomUUID()).toString('base64');
+  const policy = contentSecurityPolicy(nonce, process.env.NODE_ENV !== 'production');
+  // Next reads the nonce from the request's policy to put it on the scripts it renders.
+  const requestHeaders = new Headers(request.headers);
+  requestHeaders.set('x-nonce', nonce);
+  requestHeaders.set('Content-Security-Policy', policy);
+  const response = NextResponse.next({ request: { headers: requestHeaders } });
+  response.headers.set('Content-Security-Policy', policy);
+  return response;
+}
+
+export const config = {
+  // Pages only: not the API, not Next's static files.
+  matcher: [
+    {
+      source: '/((?!api/|_next/static|_next/image|favicon.ico).*)',
+      missing: [
+        { type: 'header', key: 'next-router-prefetch' },
+        { type: 'header', key: 'purpose', value: 'prefetch' },
+      ],
+    },
+  ],
+};
