@@ -1,0 +1,40 @@
+/**
+ * `npm run fuzz`: the hostile-input fuzzer (test/hostile/fuzz.test.ts) for longer than `npm test`
+ * runs it — 2,000 cases per property by default (`npm run fuzz -- 10000` for more) — in a fresh
+ * database beside DATABASE_URL or in the embedded PostgreSQL, and prints the figures: cases and the
+ * statuses answered (any 5xx fails the run, with fast-check's seed to replay it: FUZZ_SEED=…).
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { runMigrations } from '../db/migrate';
+
+const runs = process.argv[2] ?? '2000';
+const databaseName = `payonce_fuzz_${Date.now()}_${randomBytes(3).toString('hex')}`;
+let embedded: EmbeddedDatabase | undefined;
+let adminUrl: string;
+let databaseUrl: string;
+if (process.env.DATABASE_URL) {
+  const base = new URL(process.env.DATABASE_URL);
+  adminUrl = base.toString();
+  base.pathname = `/${databaseName}`;
+  databaseUrl = base.toString();
+} else {
+  embedded = await startEmbeddedPostgres();
+  adminUrl = embedded.adminUrl;
+  databaseUrl = embedded.urlFor(databaseName);
+}
+await ensureDatabase(adminUrl, databaseName);
+await runMigrations(databaseUrl);
+const started = Date.now();
+const code = await new Promise<number>((resolve) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', 'test/hostile/fuzz.test.ts'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, FUZZ_RUNS: runs, FUZZ_REPORT: '1' },
+    stdio: 'inherit',
+  });
+  child.on('exit', (exitCode) => resolve(exitCode ?? 1));
+});
+console.log(`fuzz: ${runs} cases per property, ${((Date.now() - started) / 1000).toFixed(0)} s, exit ${code}`);
+await dropDatabase(adminUrl, databaseName).catch(() => {});
+await embedded?.stop();
+process.exit(code);
