@@ -9,6 +9,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, refunds } from '../../db/schema';
+import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
 import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
@@ -42,8 +43,14 @@ export async function handleGatewayNotification(
   if (!gateway) return refuse(404, 'GATEWAY_NOT_CONFIGURED');
   const count = (result: string) => services.metrics?.notifications.inc({ gateway: gatewayId, result });
 
-  // 1. Signature first: nothing of an unverified body is read, let alone stored.
-  const rawBody = await request.text();
+  // 1. Signature first: nothing of an unverified body is read, let alone stored. The body is read
+  // only up to the limit, so an oversized one (signed or not) costs no memory and records nothing.
+  const body = await readBodyWithin(request, MAX_BODY_BYTES);
+  if (body.kind === 'too_large') {
+    count('rejected');
+    return refuse(413, 'PAYLOAD_TOO_LARGE');
+  }
+  const rawBody = new TextDecoder().decode(body.bytes);
   const verdict = await gateway.verifyNotification({ headers: request.headers, rawBody });
   if (verdict.kind === 'rejected') {
     count('rejected');

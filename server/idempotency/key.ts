@@ -3,7 +3,11 @@ import { InvalidKeyError, MissingKeyError } from './errors';
 /** Stripe's limit; a UUID (36) fits many times over. */
 export const MAX_KEY_LENGTH = 255;
 
-// Printable ASCII only (0x21–0x7E plus space inside): keys travel in HTTP headers and log lines.
+// The rule: 1–255 characters of printable ASCII (0x20–0x7E), without a comma. Keys travel in HTTP
+// headers and log lines, so no control characters (a tab is legal in a header value, so it does reach
+// us). No comma, because a client that sends two Idempotency-Key headers gets them joined as
+// "k1, k2" by every HTTP stack on the way: read as one key, that would be a new key never seen
+// before, and the request would run again instead of being refused.
 const PRINTABLE_ASCII = /^[\x20-\x7E]+$/;
 
 /** Returns the key if it is usable, or throws the 400 the guard's first branch describes. */
@@ -15,5 +19,8 @@ export function parseIdempotencyKey(raw: string | null | undefined): string {
     throw new InvalidKeyError(`it is longer than ${MAX_KEY_LENGTH} characters`);
   }
   if (!PRINTABLE_ASCII.test(key)) throw new InvalidKeyError('it must be printable ASCII');
+  if (key.includes(',')) {
+    throw new InvalidKeyError('it contains a comma (was the header sent twice? send exactly one key)');
+  }
   return key;
 }

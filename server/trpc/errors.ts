@@ -11,6 +11,7 @@ const CODE_BY_STATUS: Record<number, TRPCErrorCode> = {
   403: 'FORBIDDEN',
   404: 'NOT_FOUND',
   409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
   422: 'UNPROCESSABLE_CONTENT',
   429: 'TOO_MANY_REQUESTS',
   502: 'BAD_GATEWAY',
@@ -37,12 +38,38 @@ export class StoredErrorResponse extends Error {
   }
 }
 
+/**
+ * What a 500 says on the wire. The real error goes to the server's log only: its message can carry
+ * SQL, hostnames or a gateway's reply, and an error body may be shown to the customer. A 500 is never
+ * stored (the key is released), so a retry with the same key runs again rather than replaying this.
+ */
+export const INTERNAL_ERROR_MESSAGE = 'Internal error; retry the request (a mutation with the same Idempotency-Key).';
+
+/** The message an error body carries: its own, unless it is an unexpected one (a 500). */
+export function publicMessageOf(error: TRPCError, message: string): string {
+  return error.code === 'INTERNAL_SERVER_ERROR' ? INTERNAL_ERROR_MESSAGE : message;
+}
+
+/** Refusals of the HTTP endpoint itself, before any procedure runs: body size and batching. */
+export type EndpointReason = 'PAYLOAD_TOO_LARGE' | 'BATCH_NOT_ALLOWED' | 'BATCH_TOO_LARGE';
+
+export class EndpointRefusal extends Error {
+  constructor(
+    readonly httpStatus: 400 | 413,
+    readonly reason: EndpointReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EndpointRefusal';
+  }
+}
+
 /** Our domain errors, as the TRPCError with the status the contract promises. */
 export function toTRPCError(error: unknown): TRPCError | undefined {
   if (error instanceof TRPCError) {
     return error.cause instanceof Error && !(error.cause instanceof TRPCError) ? toTRPCError(error.cause) ?? error : error;
   }
-  if (error instanceof CheckoutError || error instanceof IdempotencyError) {
+  if (error instanceof CheckoutError || error instanceof IdempotencyError || error instanceof EndpointRefusal) {
     return new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
   }
   if (error instanceof StoredErrorResponse) {
@@ -54,11 +81,15 @@ export function toTRPCError(error: unknown): TRPCError | undefined {
 /** The machine-readable reason and any details for the error body's `data`. */
 export function reasonOf(error: TRPCError): { reason: string; details?: Record<string, unknown> } {
   const cause = error.cause;
-  if (cause instanceof CheckoutError || cause instanceof IdempotencyError) return { reason: cause.reason };
+  if (cause instanceof CheckoutError || cause instanceof IdempotencyError || cause instanceof EndpointRefusal) {
+    return { reason: cause.reason };
+  }
   if (cause instanceof StoredErrorResponse) {
     const { reason, message: _message, ...details } = cause.body;
     return { reason: reason ?? error.code, ...(Object.keys(details).length > 0 ? { details } : {}) };
   }
   if (error.code === 'BAD_REQUEST' && cause && 'issues' in cause) return { reason: 'INVALID_INPUT' };
+  // Not one of ours: say so without naming what broke (the log has it).
+  if (error.code === 'INTERNAL_SERVER_ERROR') return { reason: 'INTERNAL_ERROR' };
   return { reason: error.code };
 }

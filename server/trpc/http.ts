@@ -1,10 +1,20 @@
 /**
  * The tRPC endpoint as a standard `(Request) => Response` function: the Next route handler is one
  * call to it, and the tests serve the very same function.
+ *
+ * Before tRPC sees a request, the endpoint enforces what the contract says about the transport: plain
+ * calls (mutations never batched, queries batched up to a bound) and a bounded body. A refusal here
+ * runs no procedure, so it touches no session, key or order.
  */
+import { TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
+import { getHTTPStatusCodeFromError } from '@trpc/server/http';
+import { getErrorShape } from '@trpc/server/unstable-core-do-not-import';
 import type { CheckoutServices } from '../checkout/services';
+import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
+import { EndpointRefusal, toTRPCError } from './errors';
 import { createTRPCContext, type TRPCContext } from './init';
+import { MAX_QUERY_BATCH_SIZE } from './limits';
 import { appRouter } from './root';
 
 export const TRPC_ENDPOINT = '/api/trpc';
@@ -15,20 +25,47 @@ export interface TrpcHandlerOptions {
 }
 
 export function createTrpcHandler(options: TrpcHandlerOptions) {
-  return (req: Request): Promise<Response> =>
-    fetchRequestHandler({
+  return async (req: Request): Promise<Response> => {
+    const url = new URL(req.url);
+    const procedurePath = procedurePathOf(url);
+    const refusal = batchRefusal(url, procedurePath);
+    if (refusal) return refusalResponse(refusal, procedurePath);
+
+    let request = req;
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      const body = await readBodyWithin(req, MAX_BODY_BYTES);
+      if (body.kind === 'too_large') {
+        return refusalResponse(
+          new EndpointRefusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
+          procedurePath,
+        );
+      }
+      // tRPC's fetch adapter reads the body itself and has no size limit: it gets the bytes already
+      // read within ours.
+      request = new Request(req, { body: body.bytes });
+    }
+
+    return fetchRequestHandler({
       endpoint: TRPC_ENDPOINT,
-      req,
+      req: request,
       router: appRouter,
-      createContext: ({ req: request, resHeaders }) =>
+      // Also enforced above, with our reason; this keeps tRPC's own guard on should the path parsing
+      // ever disagree with tRPC's.
+      maxBatchSize: MAX_QUERY_BATCH_SIZE,
+      createContext: ({ req: incoming, resHeaders }) =>
         createTRPCContext({
-          headers: request.headers,
+          headers: incoming.headers,
           resHeaders,
           services: options.services(),
           sessionSecret: options.sessionSecret(),
           secureCookies:
-            new URL(request.url).protocol === 'https:' || request.headers.get('x-forwarded-proto') === 'https',
+            new URL(incoming.url).protocol === 'https:' || incoming.headers.get('x-forwarded-proto') === 'https',
         }),
+      onError({ error, ctx, path }) {
+        // Procedures' unexpected errors are logged by the domain-error middleware; these failed before
+        // a procedure ran (no context), and their body says only "Internal error".
+        if (error.code === 'INTERNAL_SERVER_ERROR' && !ctx) console.error(`[trpc] unexpected error on ${path}`, error.cause ?? error);
+      },
       responseMeta({ ctx, errors }) {
         const holder = (ctx as TRPCContext | undefined)?.response;
         if (!holder) return {};
@@ -39,4 +76,56 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
         };
       },
     });
+  };
+}
+
+/**
+ * Mutations are never batched: each needs its own Idempotency-Key header and its own status (201,
+ * 402, Idempotency-Replayed), which a batch cannot carry — a two-call batch would share one key.
+ * Queries may batch, up to a bound. Read from the URL (`?batch=1`, comma-separated paths), so a
+ * refused batch costs no body read and no procedure call.
+ */
+function batchRefusal(url: URL, procedurePath: string): EndpointRefusal | undefined {
+  if (url.searchParams.get('batch') !== '1') return undefined;
+  const paths = procedurePath.split(',');
+  // Flat at run time ('checkout.pay' → procedure), though typed as the nested router record.
+  const procedures = appRouter._def.procedures as unknown as Record<string, { _def: { type: string } } | undefined>;
+  if (paths.some((path) => procedures[path]?._def.type === 'mutation')) {
+    return new EndpointRefusal(
+      400,
+      'BATCH_NOT_ALLOWED',
+      'Mutations are not batched: send each one as its own request with its own Idempotency-Key.',
+    );
+  }
+  if (paths.length > MAX_QUERY_BATCH_SIZE) {
+    return new EndpointRefusal(
+      400,
+      'BATCH_TOO_LARGE',
+      `A batch may hold at most ${MAX_QUERY_BATCH_SIZE} queries; this one holds ${paths.length}.`,
+    );
+  }
+  return undefined;
+}
+
+function procedurePathOf(url: URL): string {
+  const raw = url.pathname.slice(TRPC_ENDPOINT.length + 1);
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw; // a malformed escape names no procedure; tRPC answers it 404
+  }
+}
+
+/** A refusal in the same tRPC error body every procedure error has (data.httpStatus, data.reason). */
+function refusalResponse(refusal: EndpointRefusal, path: string): Response {
+  const error = toTRPCError(refusal) as TRPCError;
+  const shape = getErrorShape({
+    config: appRouter._def._config,
+    error,
+    type: 'unknown',
+    path,
+    input: undefined,
+    ctx: undefined,
+  });
+  return Response.json({ error: shape }, { status: getHTTPStatusCodeFromError(error) });
 }

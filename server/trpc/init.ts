@@ -7,7 +7,7 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
 import { issueSession, verifySession } from '../session';
-import { reasonOf, toTRPCError } from './errors';
+import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 
 /**
  * Status and headers a procedure wants on its HTTP response. A mutable holder, because tRPC copies
@@ -48,7 +48,8 @@ const t = initTRPC.context<TRPCContext>().create({
       error.code === 'BAD_REQUEST' && error.cause && 'issues' in error.cause ? error.cause.issues : undefined;
     // No stack traces on the wire, in any environment: bodies are stored and replayed verbatim.
     const { stack: _stack, ...data } = shape.data;
-    return { ...shape, data: { ...data, reason, ...(details ? { details } : {}), ...(issues ? { issues } : {}) } };
+    const message = publicMessageOf(error, shape.message);
+    return { ...shape, message, data: { ...data, reason, ...(details ? { details } : {}), ...(issues ? { issues } : {}) } };
   },
 });
 

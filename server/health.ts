@@ -1,0 +1,19 @@
+/**
+ * The readiness answer. Framework-free so the route handler is one call to it and a test can hand
+ * it a database that is down.
+ *
+ * The answer says only whether the instance can serve: a database error's text (host, port, user,
+ * database name) is for the operator's log, not for whoever can reach a public health URL.
+ */
+import { sql } from 'drizzle-orm';
+import type { Database } from '../db/client';
+
+export async function checkHealth(database: () => Database): Promise<Response> {
+  try {
+    await database().execute(sql`select 1`);
+    return Response.json({ status: 'ok' });
+  } catch (error) {
+    console.error('[health] database unavailable', error);
+    return Response.json({ status: 'unavailable' }, { status: 503 });
+  }
+}
