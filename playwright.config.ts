@@ -95,6 +95,10 @@ export default defineConfig({
       // An order whose trade cannot be closed waits this long past its expiry before it expires
       // anyway (production: 10 minutes), so the late-payment refund drills take seconds.
       ORDER_EXPIRY_CLOSE_GRACE_MS: '3000',
+      // Drills replay and retry keys in tight loops from one session and one address; the limits
+      // have tests of their own (test/hostile/rate-limits.test.ts).
+      RATE_LIMIT_SESSION_PER_MINUTE: '0',
+      RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
     }),
   ],
 });

@@ -23,7 +23,15 @@ export async function startBenchStack(options: { build: boolean; verbose: boolea
     databaseName: 'payonce_bench',
     // Real-time notification retries: nothing the sandbox schedules competes with a measurement.
     sandboxTimeScale: 1,
-    appEnv: { BENCH: '1', PAYONCE_JOBS: 'off' },
+    // One session creates every order and leaves them unpaid, as fast as it can: limits and caps off.
+    appEnv: {
+      BENCH: '1',
+      PAYONCE_JOBS: 'off',
+      RATE_LIMIT_SESSION_PER_MINUTE: '0',
+      RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+      OPEN_ORDERS_PER_CUSTOMER: '0',
+      OPEN_ORDER_HELD_UNITS_PER_SKU: '0',
+    },
     log: (line) => {
       if (options.verbose || /^\[(build|supervisor)\]|error|Error/.test(line)) console.error(line);
     },

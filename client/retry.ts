@@ -1,6 +1,6 @@
 /**
  * The client's retry policy. Retried: network errors (the request may never have arrived, or its
- * answer was lost), 409 (in progress), 429 and 5xx. Not retried: every other 4xx — a 402 decline or a
+ * answer was lost), 409 for work in progress, 429 and 5xx. Not retried: every other 4xx — a 402 decline or a
  * 422 key mismatch will answer the same forever, so a loop would only hammer the server.
  *
  * Backoff is exponential with full jitter and bounded in both delay and count, so a crowd of clients
@@ -41,7 +41,9 @@ export function describeFailure(error: unknown): CallFailure {
       // 401 SESSION_REQUIRED: the answer set the session cookie; the retry carries it.
       retryable:
         status === undefined ||
-        status === 409 ||
+        // 409 only for work in flight (this key, or another attempt on the order): a conflict that
+        // will not pass by itself (out of stock, too many open orders) answers the same forever.
+        (status === 409 && (data?.reason === 'REQUEST_IN_PROGRESS' || data?.reason === 'ORDER_PAYMENT_IN_PROGRESS')) ||
         status === 429 ||
         status >= 500 ||
         (status === 401 && data?.reason === 'SESSION_REQUIRED'),

@@ -382,3 +382,21 @@ export const paymentEvents = pgTable(
   },
   (t) => [uniqueIndex('payment_events_stream_seq_idx').on(t.stream, t.seq), index('payment_events_order_idx').on(t.orderId)],
 );
+
+/**
+ * Request counters for the rate limits on the mutations (server/rate-limit): one row per bucket
+ * (`session:{customerId}`, `address:{client address}`), holding the hits of its current fixed window.
+ * In PostgreSQL, not in memory, so the limits hold across app instances. A bucket's row is reset by
+ * the first hit of a new window; rows whose window has ended are deleted by the key-cleanup job.
+ */
+export const rateLimits = pgTable(
+  'rate_limits',
+  {
+    bucket: text().primaryKey(),
+    windowStart: timestamptz('window_start').notNull(),
+    /** When the window frees: Retry-After counts down to it, and cleanup deletes the row after it. */
+    windowEndsAt: timestamptz('window_ends_at').notNull(),
+    hits: integer().notNull(),
+  },
+  (t) => [index('rate_limits_window_ends_at_idx').on(t.windowEndsAt)],
+);

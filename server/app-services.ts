@@ -10,7 +10,9 @@ import { demoMode } from './demo';
 import { FaultInjector, faultsEnabled } from './faults';
 import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
+import { orderCapsFromEnv } from './checkout/orders';
 import { gatewaysFromEnv } from './payments';
+import { rateLimitPolicyFromEnv } from './rate-limit';
 
 const globalForServices = globalThis as unknown as { __payonceServices?: CheckoutServices };
 
@@ -34,6 +36,8 @@ export function appServices(): CheckoutServices {
     metrics,
     demo: demoMode(),
     pspSandboxUrl: process.env.PSP_SANDBOX_URL,
+    rateLimits: rateLimitPolicyFromEnv(),
+    orderCaps: orderCapsFromEnv(),
     ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
   if (services.demo && process.env.NODE_ENV === 'production') {

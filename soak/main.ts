@@ -135,6 +135,10 @@ try {
       JOBS_REFUND_SECONDS: '1',
       REFUND_BACKOFF_MS: '500',
       REFUND_LEASE_MS: '10000',
+      // Every simulated customer comes from this one address and retries hard through faults: the
+      // soak measures the guarantees, not the limits (test/hostile/rate-limits.test.ts does).
+      RATE_LIMIT_SESSION_PER_MINUTE: '0',
+      RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
     },
   });
 } catch (error) {

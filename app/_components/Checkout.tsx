@@ -91,6 +91,14 @@ function openAttempt(stored: StoredCheckout, fallback: Omit<Choice, 'cart'>): Ch
 }
 
 /** `children` (demo mode's fault switchboard) render below the form, in the page's language. */
+/** Reasons the order itself was refused (nothing created, nothing charged), and how to say them. */
+const CART_REFUSALS: Record<string, string> = {
+  OUT_OF_STOCK: 'status.outOfStock',
+  TOO_MANY_OPEN_ORDERS: 'status.tooManyOpenOrders',
+  STOCK_HOLD_LIMIT: 'status.stockHoldLimit',
+  RATE_LIMITED: 'status.rateLimited',
+};
+
 export function Checkout({ children }: { children?: ReactNode }) {
   const [queryClient] = useState(() => new QueryClient());
   const client = useMemo(() => createCheckoutClient({ url: '/api/trpc' }), []);
@@ -185,6 +193,9 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
             ],
             tech: { ...tech, gateway: declined.gateway, declineCode: declined.declineCode },
           });
+        } else if (failure.reason !== undefined && failure.reason in CART_REFUSALS) {
+          // Refused before any order or charge existed: what to change, in the shopper's words.
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: CART_REFUSALS[failure.reason]! }], tech });
         } else if (result.orderState === 'closed' || failure.reason === 'ORDER_NOT_PAYABLE' || failure.status === 404) {
           setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }], tech });
         } else {

@@ -17,14 +17,17 @@ export type CheckoutReason =
   | 'AMOUNT_MISMATCH'
   | 'MERCHANT_MISMATCH'
   | 'INJECTED_FAULT'
-  | 'SESSION_REQUIRED';
+  | 'SESSION_REQUIRED'
+  | 'RATE_LIMITED'
+  | 'TOO_MANY_OPEN_ORDERS'
+  | 'STOCK_HOLD_LIMIT';
 
 export class CheckoutError extends Error {
   constructor(
     readonly httpStatus: number,
     readonly reason: CheckoutReason,
     message: string,
-    /** Seconds after which a retry makes sense (409 and 503 answers). */
+    /** Seconds after which a retry makes sense (409, 429 and 503 answers). */
     readonly retryAfterSeconds?: number,
   ) {
     super(message);

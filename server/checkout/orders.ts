@@ -7,6 +7,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
 import { respond, type OwnedKey, type StoredResponse } from '../idempotency';
+import { limitFromEnv } from '../rate-limit';
 import { CheckoutError } from './errors';
 import { journal } from './journal';
 import { outTradeNoFor } from './out-trade-no';
@@ -24,10 +25,35 @@ export interface CreatedOrder {
   status: OrderStatus;
 }
 
+/**
+ * How much one customer may hold in unpaid orders (awaiting_payment or paying), whose stock stays
+ * taken until they are paid or expire: without a cap, anonymous sessions are free and a script could
+ * empty a SKU for half an hour at no cost. 0 switches a cap off.
+ */
+export interface OrderCaps {
+  openOrders: number;
+  heldUnitsPerSku: number;
+}
+
+/**
+ * A shopper pays an order or abandons it; five unpaid at once is already a lot of tabs. Twenty units
+ * of one product is more than a household buys from this catalogue (a mug, a tin of tea, a box of
+ * mooncakes); a bulk buyer gets a higher OPEN_ORDER_HELD_UNITS_PER_SKU.
+ */
+export const DEFAULT_ORDER_CAPS: OrderCaps = { openOrders: 5, heldUnitsPerSku: 20 };
+
+export function orderCapsFromEnv(env: Record<string, string | undefined> = process.env): OrderCaps {
+  return {
+    openOrders: limitFromEnv(env, 'OPEN_ORDERS_PER_CUSTOMER', DEFAULT_ORDER_CAPS.openOrders),
+    heldUnitsPerSku: limitFromEnv(env, 'OPEN_ORDER_HELD_UNITS_PER_SKU', DEFAULT_ORDER_CAPS.heldUnitsPerSku),
+  };
+}
+
 export async function createOrder(
   key: OwnedKey<Transaction>,
   customerId: string,
   items: OrderLineInput[],
+  caps?: OrderCaps,
 ): Promise<StoredResponse> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
@@ -36,6 +62,7 @@ export async function createOrder(
 
   const phase = await key.atomicPhase(async (tx) => {
     await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
+    if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) await enforceOrderCaps(tx, customerId, items, caps);
 
     // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
     // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
@@ -78,6 +105,42 @@ export async function createOrder(
     return respond(201, created);
   });
   return phase.response;
+}
+
+/**
+ * Refuses an order that would take the customer past a cap (409, nothing created: the caller's
+ * transaction rolls back). The customer's row is locked first, so that two createOrders of one
+ * customer run this check one after the other; the count is a statement of its own, so under READ
+ * COMMITTED it sees the order the other one committed while this one waited.
+ */
+async function enforceOrderCaps(tx: Transaction, customerId: string, items: OrderLineInput[], caps: OrderCaps) {
+  await tx.execute(sql`select 1 from customers where id = ${customerId} for update`);
+  const [held] = await tx.execute<{ open_orders: number; units: Record<string, number> | null }>(sql`
+    with open_orders as (
+      select id from orders where customer_id = ${customerId} and status in ('awaiting_payment', 'paying')
+    )
+    select (select count(*)::int from open_orders) as open_orders,
+           (select jsonb_object_agg(i.sku, i.units)
+              from (select sku, sum(quantity)::int as units from order_items
+                     where order_id in (select id from open_orders) group by sku) i) as units`);
+  const openOrders = held?.open_orders ?? 0;
+  if (caps.openOrders > 0 && openOrders >= caps.openOrders) {
+    throw new CheckoutError(
+      409,
+      'TOO_MANY_OPEN_ORDERS',
+      `At most ${caps.openOrders} unpaid orders at a time: pay one or let it expire first.`,
+    );
+  }
+  if (caps.heldUnitsPerSku > 0) {
+    const over = items.find((item) => (held?.units?.[item.sku] ?? 0) + item.quantity > caps.heldUnitsPerSku);
+    if (over) {
+      throw new CheckoutError(
+        409,
+        'STOCK_HOLD_LIMIT',
+        `At most ${caps.heldUnitsPerSku} units of ${over.sku} across unpaid orders at a time.`,
+      );
+    }
+  }
 }
 
 export interface OrderView {

@@ -7,6 +7,8 @@ import type { IdempotencyOptions, IdempotencyStore } from '../idempotency';
 import type { FaultInjector } from '../faults';
 import type { CheckoutMetrics } from '../metrics';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
+import type { RateLimitPolicy } from '../rate-limit';
+import type { OrderCaps } from './orders';
 
 export interface CheckoutServices {
   db: Database;
@@ -28,6 +30,10 @@ export interface CheckoutServices {
   pspSandboxUrl?: string;
   /** Prometheus counters; optional so that tests and tools can run without them. */
   metrics?: CheckoutMetrics;
+  /** Limits on the mutations per session and per address; absent, nothing is counted. */
+  rateLimits?: RateLimitPolicy;
+  /** How much one customer may hold in unpaid orders; absent, no cap. */
+  orderCaps?: OrderCaps;
 }
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {

@@ -12,6 +12,7 @@ import type { Transaction } from '../../db/client';
 import { CheckoutError } from '../checkout/errors';
 import { StoredErrorResponse } from './errors';
 import { middleware, publicProcedure, type TRPCContext } from './init';
+import { rateLimit } from './rate-limit';
 
 const idempotency = middleware(async ({ ctx, path, input, next }) => {
   if (ctx.sessionIssued) {
@@ -128,5 +129,5 @@ async function journalRequestOutcome(
 }
 
 export function idempotentProcedure<TSchema extends StandardSchemaV1>(input: TSchema) {
-  return publicProcedure.input(input).use(idempotency);
+  return publicProcedure.input(input).use(rateLimit).use(idempotency);
 }

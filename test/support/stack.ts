@@ -12,6 +12,8 @@ import { handleGatewayNotification } from '../../server/checkout/notifications';
 import { FaultInjector } from '../../server/faults';
 import { createMetrics, instrumentGateway, observeGuard } from '../../server/metrics';
 import type { CheckoutServices } from '../../server/checkout/services';
+import type { OrderCaps } from '../../server/checkout/orders';
+import type { RateLimitPolicy } from '../../server/rate-limit';
 import {
   createPostgresIdempotencyStore,
   DEFAULT_IDEMPOTENCY_OPTIONS,
@@ -134,7 +136,16 @@ export interface TestStack {
 }
 
 export async function startTestStack(
-  options: { idempotency?: Partial<IdempotencyOptions>; faults?: boolean; gatewayTimeoutMs?: number; metrics?: boolean } = {},
+  options: {
+    idempotency?: Partial<IdempotencyOptions>;
+    faults?: boolean;
+    gatewayTimeoutMs?: number;
+    metrics?: boolean;
+    /** Off unless given: the tests hammer one address and one session far past any real limit. */
+    rateLimits?: RateLimitPolicy;
+    /** Off unless given: tests create many orders per customer and leave them unpaid. */
+    orderCaps?: OrderCaps;
+  } = {},
 ): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
   await runMigrations(databaseUrl);
@@ -165,6 +176,8 @@ export async function startTestStack(
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(options.faults ? { faults: new FaultInjector() } : {}),
     ...(metrics ? { metrics } : {}),
+    ...(options.rateLimits ? { rateLimits: options.rateLimits } : {}),
+    ...(options.orderCaps ? { orderCaps: options.orderCaps } : {}),
   };
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {

@@ -25,6 +25,26 @@ describe('client retry policy', () => {
     assert.deepEqual(seen, [1, 2, 3]);
   });
 
+  it('stops at once on a 409 that will not pass by itself (out of stock, too many open orders), retries one in flight', async () => {
+    for (const reason of ['OUT_OF_STOCK', 'TOO_MANY_OPEN_ORDERS', 'STOCK_HOLD_LIMIT', 'ORDER_NOT_PAYABLE']) {
+      let calls = 0;
+      await assert.rejects(
+        callWithRetry(async () => {
+          calls++;
+          throw serverError(409, reason);
+        }, { sleep: async () => {} }),
+        (error: FinalFailureError) => error instanceof FinalFailureError && error.failure.reason === reason,
+      );
+      assert.equal(calls, 1, reason);
+    }
+    let calls = 0;
+    const result = await callWithRetry(async () => {
+      if (++calls < 3) throw serverError(409, 'ORDER_PAYMENT_IN_PROGRESS');
+      return 'paid';
+    }, { sleep: async () => {} });
+    assert.equal(result, 'paid');
+  });
+
   it('stops at once on 402 and 422: the answer would never change', async () => {
     for (const status of [402, 422, 400, 404]) {
       let calls = 0;

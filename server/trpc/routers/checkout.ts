@@ -41,7 +41,7 @@ export const checkoutRouter = createTRPCRouter({
   ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(async ({ ctx, input }) => {
-    const response = await createOrder(ctx.idempotencyKey, ctx.customerId, input.items);
+    const response = await createOrder(ctx.idempotencyKey, ctx.customerId, input.items, ctx.services.orderCaps);
     return response.body as CreatedOrder;
   }),
 
