@@ -6,6 +6,7 @@
  * Used by `npm run dev`, `npm start` and the browser tests' web server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -156,8 +157,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     >[0];
 
     const appUrl = `http://127.0.0.1:${options.appPort}`;
+    // A production build refuses to start without SESSION_SECRET (instrumentation.ts). This is a
+    // local runner, so when none is set it makes one for this run, shared by all its instances and
+    // their restarts: sessions last as long as the stack. Dev mode keeps its secret under .data/.
+    const sessionSecret =
+      options.mode === 'prod' && !process.env.SESSION_SECRET ? randomBytes(32).toString('base64url') : undefined;
+    if (sessionSecret) log('[stack] SESSION_SECRET is not set: using a random one for this run');
     const appEnv: NodeJS.ProcessEnv = {
       ...process.env,
+      ...(sessionSecret ? { SESSION_SECRET: sessionSecret } : {}),
       DATABASE_URL: database.url,
       PORT: String(options.appPort),
       PUBLIC_BASE_URL: appUrl,

@@ -1,66 +1,206 @@
 /**
  * Anonymous customers: the first request gets a signed, httpOnly session cookie carrying a fresh
- * customer id, and that id is the scope of every idempotency key the customer sends. The signature
- * (HMAC-SHA256) stops anyone from claiming another customer's id and so reading or replaying their
- * stored responses.
+ * customer id and the time it was issued, and that id is the scope of every idempotency key the
+ * customer sends. The signature (HMAC-SHA256 over id and issue time) stops anyone from claiming
+ * another customer's id — and so reading or replaying their stored responses — or from stretching a
+ * session past its maximum age.
+ *
+ * Cookie value: `{customerId}.{issuedAtSeconds}.{signature}`. Over https the cookie is
+ * `__Host-payonce_session`: the prefix makes the browser refuse it unless it is Secure, Path=/ and
+ * host-only, so a sibling subdomain cannot plant a session of its choosing on our customers.
  */
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export const SESSION_COOKIE = 'payonce_session';
-/** A year: the cookie only identifies an anonymous cart owner; nothing sensitive rides on it. */
-const MAX_AGE_SECONDS = 365 * 24 * 60 * 60;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
-function sign(secret: string, customerId: string): string {
-  return createHmac('sha256', secret).update(customerId).digest('base64url');
+/**
+ * 30 days. The session is the only key to an anonymous customer's orders, so a copied cookie should
+ * not open them for ever; but it must outlive everything a customer may come back for: an open
+ * order (30 minutes), its idempotency keys (24 hours) and a look at a paid order's receipt a few
+ * weeks later. The lifetime is absolute (not renewed on use): a leaked cookie dies on a known date.
+ */
+export const DEFAULT_SESSION_MAX_AGE_SECONDS = 30 * 24 * 60 * 60;
+/** Instances' clocks may disagree a little; a session "issued" further ahead than this is refused. */
+const CLOCK_SKEW_SECONDS = 5 * 60;
+/** HMAC-SHA256 keys shorter than this are guessable offline from one cookie; `openssl rand -base64 32` gives 44. */
+export const MIN_SESSION_SECRET_LENGTH = 32;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ISSUED_AT = /^[0-9]{1,12}$/;
+
+/** The environment variables this module reads (process.env, or a test's own). */
+export type SessionEnv = Readonly<Record<string, string | undefined>>;
+
+export interface SessionOptions {
+  /** Served over https: the cookie is `__Host-payonce_session` and Secure. */
+  secure: boolean;
+  /** Default: SESSION_MAX_AGE_SECONDS, else 30 days. */
+  maxAgeSeconds?: number;
+  /** Milliseconds since the epoch (tests). */
+  now?: number;
 }
 
+export function sessionCookieName(secure: boolean): string {
+  return secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+}
+
+/** Whether the customer reached us over https (directly, or through a proxy that says so). */
+export function isSecureRequest(request: Pick<Request, 'url' | 'headers'>): boolean {
+  return new URL(request.url).protocol === 'https:' || request.headers.get('x-forwarded-proto') === 'https';
+}
+
+function sign(secret: string, customerId: string, issuedAt: number): string {
+  return createHmac('sha256', secret).update(`${customerId}.${issuedAt}`).digest('base64url');
+}
+
+/** The signed cookie value for a customer id issued at `issuedAtSeconds`. */
+export function sessionCookieValue(secret: string, customerId: string, issuedAtSeconds: number): string {
+  return `${customerId}.${issuedAtSeconds}.${sign(secret, customerId, issuedAtSeconds)}`;
+}
+
+function parseMaxAge(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return DEFAULT_SESSION_MAX_AGE_SECONDS;
+  return /^[1-9][0-9]{0,9}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
+}
+
+/** SESSION_MAX_AGE_SECONDS, or 30 days; a value that is not a positive integer is refused at start. */
+export function sessionMaxAgeSeconds(env: SessionEnv = process.env): number {
+  return parseMaxAge(env.SESSION_MAX_AGE_SECONDS) ?? DEFAULT_SESSION_MAX_AGE_SECONDS;
+}
+
+/**
+ * Every value of the cookie `name` in a Cookie header, in header order. A value that cannot be
+ * percent-decoded is skipped: cookies of other sites on our domain (a sibling subdomain's) are not
+ * ours to validate, and one bad byte in them must not fail the request.
+ */
+export function cookieValues(header: string | null, name: string): string[] {
+  const values: string[] = [];
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue;
+    try {
+      values.push(decodeURIComponent(part.slice(eq + 1).trim()));
+    } catch {
+      // URIError: a malformed % escape. Not a value we could have set.
+    }
+  }
+  return values;
+}
+
+/** Cookie name → its first decodable value; undecodable values are ignored (see cookieValues). */
 export function parseCookies(header: string | null): Map<string, string> {
   const cookies = new Map<string, string>();
   for (const part of (header ?? '').split(';')) {
     const eq = part.indexOf('=');
     if (eq <= 0) continue;
     const name = part.slice(0, eq).trim();
-    if (!cookies.has(name)) cookies.set(name, decodeURIComponent(part.slice(eq + 1).trim()));
+    if (cookies.has(name)) continue;
+    try {
+      cookies.set(name, decodeURIComponent(part.slice(eq + 1).trim()));
+    } catch {
+      // Ignored, as in cookieValues.
+    }
   }
   return cookies;
 }
 
-/** The customer id carried by a valid session cookie, or undefined for a missing or forged one. */
-export function verifySession(secret: string, cookieHeader: string | null): string | undefined {
-  const value = parseCookies(cookieHeader).get(SESSION_COOKIE);
-  if (!value) return undefined;
-  const dot = value.lastIndexOf('.');
-  const customerId = value.slice(0, dot);
-  if (dot < 0 || !UUID.test(customerId)) return undefined;
-  const expected = Buffer.from(sign(secret, customerId));
-  const actual = Buffer.from(value.slice(dot + 1));
-  return expected.length === actual.length && timingSafeEqual(expected, actual) ? customerId : undefined;
+/** The customer id and issue time of one cookie value, if it is ours, unaltered and not expired. */
+function verifyValue(secret: string, value: string, nowSeconds: number, maxAgeSeconds: number) {
+  // Old cookies (`{customerId}.{signature}`, no issue time) have two parts: their age cannot be
+  // bounded, so they count as absent and the customer gets a new session.
+  const parts = value.split('.');
+  if (parts.length !== 3) return undefined;
+  const [customerId, issuedAtText, signature] = parts as [string, string, string];
+  if (!UUID.test(customerId) || !ISSUED_AT.test(issuedAtText)) return undefined;
+  const issuedAt = Number(issuedAtText);
+  const expected = Buffer.from(sign(secret, customerId, issuedAt));
+  const actual = Buffer.from(signature);
+  if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return undefined;
+  if (issuedAt > nowSeconds + CLOCK_SKEW_SECONDS || nowSeconds - issuedAt >= maxAgeSeconds) return undefined;
+  return { customerId, issuedAt };
 }
 
-export function issueSession(secret: string, options: { secure: boolean }): { customerId: string; setCookie: string } {
+/**
+ * The customer id carried by a valid session cookie, or undefined for a missing, forged, expired or
+ * old-format one. Only the cookie name for this scheme is read: over https a plain `payonce_session`
+ * may have been set by a sibling subdomain. When a browser sends several (another Path or Domain, a
+ * leftover), the valid one issued last wins, so an invalid one in front never locks the customer out.
+ */
+export function verifySession(secret: string, cookieHeader: string | null, options: SessionOptions): string | undefined {
+  const nowSeconds = Math.floor((options.now ?? Date.now()) / 1000);
+  const maxAgeSeconds = options.maxAgeSeconds ?? sessionMaxAgeSeconds();
+  let best: { customerId: string; issuedAt: number } | undefined;
+  for (const value of cookieValues(cookieHeader, sessionCookieName(options.secure))) {
+    const session = verifyValue(secret, value, nowSeconds, maxAgeSeconds);
+    if (session && (!best || session.issuedAt > best.issuedAt)) best = session;
+  }
+  return best?.customerId;
+}
+
+export function issueSession(secret: string, options: SessionOptions): { customerId: string; setCookie: string } {
   const customerId = randomUUID();
+  const issuedAt = Math.floor((options.now ?? Date.now()) / 1000);
   const attributes = [
-    `${SESSION_COOKIE}=${customerId}.${sign(secret, customerId)}`,
+    `${sessionCookieName(options.secure)}=${sessionCookieValue(secret, customerId, issuedAt)}`,
     'Path=/',
     'HttpOnly',
     'SameSite=Lax',
-    `Max-Age=${MAX_AGE_SECONDS}`,
+    // The browser forgets the cookie when the server would start refusing it.
+    `Max-Age=${options.maxAgeSeconds ?? sessionMaxAgeSeconds()}`,
   ];
   if (options.secure) attributes.push('Secure');
   return { customerId, setCookie: attributes.join('; ') };
 }
 
+export class SessionConfigError extends Error {}
+
+/**
+ * Refuses a configuration that would fail customers later. In production (`next start`) every
+ * instance must sign with one shared SESSION_SECRET: a per-host fallback would make instances
+ * reject each other's sessions, and a read-only filesystem would fail every request. Throws a
+ * SessionConfigError whose message is one line saying what to set.
+ */
+export function assertSessionConfig(env: SessionEnv): void {
+  if (parseMaxAge(env.SESSION_MAX_AGE_SECONDS) === undefined) {
+    throw new SessionConfigError(
+      `SESSION_MAX_AGE_SECONDS=${JSON.stringify(env.SESSION_MAX_AGE_SECONDS)} is not a positive whole number of seconds: unset it (30 days) or set e.g. SESSION_MAX_AGE_SECONDS=${DEFAULT_SESSION_MAX_AGE_SECONDS}.`,
+    );
+  }
+  if (env.NODE_ENV !== 'production') return;
+  const secret = env.SESSION_SECRET ?? '';
+  if (secret.length < MIN_SESSION_SECRET_LENGTH) {
+    throw new SessionConfigError(
+      `${secret ? `SESSION_SECRET is ${secret.length} characters` : 'SESSION_SECRET is not set'}: production needs at least ${MIN_SESSION_SECRET_LENGTH} random characters, the same on every instance — set SESSION_SECRET="$(openssl rand -base64 32)".`,
+    );
+  }
+}
+
+/**
+ * For a server's start (instrumentation.ts): a bad session configuration prints one line saying
+ * what to set and ends the process with code 1, before it serves anyone.
+ */
+export function exitOnBadSessionConfig(env: SessionEnv): void {
+  try {
+    assertSessionConfig(env);
+  } catch (error) {
+    if (!(error instanceof SessionConfigError)) throw error;
+    console.error(`PayOnce cannot start: ${error.message}`);
+    process.exit(1);
+  }
+}
+
 const globalForSecret = globalThis as unknown as { __payonceSessionSecret?: string };
 
 /**
- * SESSION_SECRET in production (every instance must share it). On a developer's machine, a random
- * secret is made once and kept under .data/ so sessions survive restarts.
+ * SESSION_SECRET (production refuses to start without it: assertSessionConfig). On a developer's
+ * machine, a random secret is made once and kept under .data/ so sessions survive restarts.
  */
 export function sessionSecret(): string {
   if (process.env.SESSION_SECRET) return process.env.SESSION_SECRET;
+  if (process.env.NODE_ENV === 'production') assertSessionConfig(process.env);
   if (globalForSecret.__payonceSessionSecret) return globalForSecret.__payonceSessionSecret;
   const file = path.join(process.cwd(), '.data', 'session-secret');
   if (!existsSync(file)) {

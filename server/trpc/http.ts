@@ -13,6 +13,7 @@ import { getErrorShape } from '@trpc/server/unstable-core-do-not-import';
 import type { CheckoutServices } from '../checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
 import { EndpointRefusal, toTRPCError } from './errors';
+import { isSecureRequest } from '../session';
 import { createTRPCContext, type TRPCContext } from './init';
 import { MAX_QUERY_BATCH_SIZE } from './limits';
 import { appRouter } from './root';
@@ -58,8 +59,7 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
           resHeaders,
           services: options.services(),
           sessionSecret: options.sessionSecret(),
-          secureCookies:
-            new URL(incoming.url).protocol === 'https:' || incoming.headers.get('x-forwarded-proto') === 'https',
+          secureCookies: isSecureRequest(incoming),
         }),
       onError({ error, ctx, path }) {
         // Procedures' unexpected errors are logged by the domain-error middleware; these failed before

@@ -23,15 +23,18 @@ export interface CreateContextOptions {
   resHeaders: Headers;
   services: CheckoutServices;
   sessionSecret: string;
-  /** Mark the session cookie Secure (the app is served over https). */
+  /** Served over https: the session cookie is `__Host-payonce_session` and Secure. */
   secureCookies: boolean;
 }
 
 export function createTRPCContext(opts: CreateContextOptions) {
-  let customerId = verifySession(opts.sessionSecret, opts.headers.get('cookie'));
+  const sessionOptions = { secure: opts.secureCookies };
+  let customerId = verifySession(opts.sessionSecret, opts.headers.get('cookie'), sessionOptions);
+  // A missing, forged, expired or old-format session alike: a new customer, and mutations answer
+  // 401 SESSION_REQUIRED until the retry carries the new cookie (see ./idempotency.ts).
   const sessionIssued = !customerId;
   if (!customerId) {
-    const session = issueSession(opts.sessionSecret, { secure: opts.secureCookies });
+    const session = issueSession(opts.sessionSecret, sessionOptions);
     customerId = session.customerId;
     opts.resHeaders.append('set-cookie', session.setCookie);
   }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { appServices } from '../../../../server/app-services';
 import { armDemoDrill, DEMO_DRILLS, DemoDrillError, lateBuyer } from '../../../../server/demo-drills';
-import { sessionSecret, verifySession } from '../../../../server/session';
+import { isSecureRequest, sessionSecret, verifySession } from '../../../../server/session';
 
 /**
  * The page's fault switchboard (demo mode only; a 404 otherwise).
@@ -33,7 +33,9 @@ export async function POST(request: Request): Promise<Response> {
   if (!parsed.success) return Response.json({ error: 'invalid drill', issues: parsed.error.issues }, { status: 400 });
   try {
     if (parsed.data.drill === 'late_buyer') {
-      const customerId = verifySession(sessionSecret(), request.headers.get('cookie'));
+      const customerId = verifySession(sessionSecret(), request.headers.get('cookie'), {
+        secure: isSecureRequest(request),
+      });
       if (!customerId) return Response.json({ error: 'no session' }, { status: 401 });
       return Response.json({ drill: 'late_buyer', ...(await lateBuyer(services, customerId, parsed.data.orderId)) });
     }
