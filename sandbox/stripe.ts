@@ -16,7 +16,7 @@
  *   POST /sandbox/stripe/notify               the notification test tool (not Stripe's)
  *   POST /sandbox/stripe/buyer-pays           the buyer confirms the order's open PaymentIntent (not Stripe's)
  *
- * What it keeps of Stripe's rules (shared/gateways.md):
+ * What it keeps of Stripe's rules (docs/gateways.md):
  *  - Authentication: any `sk_test_…` key is accepted, as stripe-mock does, and acts on the sandbox's
  *    one test account; anything else is a 401. Idempotency keys are scoped to the secret key.
  *  - Idempotency (https://docs.stripe.com/api/idempotent_requests): a POST's status and body are
