@@ -52,7 +52,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
-import { keyFromText, NEVER_SENT_CODES, errorCode } from './support';
+import { classifyConnectionFailure, keyFromText } from './support';
 
 export interface AlipayGatewayConfig {
   appId: string;
@@ -119,8 +119,9 @@ function classifyFailure(err: unknown): Exchange {
   const cause: unknown = err.cause;
   if (cause !== undefined) {
     // A transport error; its cause is urllib's/undici's error.
-    const code = errorCode(cause) ?? errorCode((cause as { cause?: unknown }).cause) ?? (cause as Error).name;
-    if (NEVER_SENT_CODES.has(code)) return { kind: 'not_sent', code, message: err.message };
+    const failure = classifyConnectionFailure(cause);
+    const code = failure.code ?? (cause as Error).name;
+    if (failure.neverSent) return { kind: 'not_sent', code, message: err.message };
     // Timeouts, resets, "other side closed": the gateway may have processed the request.
     return { kind: 'in_doubt', code, message: err.message };
   }

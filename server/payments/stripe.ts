@@ -42,6 +42,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import Stripe from 'stripe';
+import { classifyConnectionFailure } from './support';
 import type {
   ChargeOutcome,
   ChargeRequest,
@@ -103,14 +104,6 @@ const METADATA_MAX_VALUE_LENGTH = 500;
 // ---------------------------------------------------------------------------------------------
 // One call to Stripe
 
-/** Connection failures that happen before a single byte of the request reaches Stripe. */
-const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
-
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
 
 /** Answers that show the request was never executed: rate limited, or refused in front of Stripe. */
 function provesNotProcessed(status: number): boolean {
@@ -146,7 +139,7 @@ function tracingHttpClient(): Stripe.HttpClient {
         },
         (error: unknown) => {
           const trace = currentCall.getStore();
-          if (trace && !NEVER_SENT_CODES.has(errorCode(error) ?? '')) trace.mayHaveBeenProcessed = true;
+          if (trace && !classifyConnectionFailure(error).neverSent) trace.mayHaveBeenProcessed = true;
           throw error;
         },
       ),
@@ -194,9 +187,9 @@ function classify(err: unknown, mayHaveBeenProcessed: boolean): Failure {
   if (err instanceof Stripe.errors.StripeAuthenticationError) return notProcessed('authentication_error');
   if (err instanceof Stripe.errors.StripePermissionError) return notProcessed('permission_error');
   if (err instanceof Stripe.errors.StripeConnectionError) {
-    const detail: unknown = err.detail;
-    const code = errorCode(detail) ?? 'CONNECTION_ERROR';
-    if (NEVER_SENT_CODES.has(code)) return notProcessed(code);
+    const failure = classifyConnectionFailure(err.detail);
+    const code = failure.code ?? 'CONNECTION_ERROR';
+    if (failure.neverSent) return notProcessed(code);
     // ETIMEDOUT, ECONNRESET, a body cut short: the request may have been executed.
     return { kind: 'in_doubt', code, message };
   }

@@ -42,6 +42,32 @@ export const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
+/**
+ * Every error code in a transport failure: the error's own, its causes (undici's "fetch failed" wraps
+ * the socket error, sometimes one level deeper) and the per-address errors of an AggregateError
+ * (happy eyeballs tries several addresses of one host).
+ */
+export function transportErrorCodes(err: unknown, depth = 0): string[] {
+  if (typeof err !== 'object' || err === null || depth > 4) return [];
+  const codes: string[] = [];
+  const code = errorCode(err);
+  if (code) codes.push(code);
+  const errors = (err as { errors?: unknown }).errors;
+  if (Array.isArray(errors)) for (const inner of errors) codes.push(...transportErrorCodes(inner, depth + 1));
+  codes.push(...transportErrorCodes((err as { cause?: unknown }).cause, depth + 1));
+  return codes;
+}
+
+/**
+ * Whether a transport failure certainly happened before the request reached the gateway (every
+ * code found is a never-sent one), and the code to report. Anything else — a reset, a timeout, no
+ * code at all — may have been processed: only a query can tell.
+ */
+export function classifyConnectionFailure(err: unknown): { neverSent: boolean; code: string | undefined } {
+  const codes = transportErrorCodes(err);
+  return { neverSent: codes.length > 0 && codes.every((code) => NEVER_SENT_CODES.has(code)), code: codes[0] };
+}
+
 /** The `code` of a Node or undici error, if it has one. */
 export function errorCode(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;

@@ -53,7 +53,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
-import { NEVER_SENT_CODES, errorCode } from './support';
+import { classifyConnectionFailure } from './support';
 
 export interface TwoC2pGatewayConfig {
   /** The merchant ID 2C2P registered (AN25). */
@@ -154,8 +154,9 @@ function classifyFetchError(err: unknown): Exchange {
   }
   // undici's "fetch failed" carries the socket error as its cause (sometimes one level deeper).
   const cause: unknown = err instanceof Error ? err.cause : undefined;
-  const code = errorCode(cause) ?? errorCode((cause as { cause?: unknown } | undefined)?.cause) ?? 'NETWORK_ERROR';
-  if (NEVER_SENT_CODES.has(code)) return { kind: 'not_sent', code, message };
+  const failure = classifyConnectionFailure(cause);
+  const code = failure.code ?? 'NETWORK_ERROR';
+  if (failure.neverSent) return { kind: 'not_sent', code, message };
   // A reset or "other side closed" after sending: the gateway may have processed the request.
   return { kind: 'in_doubt', code, message };
 }

@@ -51,7 +51,7 @@ import type {
   TestBuyer,
   TradeStatus,
 } from './gateway';
-import { keyFromText } from './support';
+import { classifyConnectionFailure, keyFromText } from './support';
 
 export interface WechatPayGatewayConfig {
   /** 商户号. */
@@ -171,40 +171,17 @@ type Exchange =
   | { kind: 'refused'; status: number; code: string; message: string }
   | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
 
-/** Connection failures that happen before a single byte of the request reaches the gateway. */
-const NEVER_SENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-function errorCodes(err: unknown): string[] {
-  if (typeof err !== 'object' || err === null) return [];
-  const codes: string[] = [];
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') codes.push(code);
-  // Happy eyeballs (several addresses for one host) reports an AggregateError of per-address errors.
-  const errors = (err as { errors?: unknown }).errors;
-  if (Array.isArray(errors)) for (const inner of errors) codes.push(...errorCodes(inner));
-  return codes;
-}
-
 function classifyTransportError(err: unknown): Exchange {
   const error = err instanceof Error ? err : new Error(String(err));
   if (error.name === 'TimeoutError' || error.name === 'AbortError') {
     // The request may have been processed; only a query can tell.
     return { kind: 'in_doubt', code: 'TIMEOUT', message: error.message };
   }
-  const codes = errorCodes(error.cause);
-  if (codes.length > 0 && codes.every((code) => NEVER_SENT_CODES.has(code))) {
-    return { kind: 'not_sent', code: codes[0] ?? 'CONNECT_FAILED', message: `${error.message}: ${(error.cause as Error).message}` };
-  }
-  // Resets, "other side closed", …: the request may have reached WeChat.
+  const failure = classifyConnectionFailure(error.cause);
   const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-  return { kind: 'in_doubt', code: codes[0] ?? error.name, message: `${error.message}${cause}` };
+  if (failure.neverSent) return { kind: 'not_sent', code: failure.code ?? 'CONNECT_FAILED', message: `${error.message}${cause}` };
+  // Resets, "other side closed", …: the request may have reached WeChat.
+  return { kind: 'in_doubt', code: failure.code ?? error.name, message: `${error.message}${cause}` };
 }
 
 function parseJson(text: string): Json | null | undefined {
