@@ -6,6 +6,7 @@ import { useMemo, useState } from 'react';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
 import { LangProvider, LangSwitch, useLang, type Lang } from '../../client/i18n';
 import type { OrderTimeline, TimelineEvent } from '../../server/checkout/timeline';
+import { formatMoney } from './money';
 import './behind.css';
 
 /**
@@ -124,11 +125,6 @@ const VIA: Record<Lang, Record<string, string>> = {
   zh: { response: '网关同步答复', notification: '网关通知', reconciliation: '对账查询', close: '关单时发现已付' },
   en: { response: 'gateway answer', notification: 'notification', reconciliation: 'reconciliation', close: 'found paid on close' },
 };
-
-export function formatMoney(minor: number, currency: string): string {
-  const sign = currency === 'CNY' ? '¥' : `${currency} `;
-  return `${sign}${Math.floor(minor / 100)}.${String(minor % 100).padStart(2, '0')}`;
-}
 
 const beijingTime = new Intl.DateTimeFormat('zh-CN', {
   timeZone: 'Asia/Shanghai',

@@ -14,6 +14,7 @@ import { MAX_BODY_BYTES } from '../../server/http/read-body';
 import { INTERNAL_ERROR_MESSAGE } from '../../server/trpc/errors';
 import { MAX_QUERY_BATCH_SIZE } from '../../server/trpc/limits';
 import { startTestStack, type TestStack } from '../support/stack';
+import { footprint } from './support';
 
 let stack: TestStack;
 
@@ -25,19 +26,6 @@ after(async () => {
 });
 
 const GATEWAYS = ['alipay', 'wechatpay', 'stripe', '2c2p'] as const;
-
-/** Row counts of every table a request could write to; a refusal must leave all of them as they were. */
-async function footprint() {
-  const [row] = await stack.sql<Record<string, number>[]>`
-    select (select count(*)::int from orders) as orders,
-           (select count(*)::int from order_items) as order_items,
-           (select count(*)::int from payments) as payments,
-           (select count(*)::int from idempotency_keys) as idempotency_keys,
-           (select count(*)::int from payment_events) as payment_events,
-           (select count(*)::int from payment_exceptions) as payment_exceptions,
-           (select sum(stock)::int from products) as stock`;
-  return row!;
-}
 
 /** A createOrder body just over the limit: valid JSON, a real SKU, padded with an unknown field. */
 function oversizedOrderBody(bytes = MAX_BODY_BYTES + 1024): string {
@@ -90,18 +78,18 @@ describe('body size limit (64 KiB) on procedures', () => {
   it('1. refuses a createOrder body just over 64 KiB with 413 PAYLOAD_TOO_LARGE and creates nothing', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products'); // the session, so only the size can be refused
-    const before = await footprint();
+    const before = await footprint(stack);
     const response = await customer.send('POST', 'checkout.createOrder', { rawBody: oversizedOrderBody(), key: randomUUID() });
     assert.equal(response.status, 413, response.text);
     assert.equal(response.json.error.data.httpStatus, 413);
     assert.equal(response.json.error.data.reason, 'PAYLOAD_TOO_LARGE');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('2. answers a declared 50 MB body with 413 at once, without waiting for the body', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const answer = await postWithoutFinishing(
       `${stack.appUrl}/api/trpc/checkout.createOrder`,
       {
@@ -115,13 +103,13 @@ describe('body size limit (64 KiB) on procedures', () => {
     assert.equal(answer.status, 413, answer.body);
     assert.equal(JSON.parse(answer.body).error.data.reason, 'PAYLOAD_TOO_LARGE');
     assert.ok(answer.ms < 2000, `answered in ${Math.round(answer.ms)} ms`);
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('3. stops reading a chunked body (no Content-Length) as soon as it passes 64 KiB', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const chunk = 'x'.repeat(16 * 1024);
     const answer = await postWithoutFinishing(
       `${stack.appUrl}/api/trpc/checkout.createOrder`,
@@ -131,7 +119,7 @@ describe('body size limit (64 KiB) on procedures', () => {
     );
     assert.equal(answer.status, 413, answer.body);
     assert.equal(JSON.parse(answer.body).error.data.reason, 'PAYLOAD_TOO_LARGE');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('4. still serves a body just under the limit (the limit is on size, not on padding)', async () => {
@@ -148,14 +136,14 @@ describe('body size limit (64 KiB) on procedures', () => {
 describe('body size limit (64 KiB) on the four webhooks', () => {
   for (const gateway of GATEWAYS) {
     it(`refuses an oversized ${gateway} notification with a plain 413 and records nothing`, async () => {
-      const before = await footprint();
+      const before = await footprint(stack);
       const ledgerBefore = (await stack.ledger()).notifications.length;
       const response = await postJson(`/api/webhooks/${gateway}`, 'x'.repeat(MAX_BODY_BYTES + 1), {
         'content-type': gateway === 'alipay' ? 'application/x-www-form-urlencoded' : 'application/json',
       });
       assert.equal(response.status, 413, response.text);
       assert.equal(response.text, 'PAYLOAD_TOO_LARGE');
-      assert.deepEqual(await footprint(), before);
+      assert.deepEqual(await footprint(stack), before);
       assert.equal((await stack.ledger()).notifications.length, ledgerBefore);
     });
   }
@@ -183,10 +171,10 @@ describe('body size limit (64 KiB) on the four webhooks', () => {
       },
     });
     const signature = Stripe.webhooks.generateTestHeaderString({ payload, secret: credentials.stripe.webhookSecret });
-    const before = await footprint();
+    const before = await footprint(stack);
     const response = await postJson('/api/webhooks/stripe', payload, { 'stripe-signature': signature });
     assert.equal(response.status, 413, response.text);
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 });
 
@@ -194,7 +182,7 @@ describe('batching: none for mutations, bounded for queries', () => {
   it('refuses a batch of two createOrder calls with 400 BATCH_NOT_ALLOWED and runs neither', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const input = { items: [{ sku: 'MUG-CELADON', quantity: 1 }] };
     const response = await postJson(
       '/api/trpc/checkout.createOrder,checkout.createOrder?batch=1',
@@ -206,13 +194,13 @@ describe('batching: none for mutations, bounded for queries', () => {
     assert.equal(body.error.data.httpStatus, 400);
     assert.equal(body.error.data.reason, 'BATCH_NOT_ALLOWED');
     assert.match(body.error.message, /Idempotency-Key/);
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('refuses a batch of one mutation too: a mutation is always a plain call', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const response = await postJson(
       '/api/trpc/checkout.createOrder?batch=1',
       JSON.stringify({ 0: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] } }),
@@ -220,7 +208,7 @@ describe('batching: none for mutations, bounded for queries', () => {
     );
     assert.equal(response.status, 400, response.text);
     assert.equal(JSON.parse(response.text).error.data.reason, 'BATCH_NOT_ALLOWED');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it(`answers a batch of ${MAX_QUERY_BATCH_SIZE} queries and refuses ${MAX_QUERY_BATCH_SIZE + 1} with 400 BATCH_TOO_LARGE`, async () => {
@@ -243,7 +231,7 @@ describe('Idempotency-Key headers', () => {
   it('refuses two Idempotency-Key headers (joined as "k1, k2") with 400 IDEMPOTENCY_KEY_INVALID and claims no key', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     // Sent as two real header lines; Node joins them with ", " before any handler sees them.
     const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const body = JSON.stringify({ items: [{ sku: 'MUG-CELADON', quantity: 1 }] });
@@ -262,27 +250,27 @@ describe('Idempotency-Key headers', () => {
     });
     assert.equal(answer.status, 400, answer.body);
     assert.equal(JSON.parse(answer.body).error.data.reason, 'IDEMPOTENCY_KEY_INVALID');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('refuses a literal "k1, k2" key the same way', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const response = await customer.mutate('checkout.createOrder', { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, 'k1, k2');
     assert.equal(response.status, 400, response.text);
     assert.equal(response.json.error.data.reason, 'IDEMPOTENCY_KEY_INVALID');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('refuses a key with a tab (legal in a header value, so it reaches the app) with 400 IDEMPOTENCY_KEY_INVALID', async () => {
     const customer = stack.customer();
     await customer.query('checkout.products');
-    const before = await footprint();
+    const before = await footprint(stack);
     const response = await customer.mutate('checkout.createOrder', { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, 'key\twith-tab');
     assert.equal(response.status, 400, response.text);
     assert.equal(response.json.error.data.reason, 'IDEMPOTENCY_KEY_INVALID');
-    assert.deepEqual(await footprint(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 });
 

@@ -10,6 +10,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULT_SESSION_MAX_AGE_SECONDS, sessionCookieValue } from '../../server/session';
 import { startTestStack, type TestStack } from '../support/stack';
+import { footprint } from './support';
 
 /** The secret test/support/stack.ts signs with: what an attacker does not have, but the test needs. */
 const SECRET = 'test-session-secret';
@@ -69,18 +70,6 @@ async function customerWithOrder(https = false) {
   return { cookie, customerId, issuedAt: Number(issuedAt), signature, orderId: order.json.result.data.orderId as string };
 }
 
-/** What a refused mutation must not touch. */
-async function snapshot() {
-  const [row] = await stack.sql`
-    select (select count(*)::int from orders) as orders,
-           (select count(*)::int from order_items) as order_items,
-           (select count(*)::int from payments) as payments,
-           (select count(*)::int from idempotency_keys) as keys,
-           (select count(*)::int from customers) as customers,
-           (select sum(stock)::int from products) as stock`;
-  return row;
-}
-
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /** The customer's session held: the order reads back and no new session was issued. */
@@ -93,14 +82,14 @@ async function assertSessionKept(cookie: string, orderId: string, https = false)
 
 /** The cookie was treated as absent: a stranger, who cannot read the order nor mutate, and nothing changed. */
 async function assertRefused(cookie: string, orderId: string, https = false) {
-  const before = await snapshot();
+  const before = await footprint(stack);
   const read = await readOrder(cookie, orderId, https);
   assert.equal(read.status, 404, JSON.stringify(read.json));
   assert.equal(read.setCookies.length, 1, 'a new session is issued in its place');
   const mutation = await createOrder(cookie, { https });
   assert.equal(mutation.status, 401, JSON.stringify(mutation.json));
   assert.equal(mutation.json.error.data.reason, 'SESSION_REQUIRED');
-  assert.deepEqual(await snapshot(), before, 'no order, key, payment or customer row; stock untouched');
+  assert.deepEqual(await footprint(stack), before, 'no order, key, payment or customer row; stock untouched');
 }
 
 describe('hostile session cookies', () => {
@@ -120,12 +109,12 @@ describe('hostile session cookies', () => {
   });
 
   it('1b. a malformed cookie alone is no session: 401 SESSION_REQUIRED for a mutation, not 500, and nothing changes', async () => {
-    const before = await snapshot();
+    const before = await footprint(stack);
     const mutation = await createOrder('other=%E0%A4%A; x=%');
     assert.equal(mutation.status, 401, JSON.stringify(mutation.json));
     assert.equal(mutation.json.error.data.reason, 'SESSION_REQUIRED');
     assert.equal(mutation.setCookies.length, 1);
-    assert.deepEqual(await snapshot(), before);
+    assert.deepEqual(await footprint(stack), before);
   });
 
   it('2. refuses a forged signature', async () => {

@@ -7,6 +7,8 @@ import type { TestStack } from '../support/stack';
 
 export interface Footprint {
   orders: number;
+  orderItems: number;
+  customers: number;
   payments: number;
   keys: number;
   events: number;
@@ -19,6 +21,8 @@ export interface Footprint {
 export async function footprint(stack: TestStack): Promise<Footprint> {
   const [row] = await stack.sql<Omit<Footprint, 'ledgerCharges'>[]>`
     select (select count(*)::int from orders) as orders,
+           (select count(*)::int from order_items) as "orderItems",
+           (select count(*)::int from customers) as customers,
            (select count(*)::int from payments) as payments,
            (select count(*)::int from idempotency_keys) as keys,
            (select count(*)::int from payment_events) as events,
