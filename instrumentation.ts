@@ -13,6 +13,11 @@ export async function register(): Promise<void> {
   const { exitOnBadSessionConfig } = await import('./server/session');
   exitOnBadSessionConfig(process.env);
   if (!process.env.DATABASE_URL) return; // `next build`, or a misconfigured start: requests will say so
+  if (process.env.BENCH === '1') {
+    // `npm run bench` only: count statements and serve bench.* (bench/app-extension.ts).
+    const { installBenchExtension } = await import('./bench/app-extension');
+    installBenchExtension();
+  }
   const { runMigrations } = await import('./db/migrate');
   await runMigrations(process.env.DATABASE_URL);
   if (process.env.PAYONCE_JOBS === 'off') return;

@@ -2,7 +2,7 @@
  * `npm run bench`: what the idempotency guard costs, over HTTP, on a production build.
  *
  * Four scenarios make the same business write (one INSERT in a transaction) through the bench-only
- * procedures of server/trpc/routers/bench.ts: control (no guard), guarded (`idempotentProcedure`,
+ * procedures of bench/router.ts: control (no guard), guarded (`idempotentProcedure`,
  * a fresh key per request), replay (the guarded procedure with keys already completed) and naive (the
  * seed's SELECT / INSERT … ON CONFLICT / business transaction / UPDATE). For each concurrency, several
  * rounds each run every scenario once in a rotated order, so machine drift hits all of them alike;
@@ -27,8 +27,8 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import type { StatementCount } from '../db/client';
-import { ensureBenchTables } from '../server/trpc/routers/bench';
+import type { StatementCount } from './wire-count';
+import { ensureBenchTables } from './router';
 import type { Stack } from '../scripts/stack';
 import { machineInfo, sessionCookie, startBenchStack } from './environment';
 import { mergeSorted, percentile, runLoad, type LoadResult } from './load';
@@ -378,10 +378,10 @@ const METHOD = [
     '(a completed one for replay), control included, so the load generator does the same work for every scenario.',
   'Interleaved: at each concurrency, a 1 s warm-up of every scenario, then each round runs every scenario once in an order rotated ' +
     'by round; percentiles come from the merged per-request latencies (µs resolution) of all rounds; req/s = 2xx answers / run time.',
-  'Round trips are counted, not assumed, by the app itself under BENCH=1 (db/client.ts), on its PostgreSQL socket: statements ' +
+  'Round trips are counted, not assumed, by the app itself under BENCH=1 (bench/wire-count.ts), on its PostgreSQL socket: statements ' +
     '(every Execute or simple Query message, BEGIN and COMMIT included) and wire round trips (every socket write ending in a Sync, Flush or simple Query, ' +
     'which the client then waits on). ' +
-    'Statements are prepared per connection (db/client.ts), so each costs one round trip once its connection has seen it; statements ' +
+    'Statements are prepared per connection (db/prepared-statements.ts), so each costs one round trip once its connection has seen it; statements ' +
     'queued on one connection at once share a write (the guard’s completion rides with its COMMIT; under load, postgres.js also ' +
     'pipelines concurrent requests’ statements, so counts at high concurrency fall below the one-request figure). ' +
     'After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +

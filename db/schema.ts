@@ -4,6 +4,9 @@
  *
  * Money is always an integer count of minor units (fen) next to an ISO currency code: floating point
  * never touches an amount.
+ *
+ * The idempotency core owns its own table (server/idempotency/schema.ts); drizzle.config.ts lists
+ * both files, so one `npm run db:generate` covers them.
  */
 import { sql } from 'drizzle-orm';
 import {
@@ -21,52 +24,6 @@ import {
 } from 'drizzle-orm/pg-core';
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
-
-/**
- * The dedupe table of the seed, every column kept, plus what a lease and recovery need.
- *
- * A key is unique within its scope, never globally: `customer:{id}` for API calls (two customers can
- * both send "abc" and never see each other's answer) and `webhook:{gateway}` for notifications.
- */
-export const idempotencyKeys = pgTable(
-  'idempotency_keys',
-  {
-    id: uuid().primaryKey().defaultRandom(),
-    /** `customer:{uuid}` or `webhook:{gateway}`: who may see this key's stored answer. */
-    scope: text().notNull(),
-    /** The client's Idempotency-Key (or the gateway's event id), unique within `scope`. */
-    key: text().notNull(),
-    requestPath: text().notNull(),
-    /** SHA-256 over the path and the canonical JSON of the parsed input. */
-    requestHash: text().notNull(),
-    responseStatus: integer(),
-    responseBody: jsonb(),
-    /** When the current owner started (or took over) processing; NULL once released. */
-    lockedAt: timestamptz('locked_at'),
-    /**
-     * Until when the owner may work undisturbed. A request that finds the lease past this point knows
-     * the owner died (crash, eviction) and may take the key over; the seed's lock never expired.
-     */
-    leaseExpiresAt: timestamptz('lease_expires_at'),
-    /** Fencing token of the current owner: an owner that lost its lease can no longer write. */
-    leaseToken: uuid(),
-    /**
-     * The last atomic phase that committed (`started` = nothing durable yet). A takeover resumes here
-     * instead of starting over, so effects already committed are never repeated.
-     */
-    recoveryPoint: text().notNull().default('started'),
-    completedAt: timestamptz('completed_at'),
-    createdAt: timestamptz('created_at').notNull().defaultNow(),
-    /** Matches Stripe's 24 h window: long enough for any client's retries, short enough to prune. */
-    expiresAt: timestamptz('expires_at')
-      .notNull()
-      .default(sql`now() + interval '24 hours'`),
-  },
-  (t) => [
-    uniqueIndex('idempotency_keys_scope_key_unique').on(t.scope, t.key),
-    index('idempotency_keys_expires_at_idx').on(t.expiresAt),
-  ],
-);
 
 /** Anonymous customers, known only by the signed session cookie that carries their id. */
 export const customers = pgTable('customers', {

@@ -5,27 +5,11 @@
  * statuses answered (any 5xx fails the run, with fast-check's seed to replay it: FUZZ_SEED=…).
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
-import { runMigrations } from '../db/migrate';
+import { createFreshDatabase } from './fresh-database';
 
 const runs = process.argv[2] ?? '2000';
-const databaseName = `payonce_fuzz_${Date.now()}_${randomBytes(3).toString('hex')}`;
-let embedded: EmbeddedDatabase | undefined;
-let adminUrl: string;
-let databaseUrl: string;
-if (process.env.DATABASE_URL) {
-  const base = new URL(process.env.DATABASE_URL);
-  adminUrl = base.toString();
-  base.pathname = `/${databaseName}`;
-  databaseUrl = base.toString();
-} else {
-  embedded = await startEmbeddedPostgres();
-  adminUrl = embedded.adminUrl;
-  databaseUrl = embedded.urlFor(databaseName);
-}
-await ensureDatabase(adminUrl, databaseName);
-await runMigrations(databaseUrl);
+const database = await createFreshDatabase('payonce_fuzz');
+const databaseUrl = database.url;
 const started = Date.now();
 const code = await new Promise<number>((resolve) => {
   const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', 'test/hostile/fuzz.test.ts'], {
@@ -35,6 +19,5 @@ const code = await new Promise<number>((resolve) => {
   child.on('exit', (exitCode) => resolve(exitCode ?? 1));
 });
 console.log(`fuzz: ${runs} cases per property, ${((Date.now() - started) / 1000).toFixed(0)} s, exit ${code}`);
-await dropDatabase(adminUrl, databaseName).catch(() => {});
-await embedded?.stop();
+await database.drop();
 process.exit(code);

@@ -2,7 +2,7 @@
  * `npm test`: every test against real PostgreSQL, in a fresh database that is dropped afterwards.
  *
  *   1. unit         tsc --noEmit over the whole project, then node:test, no database
- *   2. integration  node:test, the idempotency core, the API and the sandbox over real HTTP
+ *   2. integration  node:test, the idempotency core, the API, the sandbox over real HTTP, examples/
  *   3. e2e          Playwright in a real Chromium against `next dev`, the sandbox and the database
  *
  * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
@@ -11,12 +11,10 @@
  * Flags: --only unit|integration|e2e (repeatable), --keep-database.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
-import { runMigrations } from '../db/migrate';
+import { createFreshDatabase } from './fresh-database';
 
 const { values } = parseArgs({
   options: {
@@ -65,24 +63,9 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, kind: 'nod
 }
 
 async function main(): Promise<number> {
-  const databaseName = `payonce_test_${Date.now()}_${randomBytes(3).toString('hex')}`;
-  let embedded: EmbeddedDatabase | undefined;
-  let adminUrl: string;
-  let databaseUrl: string;
-  if (process.env.DATABASE_URL) {
-    const base = new URL(process.env.DATABASE_URL);
-    adminUrl = base.toString();
-    base.pathname = `/${databaseName}`;
-    databaseUrl = base.toString();
-    console.log(`Using the PostgreSQL server at ${base.host} (DATABASE_URL)`);
-  } else {
-    embedded = await startEmbeddedPostgres();
-    adminUrl = embedded.adminUrl;
-    databaseUrl = embedded.urlFor(databaseName);
-    console.log('Using the embedded PostgreSQL');
-  }
-  await ensureDatabase(adminUrl, databaseName);
-  await runMigrations(databaseUrl);
+  const database = await createFreshDatabase('payonce_test');
+  console.log(`Using ${database.server}`);
+  const databaseUrl = database.url;
   const env = { ...process.env, DATABASE_URL: databaseUrl, NEXT_TELEMETRY_DISABLED: '1' };
 
   const failures: string[] = [];
@@ -110,6 +93,7 @@ async function main(): Promise<number> {
           ...testFiles('test/sandbox'),
           ...testFiles('test/payments'),
           ...testFiles('test/hostile'),
+          ...testFiles('examples'),
         ],
         env,
         'node',
@@ -121,8 +105,7 @@ async function main(): Promise<number> {
       if ((await run('node_modules/.bin/playwright', ['test'], env, 'playwright')) !== 0) failures.push('e2e');
     }
   } finally {
-    if (!values['keep-database']) await dropDatabase(adminUrl, databaseName).catch(() => {});
-    await embedded?.stop();
+    await database.drop({ keep: values['keep-database'] });
   }
   console.log(`\nTests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
   if (failures.length > 0) {

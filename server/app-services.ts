@@ -4,11 +4,11 @@
  * lazily, on the first request, never at module load: `next build` evaluates route modules with no
  * database around.
  */
-import { getDb } from '../db/client';
-import type { CheckoutServices } from './checkout/services';
+import { getDatabase } from '../db/client';
+import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkout/services';
 import { demoMode } from './demo';
 import { FaultInjector, faultsEnabled } from './faults';
-import { createPostgresIdempotencyStore, DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
 import { orderCapsFromEnv } from './checkout/orders';
 import { gatewaysFromEnv } from './payments';
@@ -18,14 +18,14 @@ const globalForServices = globalThis as unknown as { __payonceServices?: Checkou
 
 export function appServices(): CheckoutServices {
   if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
-  const db = getDb();
+  const { db, sql } = getDatabase();
   const metrics = createMetrics();
   const gateways = Object.fromEntries(
     Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]),
   );
   const services: CheckoutServices = {
     db,
-    idempotencyStore: createPostgresIdempotencyStore(db),
+    idempotencyStore: createCheckoutIdempotencyStore(sql),
     idempotencyOptions: {
       ...DEFAULT_IDEMPOTENCY_OPTIONS,
       leaseMs: Number(process.env.IDEMPOTENCY_LEASE_MS ?? DEFAULT_IDEMPOTENCY_OPTIONS.leaseMs),

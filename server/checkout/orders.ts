@@ -54,7 +54,7 @@ export async function createOrder(
   customerId: string,
   items: OrderLineInput[],
   caps?: OrderCaps,
-): Promise<StoredResponse> {
+): Promise<StoredResponse<CreatedOrder, 201>> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
     throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');

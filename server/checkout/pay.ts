@@ -14,7 +14,7 @@
  * (./trades): a trade abandoned after a decline, or on another gateway, can otherwise still be paid by
  * the buyer later. A close is idempotent, so it needs no recovery point of its own.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
@@ -22,7 +22,14 @@ import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../pay
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
-import { paidOrderView, settleSucceededCharge } from './settle';
+import {
+  applyOrderTransition,
+  orderNotFound,
+  orderNotPayable,
+  orderPaymentInProgress,
+  requireOrderTransition,
+} from './order-state';
+import { paidOrderView, settleSucceededCharge, type PaidOrder } from './settle';
 import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './trades';
 
 export interface PayInput {
@@ -42,12 +49,15 @@ export interface DeclinedPayment {
   declineCode: string;
 }
 
+/** checkout.pay's answers: the paid order, or a terminal decline — both stored and replayed per key. */
+export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<DeclinedPayment, 402>;
+
 export async function payOrder(
   services: CheckoutServices,
   key: OwnedKey<Transaction>,
   customerId: string,
   input: PayInput,
-): Promise<StoredResponse> {
+): Promise<PayResponse> {
   const gateway = services.gateways[input.gateway];
   if (!gateway) {
     throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
@@ -78,12 +88,8 @@ export async function payOrder(
       })
     ).response;
   }
-  if (order.status === 'paying' && order.attemptKeyId !== key.id) {
-    throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
-  }
-  if (order.status !== 'paying') {
-    throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
-  }
+  if (order.status === 'paying' && order.attemptKeyId !== key.id) throw orderPaymentInProgress();
+  if (order.status !== 'paying') throw orderNotPayable(order.status);
 
   const outcome: ChargeOutcome = await journaledCall(
     services.db,
@@ -122,8 +128,9 @@ export async function payOrder(
         });
         // The order was paid by another charge meanwhile (a notification of a trade the buyer
         // completed elsewhere): that payment is the answer, and this charge is being refunded.
-        if (settled.kind === 'refunding' && !settled.paid) {
-          throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${settled.orderStatus}; this charge is being refunded.`);
+        if (!settled.paid) {
+          const status = settled.kind === 'refunding' ? settled.orderStatus : 'not paid';
+          throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${status}; this charge is being refunded.`);
         }
         return respond(201, settled.paid);
       });
@@ -150,10 +157,7 @@ export async function payOrder(
         });
         // The order stays payable and so does the gateway's trade (another buyer or card may still
         // pay it): it stays on the order's list of open trades, closed before any other attempt.
-        await tx
-          .update(orders)
-          .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
-          .where(and(eq(orders.id, order.id), eq(orders.attemptKeyId, key.id)));
+        await applyOrderTransition(tx, order.id, 'charge_declined', { keyId: key.id });
         await journal(tx, {
           orderId: order.id,
           kind: 'payment.declined',
@@ -198,7 +202,7 @@ async function loadOrder(services: CheckoutServices, customerId: string, orderId
     .select()
     .from(orders)
     .where(and(eq(orders.id, orderId), eq(orders.customerId, customerId)));
-  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  if (!order) throw orderNotFound();
   return order;
 }
 
@@ -218,7 +222,7 @@ async function openAttempt(
   customerId: string,
   input: PayInput,
   gateway: PaymentGateway,
-): Promise<PhaseResult> {
+): Promise<PhaseResult<PayResponse>> {
   // Alipay, WeChat Pay and 2C2P: another attempt on the same gateway reopens the same trade (one
   // out_trade_no), so that trade is kept. Stripe: every attempt is a new PaymentIntent, so the old
   // one is cancelled first.
@@ -265,7 +269,7 @@ async function openAttempt(
     } catch (error) {
       if (!(error instanceof OpenTradesRemain)) throw error;
       if (round >= OPEN_ATTEMPT_ROUNDS) {
-        throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
+        throw orderPaymentInProgress();
       }
     }
   }
@@ -280,14 +284,14 @@ function startAttempt(
   customerId: string,
   input: PayInput,
   keep: GatewayId | null,
-): Promise<PhaseResult> {
-  return key.atomicPhase(async (tx): Promise<PhaseResult> => {
+): Promise<PhaseResult<PayResponse>> {
+  return key.atomicPhase(async (tx): Promise<PhaseResult<PayResponse>> => {
     const [order] = await tx
       .select()
       .from(orders)
       .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
       .for('update');
-    if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+    if (!order) throw orderNotFound();
     switch (order.status) {
       case 'paid': {
         // Already paid (by another tab, another gateway, a notification): answer with that
@@ -298,27 +302,15 @@ function startAttempt(
       }
       case 'paying':
         // Only the order sees two tabs or two gateways: they hold different keys.
-        if (order.attemptKeyId !== key.id) {
-          throw new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
-        }
+        if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
         return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
       case 'failed':
       case 'expired':
-        throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${order.status} and can no longer be paid.`);
+        throw orderNotPayable(order.status);
       case 'awaiting_payment': {
         if ((await otherOpenTrades(tx, order.id, keep)).length > 0) throw new OpenTradesRemain();
         await markTradeOpen(tx, order.id, input.gateway, order.paymentAttempt + 1);
-        await tx
-          .update(orders)
-          .set({
-            status: 'paying',
-            paymentAttempt: sql`${orders.paymentAttempt} + 1`,
-            attemptKeyId: key.id,
-            attemptGateway: input.gateway,
-            attemptStartedAt: sql`now()`,
-            updatedAt: sql`now()`,
-          })
-          .where(eq(orders.id, order.id));
+        await requireOrderTransition(tx, order.id, 'attempt_started', { keyId: key.id, gateway: input.gateway });
         await journal(tx, {
           orderId: order.id,
           kind: 'attempt.started',

@@ -2,8 +2,9 @@
  * Everything the checkout needs from the outside, passed in rather than imported, so tests and the
  * benchmark can build a checkout on their own database and sandbox.
  */
-import type { Database, Transaction } from '../../db/client';
-import type { IdempotencyOptions, IdempotencyStore } from '../idempotency';
+import type postgres from 'postgres';
+import { transactionDatabase, type Database, type Transaction } from '../../db/client';
+import { createPostgresIdempotencyStore, type IdempotencyOptions, type IdempotencyStore } from '../idempotency';
 import type { FaultInjector } from '../faults';
 import type { CheckoutMetrics } from '../metrics';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
@@ -38,4 +39,12 @@ export interface CheckoutServices {
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {
   return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();
+}
+
+/** Whose idempotency keys these are: a key is unique within its customer, never globally. */
+export const customerScope = (customerId: string) => `customer:${customerId}`;
+
+/** The idempotency store the checkout uses: its phases write with Drizzle over the phase's transaction. */
+export function createCheckoutIdempotencyStore(sql: postgres.Sql): IdempotencyStore<Transaction> {
+  return createPostgresIdempotencyStore(sql, { transactionHandle: transactionDatabase });
 }

@@ -10,6 +10,7 @@ import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type 
 import type { GatewayId } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import { journal } from './journal';
+import { orderMayTake, requireOrderTransition } from './order-state';
 
 export interface SucceededCharge {
   gateway: GatewayId;
@@ -133,7 +134,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       set: { status: 'paid', closedAt: sql`now()`, updatedAt: sql`now()` },
     });
 
-  if (order.status !== 'awaiting_payment' && order.status !== 'paying') {
+  if (!orderMayTake('charge_succeeded', order.status)) {
     return recordExcessCharge(tx, order, charge);
   }
 
@@ -148,16 +149,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
     gatewayTradeNo: charge.gatewayTradeNo,
     source: charge.source,
   });
-  const [paidRow] = await tx
-    .update(orders)
-    .set({
-      status: 'paid',
-      paidAt: sql`now()`,
-      updatedAt: sql`now()`,
-      attemptKeyId: null,
-    })
-    .where(eq(orders.id, order.id))
-    .returning({ paidAt: orders.paidAt });
+  const paidRow = await requireOrderTransition(tx, order.id, 'charge_succeeded', {});
   // One confirmation email per paid order, however many paths settle it: the unique dedupe key
   // turns every later insert into a no-op. `paidAt` is the order's own paid_at, so the email tells
   // the buyer the time the order records, not the (later) time the relay sends it.
@@ -173,7 +165,7 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
         amountMinor: order.amountMinor,
         currency: order.currency,
         gateway: charge.gateway,
-        ...(paidRow?.paidAt ? { paidAt: paidRow.paidAt.toISOString() } : {}),
+        ...(paidRow.paidAt ? { paidAt: paidRow.paidAt.toISOString() } : {}),
       },
     })
     .onConflictDoNothing();

@@ -14,12 +14,13 @@
  * The gateway call happens outside any transaction; its answer is recorded in a short transaction that
  * changes the trade only if it is still the trade that was closed (same opening attempt).
  */
-import { and, eq, ne, sql } from 'drizzle-orm';
+import { and, eq, inArray, ne, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { orderTrades, orders, type TradeState } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
 import type { CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
+import { FINAL_ORDER_STATUSES } from './order-state';
 import { settleSucceededCharge, type SettleOutcome } from './settle';
 
 export interface OrderRef {
@@ -169,6 +170,6 @@ export async function settledOrdersWithOpenTrades(services: CheckoutServices, li
     .selectDistinct({ id: orders.id, outTradeNo: orders.outTradeNo, amountMinor: orders.amountMinor, currency: orders.currency })
     .from(orders)
     .innerJoin(orderTrades, and(eq(orderTrades.orderId, orders.id), eq(orderTrades.status, 'open')))
-    .where(sql`${orders.status} in ('paid', 'expired', 'failed')`)
+    .where(inArray(orders.status, [...FINAL_ORDER_STATUSES]))
     .limit(limit);
 }

@@ -72,16 +72,27 @@ export interface IdempotentResult extends StoredResponse {
   replayed: boolean;
 }
 
+/** A phase's final answer: the response it stores, in the same transaction as its effects. */
+export interface Responded<R extends StoredResponse = StoredResponse> {
+  kind: 'response';
+  response: R;
+}
+
 /** What an atomic phase decides, written in the same transaction as its business effects. */
-export type PhaseResult =
+export type PhaseResult<R extends StoredResponse = StoredResponse> =
   | { kind: 'recovery_point'; name: string }
-  | { kind: 'response'; response: StoredResponse }
+  | Responded<R>
   | { kind: 'none' };
 
-export const recoveryPoint = (name: string): PhaseResult => ({ kind: 'recovery_point', name });
-export const respond = (status: number, body: unknown): { kind: 'response'; response: StoredResponse } => ({
+export const recoveryPoint = (name: string): { kind: 'recovery_point'; name: string } => ({ kind: 'recovery_point', name });
+
+/**
+ * The final answer, typed by its status and body. The body is stored as canonical JSON, so the first
+ * answer and every replay are byte for byte the same (a Date becomes its ISO string, as on the wire).
+ */
+export const respond = <B, S extends number>(status: S, body: B): Responded<StoredResponse<B, S>> => ({
   kind: 'response',
-  response: { status, body: canonicalise(body) },
+  response: { status, body: canonicalise(body) as B },
 });
 
 /** The recovery point of a key on which nothing durable has happened yet. */
@@ -127,17 +138,13 @@ export class OwnedKey<Tx> {
    * takeover, the whole transaction rolls back and nothing it did is kept.
    */
   async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
-    let fence: Promise<void> | undefined;
-    const result = await this.store.transaction(async (tx) => {
-      const phase = await fn(tx);
-      // The fenced write is the transaction's last statement and is not awaited here: the store may
-      // send it with the COMMIT. A lost lease fails it, which rolls the transaction back.
-      if (phase.kind === 'recovery_point') fence = this.store.saveRecoveryPoint(tx, this.ref, phase.name);
-      if (phase.kind === 'response') fence = this.store.complete(tx, this.ref, phase.response);
-      fence?.catch(() => {}); // awaited below, once the transaction has settled
-      return phase;
-    });
-    await fence;
+    const result = await this.store.atomicPhase(this.ref, fn, (phase) =>
+      phase.kind === 'recovery_point'
+        ? { recoveryPoint: phase.name }
+        : phase.kind === 'response'
+          ? { response: phase.response }
+          : undefined,
+    );
     // Only now, after the commit, is the new state true.
     if (result.kind === 'recovery_point') this.#recoveryPoint = result.name;
     if (result.kind === 'response') this.#completed = result.response;
@@ -231,6 +238,10 @@ export async function executeIdempotent<Tx>(
   }
 
   if (owned.completed) {
+    if (returned && returned !== owned.completed) {
+      // The committed answer is the one every retry will replay, so it is the one that goes back now.
+      console.error(`[idempotency] ${request.path}: the handler returned a response other than the one its phase committed; the committed one is sent`);
+    }
     observe({ outcome: 'completed' });
     return { ...owned.completed, replayed: false };
   }

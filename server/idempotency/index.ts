@@ -1,11 +1,19 @@
 /**
  * The idempotency core: claim, replay, lease, complete, release. Framework-free — it imports nothing
- * from next or @trpc — so it can be lifted into any checkout. Adapters: server/trpc/idempotency.ts
- * (procedures) and server/checkout/notifications.ts (gateway webhooks).
+ * from next, @trpc, react or the app — so it can be lifted into any checkout (docs/adopt.md).
+ *
+ *   engine        ./execute.ts      executeIdempotent, OwnedKey.atomicPhase, respond, recoveryPoint
+ *   storage       ./store.ts        the IdempotencyStore interface; ./postgres-store.ts on postgres.js
+ *   table         ./schema.ts       Drizzle declaration; ./schema-sql.ts the same as SQL + the fence
+ *   adapters      ./fetch.ts        withIdempotency(handler) for Route Handlers and fetch servers;
+ *                 server/trpc/idempotency.ts, the tRPC adapter (outside: it imports @trpc)
  */
 export * from './errors';
 export * from './execute';
+export { withIdempotency, type FetchIdempotencyConfig, type GuardedRequestContext } from './fetch';
 export { canonicalJson, requestFingerprint } from './fingerprint';
 export { MAX_KEY_LENGTH, parseIdempotencyKey } from './key';
-export { createPostgresIdempotencyStore } from './postgres-store';
+export { createPostgresIdempotencyStore, type PostgresStoreOptions } from './postgres-store';
+export { applyIdempotencySchema, IDEMPOTENCY_SCHEMA_SQL } from './schema-sql';
+export { idempotencyKeys } from './schema';
 export type * from './store';

@@ -1,18 +1,24 @@
 /**
- * The PostgreSQL store behind the guard: the seed's dedupe table, claimed with one
+ * The PostgreSQL store behind the guard: the seed's dedupe table (./schema.ts), claimed with one
  * INSERT … ON CONFLICT DO NOTHING, leased with a fencing token, completed inside the business
  * transaction.
+ *
+ * It needs one thing from the app: a postgres.js `Sql` pool. Every statement goes through its public
+ * API (`unsafe` with named prepared statements, `begin`); the business code of a phase gets the
+ * transaction in whatever form the app writes with, through `transactionHandle` (e.g. Drizzle over the
+ * transaction's connection). You probably don't need to edit this file unless you port the store to
+ * another database.
  */
-import { sql } from 'drizzle-orm';
 import type postgres from 'postgres';
-import type { Database, Transaction } from '../../db/client';
 import { LeaseLostError } from './errors';
+import { startBeforeCommit } from './postgres-pipelining';
 import type {
   ClaimOutcome,
   ClaimRequest,
+  ClosingWrite,
   IdempotencyStore,
   KeyRef,
-  StoredResponse,
+  KeySummary,
 } from './store';
 
 interface ClaimRow extends Record<string, unknown> {
@@ -35,37 +41,6 @@ const MAX_CLAIM_ROUNDS = 5;
 /** Raised by idempotency_assert_owned (db/migrations/0003_idempotency_fence.sql). */
 const LEASE_LOST_SQLSTATE = 'IK001';
 
-/**
- * The postgres.js handle under a Drizzle transaction. The fence goes through it directly because it
- * must be on the connection before the COMMIT: postgres.js queues statements in the order they are
- * started, and Drizzle's own execute starts a statement a few microtasks after it is called, late
- * enough for the COMMIT that follows the phase to overtake it.
- */
-function connectionOf(tx: Transaction): postgres.TransactionSql {
-  const client = (tx as unknown as { session?: { client?: postgres.TransactionSql } }).session?.client;
-  if (typeof client?.unsafe !== 'function') {
-    throw new Error('drizzle-orm changed: a postgres-js transaction no longer exposes session.client');
-  }
-  return client;
-}
-
-/**
- * Sends the phase's closing write (fenced by the lease token, checked by idempotency_assert_owned)
- * without waiting for its answer: the COMMIT that follows goes out in the same write, so the fence
- * costs no round trip of its own. If the lease was lost the statement fails, PostgreSQL aborts the
- * transaction, the COMMIT becomes a rollback, and the returned promise rejects with LeaseLostError.
- */
-function sendFenced(tx: Transaction, text: string, parameters: (string | number | null)[]): Promise<void> {
-  const query = connectionOf(tx).unsafe(text, parameters, { prepare: true });
-  query.execute();
-  return query.then(
-    () => undefined,
-    (error: unknown) => {
-      throw (error as { code?: string }).code === LEASE_LOST_SQLSTATE ? new LeaseLostError() : error;
-    },
-  );
-}
-
 /** An UPDATE of the key's row, fenced: it must match exactly the row this lease holds, or it raises. */
 const fenced = (update: string) => `
   with fenced as (${update} returning 1)
@@ -73,105 +48,205 @@ const fenced = (update: string) => `
 
 const OWNED_ROW = 'id = $1::uuid and lease_token = $2::uuid and completed_at is null';
 
+const isLeaseLost = (error: unknown) => (error as { code?: string } | null)?.code === LEASE_LOST_SQLSTATE;
+
 const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recovery_point = $3 where ${OWNED_ROW}`);
 
+/**
+ * The body travels as canonical JSON text and is cast in SQL: a jsonb parameter would go through the
+ * pool's serializer, which apps configure differently (Drizzle makes it pass strings through; plain
+ * postgres.js would encode the text a second time).
+ */
 const COMPLETE_SQL = fenced(`
   update idempotency_keys
-     set response_status = $3::int, response_body = $4::jsonb,
+     set response_status = $3::int, response_body = $4::text::jsonb,
          completed_at = now(), recovery_point = 'finished',
          lease_expires_at = null, lease_token = null
    where ${OWNED_ROW}`);
 
-export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<Transaction> {
-  const interval = (ms: number) => sql`(${Math.round(ms)}::bigint * interval '1 millisecond')`;
-
+export interface PostgresStoreOptions<Tx> {
   /**
-   * Insert-or-read in one statement: the happy path and the replay path each cost one round trip.
-   * The read half sees the snapshot taken when the statement began, so a row committed by a
-   * concurrent claim after that instant may be invisible to both halves; `readOnly` covers it.
-   *
-   * The claim commits without waiting for its WAL flush (synchronous_commit off for this one
-   * statement's transaction), which saves a disk sync per request. That loses nothing: the only
-   * thing a claim does is say "someone is working on this key", and nothing durable happens under it
-   * until the handler's first atomic phase, whose synchronous commit flushes the WAL up to and
-   * including the claim (WAL is flushed in order). If PostgreSQL crashes before then, the claim is
-   * gone and so is everything done under it: the key reads as absent and the retry claims it afresh,
-   * exactly as if the first request had never arrived. Completions and recovery points, which do
-   * record work, keep the server's synchronous_commit.
+   * What a phase's business code writes with, made from the transaction's postgres.js handle: Drizzle
+   * (`(tx) => drizzle(tx)`), Kysely, or the handle itself (the default). It must run every statement on
+   * that handle, so the phase's writes and the fenced closing write share one transaction.
    */
+  transactionHandle?: (tx: postgres.TransactionSql) => Tx;
+}
+
+/** `$n` as a duration in milliseconds. */
+const ms = (n: number) => `($${n}::bigint * interval '1 millisecond')`;
+
+/**
+ * Insert-or-read in one statement: the happy path and the replay path each cost one round trip.
+ * The read half sees the snapshot taken when the statement began, so a row committed by a concurrent
+ * claim after that instant may be invisible to both halves; READ_ONLY_SQL covers it.
+ *
+ * The claim commits without waiting for its WAL flush (synchronous_commit off for this one
+ * statement's transaction), which saves a disk sync per request. That loses nothing: the only thing
+ * a claim does is say "someone is working on this key", and nothing durable happens under it until
+ * the handler's first atomic phase, whose synchronous commit flushes the WAL up to and including the
+ * claim (WAL is flushed in order). If PostgreSQL crashes before then, the claim is gone and so is
+ * everything done under it: the key reads as absent and the retry claims it afresh, exactly as if the
+ * first request had never arrived. Completions and recovery points, which do record work, keep the
+ * server's synchronous_commit.
+ *
+ * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms.
+ */
+const INSERT_OR_READ_SQL = `
+  with async_commit as (
+    -- is_local: for this statement's own transaction only; the connection's setting is untouched.
+    select set_config('synchronous_commit', 'off', true)
+  ),
+  claimed as (
+    insert into idempotency_keys
+      (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
+    select $1::text, $2::text, $3::text, $4::text, now(), now() + ${ms(5)}, $6::uuid, now() + ${ms(7)}
+      from async_commit
+    on conflict (scope, key) do nothing
+    returning id, true as claimed, request_path, request_hash, response_status, response_body,
+              lease_token, recovery_point, completed_at, false as expired,
+              0::float8 as lease_remaining_ms
+  )
+  select * from claimed
+  union all
+  select id, false, request_path, request_hash, response_status, response_body, lease_token,
+         recovery_point, completed_at, expires_at <= now(),
+         coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8
+    from idempotency_keys
+   where scope = $1::text and key = $2::text
+     and not exists (select 1 from claimed)`;
+
+/** $1 scope, $2 key. */
+const READ_ONLY_SQL = `
+  select id, false as claimed, request_path, request_hash, response_status, response_body,
+         lease_token, recovery_point, completed_at, expires_at <= now() as expired,
+         coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8 as lease_remaining_ms
+    from idempotency_keys
+   where scope = $1::text and key = $2::text`;
+
+/**
+ * An expired record counts as absent: reset it in place for the new request.
+ * $1 id, $2 path, $3 fingerprint, $4 lease ms, $5 lease token, $6 ttl ms.
+ */
+const TAKE_OVER_EXPIRED_SQL = `
+  update idempotency_keys
+     set request_path = $2::text, request_hash = $3::text,
+         response_status = null, response_body = null, completed_at = null,
+         recovery_point = 'started', locked_at = now(),
+         lease_expires_at = now() + ${ms(4)}, lease_token = $5::uuid,
+         created_at = now(), expires_at = now() + ${ms(6)}
+   where id = $1::uuid and expires_at <= now()
+     and (completed_at is not null or lease_expires_at is null or lease_expires_at <= now())
+  returning id`;
+
+/**
+ * A record nobody is working on (lease stale or released): exactly one contender wins this
+ * conditional UPDATE, because it requires the token it observed to still be there.
+ * $1 id, $2 lease ms, $3 new lease token, $4 observed token (or null).
+ */
+const TAKE_OVER_IDLE_SQL = `
+  update idempotency_keys
+     set locked_at = now(), lease_expires_at = now() + ${ms(2)}, lease_token = $3::uuid
+   where id = $1::uuid and completed_at is null
+     and lease_token is not distinct from $4::uuid
+     and (lease_expires_at is null or lease_expires_at <= now())
+  returning recovery_point`;
+
+/** Nothing durable happened under the key: delete it, so the next request starts clean. */
+const FORGET_SQL = `
+  delete from idempotency_keys
+   where id = $1::uuid and lease_token = $2::uuid and completed_at is null and recovery_point = 'started'
+  returning 1`;
+
+/** Keep the record and its recovery point; only the lease goes, so a retry resumes at once. */
+const RELEASE_SQL = `
+  update idempotency_keys set locked_at = null, lease_expires_at = null, lease_token = null
+   where id = $1::uuid and lease_token = $2::uuid and completed_at is null`;
+
+/**
+ * SKIP LOCKED lets several instances clean at once without waiting on each other; a record whose
+ * owner is still inside its lease is left for a later pass. $1 batch size.
+ */
+const DELETE_EXPIRED_SQL = `
+  with doomed as (
+    select id from idempotency_keys
+     where expires_at <= now()
+       and (completed_at is not null or lease_expires_at is null or lease_expires_at <= now())
+     order by expires_at
+     limit $1::int
+     for update skip locked
+  )
+  delete from idempotency_keys k using doomed where k.id = doomed.id
+  returning 1`;
+
+/** $1 ids (uuid[]). */
+const LEASES_HELD_SQL = `
+  select id from idempotency_keys where id = any($1::uuid[]) and lease_expires_at > now()`;
+
+/** $1 scope, $2 path or null for every path. */
+const LIST_KEYS_SQL = `
+  select key, request_path as path, response_status as status, recovery_point as "recoveryPoint",
+         completed_at is not null as completed, coalesce(lease_expires_at > now(), false) as "leaseHeld",
+         created_at as "createdAt"
+    from idempotency_keys
+   where scope = $1::text and ($2::text is null or request_path = $2::text)
+   order by created_at`;
+
+export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
+  sql: postgres.Sql,
+  options: PostgresStoreOptions<Tx> = {},
+): IdempotencyStore<Tx> {
+  const handleOf = options.transactionHandle ?? ((tx: postgres.TransactionSql) => tx as unknown as Tx);
+  // Named prepared statements: parsed once per connection, then one round trip each.
+  const run = <T extends object>(text: string, parameters: (string | number | boolean | null | string[])[]) =>
+    sql.unsafe<T[]>(text, parameters as never[], { prepare: true });
+
+  const claimParameters = (request: ClaimRequest) => [
+    request.scope,
+    request.key,
+    request.path,
+    request.fingerprint,
+    Math.round(request.leaseMs),
+    request.leaseToken,
+    Math.round(request.ttlMs),
+  ];
+
   async function insertOrRead(request: ClaimRequest): Promise<ClaimRow | undefined> {
-    const rows = await db.execute<ClaimRow>(sql`
-      with async_commit as (
-        -- is_local: for this statement's own transaction only; the connection's setting is untouched.
-        select set_config('synchronous_commit', 'off', true)
-      ),
-      claimed as (
-        insert into idempotency_keys
-          (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
-        select ${request.scope}::text, ${request.key}::text, ${request.path}::text, ${request.fingerprint}::text,
-               now(), now() + ${interval(request.leaseMs)}, ${request.leaseToken}::uuid,
-               now() + ${interval(request.ttlMs)}
-          from async_commit
-        on conflict (scope, key) do nothing
-        returning id, true as claimed, request_path, request_hash, response_status, response_body,
-                  lease_token, recovery_point, completed_at, false as expired,
-                  0::float8 as lease_remaining_ms
-      )
-      select * from claimed
-      union all
-      select id, false, request_path, request_hash, response_status, response_body, lease_token,
-             recovery_point, completed_at, expires_at <= now(),
-             coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8
-        from idempotency_keys
-       where scope = ${request.scope} and key = ${request.key}
-         and not exists (select 1 from claimed)`);
-    return rows[0];
+    return (await run<ClaimRow>(INSERT_OR_READ_SQL, claimParameters(request)))[0];
   }
 
   async function readOnly(request: ClaimRequest): Promise<ClaimRow | undefined> {
-    const rows = await db.execute<ClaimRow>(sql`
-      select id, false as claimed, request_path, request_hash, response_status, response_body,
-             lease_token, recovery_point, completed_at, expires_at <= now() as expired,
-             coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8 as lease_remaining_ms
-        from idempotency_keys
-       where scope = ${request.scope} and key = ${request.key}`);
-    return rows[0];
+    return (await run<ClaimRow>(READ_ONLY_SQL, [request.scope, request.key]))[0];
   }
 
-  /** An expired record counts as absent: reset it in place for the new request. */
   async function takeOverExpired(request: ClaimRequest, id: string): Promise<boolean> {
-    const rows = await db.execute(sql`
-      update idempotency_keys
-         set request_path = ${request.path}, request_hash = ${request.fingerprint},
-             response_status = null, response_body = null, completed_at = null,
-             recovery_point = 'started', locked_at = now(),
-             lease_expires_at = now() + ${interval(request.leaseMs)},
-             lease_token = ${request.leaseToken}::uuid,
-             created_at = now(), expires_at = now() + ${interval(request.ttlMs)}
-       where id = ${id}::uuid and expires_at <= now()
-         and (completed_at is not null or lease_expires_at is null or lease_expires_at <= now())
-      returning id`);
+    const rows = await run(TAKE_OVER_EXPIRED_SQL, [
+      id,
+      request.path,
+      request.fingerprint,
+      Math.round(request.leaseMs),
+      request.leaseToken,
+      Math.round(request.ttlMs),
+    ]);
     return rows.length === 1;
   }
 
-  /**
-   * A record nobody is working on (lease stale or released): exactly one contender wins this
-   * conditional UPDATE, because it requires the token it observed to still be there.
-   */
-  async function takeOverIdle(
-    request: ClaimRequest,
-    id: string,
-    observedToken: string | null,
-  ): Promise<string | undefined> {
-    const rows = await db.execute<{ recovery_point: string }>(sql`
-      update idempotency_keys
-         set locked_at = now(), lease_expires_at = now() + ${interval(request.leaseMs)},
-             lease_token = ${request.leaseToken}::uuid
-       where id = ${id}::uuid and completed_at is null
-         and lease_token is not distinct from ${observedToken}::uuid
-         and (lease_expires_at is null or lease_expires_at <= now())
-      returning recovery_point`);
+  async function takeOverIdle(request: ClaimRequest, id: string, observedToken: string | null) {
+    const rows = await run<{ recovery_point: string }>(TAKE_OVER_IDLE_SQL, [
+      id,
+      Math.round(request.leaseMs),
+      request.leaseToken,
+      observedToken,
+    ]);
     return rows[0]?.recovery_point;
+  }
+
+  function closingStatement(ref: KeyRef, write: ClosingWrite): [string, (string | number | null)[]] {
+    if ('recoveryPoint' in write) return [SAVE_RECOVERY_POINT_SQL, [ref.id, ref.leaseToken, write.recoveryPoint]];
+    return [
+      COMPLETE_SQL,
+      [ref.id, ref.leaseToken, write.response.status, JSON.stringify(write.response.body ?? null)],
+    ];
   }
 
   return {
@@ -222,52 +297,48 @@ export function createPostgresIdempotencyStore(db: Database): IdempotencyStore<T
       return { kind: 'in_progress', retryAfterMs: 1000 };
     },
 
-    transaction(fn) {
-      return db.transaction(fn);
-    },
-
-    saveRecoveryPoint(tx, ref: KeyRef, recoveryPoint: string) {
-      return sendFenced(tx, SAVE_RECOVERY_POINT_SQL, [ref.id, ref.leaseToken, recoveryPoint]);
-    },
-
-    complete(tx, ref: KeyRef, response: StoredResponse) {
-      return sendFenced(tx, COMPLETE_SQL, [
-        ref.id,
-        ref.leaseToken,
-        response.status,
-        JSON.stringify(response.body ?? null),
-      ]);
+    async atomicPhase<R>(
+      ref: KeyRef,
+      fn: (tx: Tx) => Promise<R>,
+      closingWrite: (result: R) => ClosingWrite | undefined,
+    ): Promise<R> {
+      let fence: Promise<unknown> | undefined;
+      let value!: R;
+      try {
+        await sql.begin(async (tx) => {
+          value = await fn(handleOf(tx));
+          const write = closingWrite(value);
+          if (write) {
+            // The transaction's last statement, sent with the COMMIT (./postgres-pipelining.ts); a lost
+            // lease fails it, which turns the COMMIT into a rollback.
+            fence = startBeforeCommit(tx, ...closingStatement(ref, write));
+            fence.catch(() => {}); // awaited below, once the transaction has settled
+          }
+        });
+        await fence;
+      } catch (error) {
+        throw isLeaseLost(error) ? new LeaseLostError() : error;
+      }
+      return value;
     },
 
     async release(ref: KeyRef, { forget }) {
-      if (forget) {
-        const deleted = await db.execute(sql`
-          delete from idempotency_keys
-           where id = ${ref.id}::uuid and lease_token = ${ref.leaseToken}::uuid
-             and completed_at is null and recovery_point = 'started'
-          returning 1`);
-        if (deleted.length === 1) return;
-      }
-      await db.execute(sql`
-        update idempotency_keys set locked_at = null, lease_expires_at = null, lease_token = null
-         where id = ${ref.id}::uuid and lease_token = ${ref.leaseToken}::uuid and completed_at is null`);
+      if (forget && (await run(FORGET_SQL, [ref.id, ref.leaseToken])).length === 1) return;
+      await run(RELEASE_SQL, [ref.id, ref.leaseToken]);
     },
 
     async deleteExpired(batchSize: number) {
-      // SKIP LOCKED lets several instances clean at once without waiting on each other; a record
-      // whose owner is still inside its lease is left for a later pass.
-      const rows = await db.execute(sql`
-        with doomed as (
-          select id from idempotency_keys
-           where expires_at <= now()
-             and (completed_at is not null or lease_expires_at is null or lease_expires_at <= now())
-           order by expires_at
-           limit ${batchSize}
-           for update skip locked
-        )
-        delete from idempotency_keys k using doomed where k.id = doomed.id
-        returning 1`);
-      return rows.length;
+      return (await run(DELETE_EXPIRED_SQL, [batchSize])).length;
+    },
+
+    async leasesHeld(ids) {
+      if (ids.length === 0) return new Set();
+      const rows = await run<{ id: string }>(LEASES_HELD_SQL, [[...ids]]);
+      return new Set(rows.map((row) => row.id));
+    },
+
+    async listKeys(scope, options = {}) {
+      return [...(await run<KeySummary>(LIST_KEYS_SQL, [scope, options.path ?? null]))];
     },
   };
 }

@@ -5,9 +5,9 @@
  */
 
 /** A response as the guard stores and replays it: an HTTP status and a JSON body. */
-export interface StoredResponse {
-  status: number;
-  body: unknown;
+export interface StoredResponse<Body = unknown, Status extends number = number> {
+  status: Status;
+  body: Body;
 }
 
 export interface ClaimRequest {
@@ -35,20 +35,30 @@ export interface KeyRef {
   leaseToken: string;
 }
 
+/** What an atomic phase records, fenced by the lease, as the last write of its transaction. */
+export type ClosingWrite = { recoveryPoint: string } | { response: StoredResponse };
+
+/** What the store knows of one key, for operators and drills (never for deciding an outcome). */
+export interface KeySummary {
+  key: string;
+  path: string;
+  status: number | null;
+  recoveryPoint: string;
+  completed: boolean;
+  leaseHeld: boolean;
+  createdAt: Date | string;
+}
+
 export interface IdempotencyStore<Tx> {
   /** Claims the key or reports why not, in as few round trips as the store can manage. */
   claim(request: ClaimRequest): Promise<ClaimOutcome>;
-  /** Runs `fn` in one database transaction. */
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**
-   * Records a recovery point as the last write of the caller's transaction, fenced by the lease.
-   * The caller starts it last and awaits it only after the transaction has settled, so a store may
-   * send it together with the COMMIT. Its contract: if `ref` no longer holds the lease, the write
-   * must make the whole transaction roll back, and the promise rejects with LeaseLostError.
+   * Runs `fn` in one database transaction, then writes what `closingWrite` derives from its result
+   * (a recovery point or the final response) as that transaction's last statement. The contract: if
+   * `ref` no longer holds the lease, the closing write makes the whole transaction roll back and the
+   * promise rejects with LeaseLostError. A store may send the write together with the COMMIT.
    */
-  saveRecoveryPoint(tx: Tx, ref: KeyRef, recoveryPoint: string): Promise<void>;
-  /** Stores the final response, on the same terms as saveRecoveryPoint. */
-  complete(tx: Tx, ref: KeyRef, response: StoredResponse): Promise<void>;
+  atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R>;
   /**
    * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
    * request starts clean); otherwise the record and its recovery point stay and only the lease goes.
@@ -56,4 +66,11 @@ export interface IdempotencyStore<Tx> {
   release(ref: KeyRef, options: { forget: boolean }): Promise<void>;
   /** Deletes up to `batchSize` expired, idle records; returns how many went. */
   deleteExpired(batchSize: number): Promise<number>;
+  /**
+   * Which of these keys (by record id) some request is working on right now: its lease is live. A
+   * background job asks before touching the business state a key owns.
+   */
+  leasesHeld(ids: readonly string[]): Promise<Set<string>>;
+  /** The keys of one scope, oldest first, optionally only one path's. */
+  listKeys(scope: string, options?: { path?: string }): Promise<KeySummary[]>;
 }

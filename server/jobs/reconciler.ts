@@ -16,10 +16,10 @@
  * idempotent at the gateway, and every other change is a conditional UPDATE on the state this run
  * observed, which only one run can win.
  */
-import { and, eq, sql } from 'drizzle-orm';
-import { orders } from '../../db/schema';
+import { sql } from 'drizzle-orm';
 import type { CheckoutServices } from '../checkout/services';
 import { journal, journaledCall } from '../checkout/journal';
+import { applyOrderTransition } from '../checkout/order-state';
 import { settleSucceededCharge } from '../checkout/settle';
 import { closeOpenTrades, settledOrdersWithOpenTrades } from '../checkout/trades';
 import type { GatewayId } from '../payments/gateway';
@@ -63,16 +63,19 @@ export async function reconcilePayments(
   const summary: ReconcileSummary = { examined: 0, settled: 0, reopened: 0, undecided: 0, expired: 0, swept: 0 };
 
   // An attempt is stuck when it is old and no request holds its key's lease (the key may also be
-  // gone altogether, or released after a transient failure that was never retried).
-  const stuck = await services.db.execute<StuckOrder>(sql`
+  // gone altogether, or released after a transient failure that was never retried). The lease is
+  // the idempotency core's business: the store says which of these keys are held.
+  const candidates = await services.db.execute<StuckOrder>(sql`
     select o.id, o.out_trade_no, o.attempt_gateway, o.payment_attempt, o.attempt_key_id
       from orders o
-      left join idempotency_keys k on k.id = o.attempt_key_id
      where o.status = 'paying'
        and o.attempt_started_at <= now() - (${minAgeMs}::bigint * interval '1 millisecond')
-       and (k.id is null or k.lease_expires_at is null or k.lease_expires_at <= now())
      order by o.attempt_started_at
      limit ${limit}`);
+  const held = await services.idempotencyStore.leasesHeld(
+    candidates.flatMap((order) => (order.attempt_key_id ? [order.attempt_key_id] : [])),
+  );
+  const stuck = candidates.filter((order) => !order.attempt_key_id || !held.has(order.attempt_key_id));
 
   for (const order of stuck) {
     summary.examined++;
@@ -111,27 +114,17 @@ export async function reconcilePayments(
         // No money moved. Reopen the order so the customer can pay; the gateway's trade (if any) stays
         // on the order's open trades, closed before any attempt elsewhere and before expiry.
         const reopened = await services.db.transaction(async (tx) => {
-          const rows = await tx
-            .update(orders)
-            .set({ status: 'awaiting_payment', attemptKeyId: null, updatedAt: sql`now()` })
-            .where(
-              and(
-                eq(orders.id, order.id),
-                eq(orders.status, 'paying'),
-                eq(orders.paymentAttempt, order.payment_attempt),
-              ),
-            )
-            .returning({ id: orders.id });
-          if (rows.length > 0) {
+          const reopen = await applyOrderTransition(tx, order.id, 'attempt_abandoned', { attempt: order.payment_attempt });
+          if (reopen.applied) {
             await journal(tx, {
               orderId: order.id,
               kind: 'attempt.abandoned',
               data: { attempt: order.payment_attempt, gateway: order.attempt_gateway, trade: trade.kind },
             });
           }
-          return rows;
+          return reopen.applied;
         });
-        if (reopened.length > 0) summary.reopened++;
+        if (reopened) summary.reopened++;
         break;
       }
       default: {
@@ -192,12 +185,8 @@ export async function expireUnpaidOrders(
     if (closed.kind === 'in_doubt' && !order.past_grace) continue; // ask again next run
     const force = closed.kind === 'in_doubt';
     expired += await services.db.transaction(async (tx) => {
-      const flipped = await tx.execute<{ id: string }>(sql`
-        update orders o set status = 'expired', updated_at = now()
-         where o.id = ${order.id} and o.status = 'awaiting_payment'
-           and (${force} or not exists (select 1 from order_trades t where t.order_id = o.id and t.status = 'open'))
-        returning o.id`);
-      if (flipped.length === 0) return 0;
+      const expiry = await applyOrderTransition(tx, order.id, 'expired', { tradeInDoubt: force });
+      if (!expiry.applied) return 0;
       await tx.execute(sql`
         update products p set stock = p.stock + i.quantity
           from order_items i

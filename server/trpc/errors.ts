@@ -1,42 +1,9 @@
 import { TRPCError } from '@trpc/server';
 import { CheckoutError } from '../checkout/errors';
 import { IdempotencyError } from '../idempotency';
+import { StoredErrorResponse, trpcCodeFor } from './idempotency';
 
-type TRPCErrorCode = ConstructorParameters<typeof TRPCError>[0]['code'];
-
-const CODE_BY_STATUS: Record<number, TRPCErrorCode> = {
-  400: 'BAD_REQUEST',
-  401: 'UNAUTHORIZED',
-  402: 'PAYMENT_REQUIRED',
-  403: 'FORBIDDEN',
-  404: 'NOT_FOUND',
-  409: 'CONFLICT',
-  413: 'PAYLOAD_TOO_LARGE',
-  422: 'UNPROCESSABLE_CONTENT',
-  429: 'TOO_MANY_REQUESTS',
-  502: 'BAD_GATEWAY',
-  503: 'SERVICE_UNAVAILABLE',
-  504: 'GATEWAY_TIMEOUT',
-};
-
-export function trpcCodeFor(status: number): TRPCErrorCode {
-  return CODE_BY_STATUS[status] ?? (status >= 500 ? 'INTERNAL_SERVER_ERROR' : 'BAD_REQUEST');
-}
-
-/**
- * A stored error response (e.g. the 402 of a decline) travelling as the cause of a TRPCError, so the
- * error formatter can put its reason and details into the body, identically the first time and on
- * every replay.
- */
-export class StoredErrorResponse extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: { reason?: string; message?: string } & Record<string, unknown>,
-  ) {
-    super(body.message ?? `Request failed with status ${status}`);
-    this.name = 'StoredErrorResponse';
-  }
-}
+export { StoredErrorResponse, trpcCodeFor };
 
 /**
  * What a 500 says on the wire. The real error goes to the server's log only: its message can carry

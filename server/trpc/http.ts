@@ -9,7 +9,7 @@
 import { TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
-import { getErrorShape } from '@trpc/server/unstable-core-do-not-import';
+import { getTRPCErrorShape } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
 import { EndpointRefusal, toTRPCError } from './errors';
@@ -119,7 +119,7 @@ function procedurePathOf(url: URL): string {
 /** A refusal in the same tRPC error body every procedure error has (data.httpStatus, data.reason). */
 function refusalResponse(refusal: EndpointRefusal, path: string): Response {
   const error = toTRPCError(refusal) as TRPCError;
-  const shape = getErrorShape({
+  const shape = getTRPCErrorShape({
     config: appRouter._def._config,
     error,
     type: 'unknown',

@@ -1,88 +1,181 @@
 /**
- * The only tRPC-aware glue around the idempotency core: one call to executeIdempotent per request,
- * with the key from the Idempotency-Key header and the scope from the customer's session.
+ * The tRPC adapter of the idempotency core: the only tRPC-aware glue, and it knows nothing of the
+ * checkout. A procedure's context carries what the guard needs (`ctx.idempotency`: the store, the
+ * caller's scope, the raw Idempotency-Key, a response holder), and the resolver is wrapped:
  *
- * Usage: `idempotentProcedure(inputSchema).mutation(({ ctx, input }) => …ctx.idempotencyKey…)`.
- * The input is validated before the key is claimed, so bad input costs no write at all.
+ *   pay: procedure.input(payInput).mutation(
+ *     idempotent(async ({ ctx, input, key }) => {
+ *       … key.atomicPhase(async (tx) => { …; return respond(201, body) }) …
+ *       return phase.response; // the value that is stored, and replayed to every retry
+ *     }),
+ *   )
+ *
+ * One call to executeIdempotent per request. The resolver returns the stored response; a replay
+ * returns the stored one without running the resolver; a stored error status (a 402 decline) is
+ * thrown as a TRPCError whose cause (StoredErrorResponse) carries the stored body, identical on every
+ * replay. Only public tRPC API is used: the wrapper is an ordinary resolver.
  */
-import type { MiddlewareResult, StandardSchemaV1 } from '@trpc/server/unstable-core-do-not-import';
-import { executeIdempotent, IdempotencyError, KeyReusedError, RequestInProgressError, type OwnedKey } from '../idempotency';
-import { journalRequest } from '../checkout/journal';
-import type { Transaction } from '../../db/client';
-import { CheckoutError } from '../checkout/errors';
-import { StoredErrorResponse } from './errors';
-import { middleware, publicProcedure, type TRPCContext } from './init';
-import { rateLimit } from './rate-limit';
+import { TRPCError } from '@trpc/server';
+import {
+  executeIdempotent,
+  IdempotencyError,
+  KeyReusedError,
+  RequestInProgressError,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+  type IdempotentResult,
+  type OwnedKey,
+  type StoredResponse,
+} from '../idempotency';
 
-const idempotency = middleware(async ({ ctx, path, input, next }) => {
-  if (ctx.sessionIssued) {
-    // A key is scoped to its customer, and this request has none yet: the session issued with this
-    // answer would be lost with it if the answer were lost, and the retry would arrive as a stranger
-    // and run again. So the first request must establish the session; the retry carries it.
-    throw new CheckoutError(
-      401,
-      'SESSION_REQUIRED',
-      'No session yet: retry with the session cookie set by this response (any request establishes it).',
-      0,
-    );
+/**
+ * Status and headers a procedure wants on its HTTP response. A mutable holder, because tRPC copies
+ * `ctx` at every `next({ ctx })`: a status set on a copy would be lost, a field of this object is not.
+ * The HTTP handler's `responseMeta` reads it.
+ */
+export interface ResponseMetaHolder {
+  status?: number;
+  headers: Record<string, string>;
+}
+
+/** What the guard did with one request, for logs, metrics and audit trails. */
+export type RequestOutcome = 'claimed' | 'taken_over' | 'replayed' | 'in_progress' | 'mismatch' | 'released' | 'refused';
+
+export interface GuardedRequest {
+  path: string;
+  input: unknown;
+  /** The raw Idempotency-Key header, as received. */
+  key: string | null;
+}
+
+/** Optional observation points; none of them may change the answer. */
+export interface IdempotencyHooks {
+  /** Before the claim. */
+  beforeClaim?(request: GuardedRequest): Promise<void>;
+  /** After the claim, before the resolver runs. */
+  afterClaim?(request: GuardedRequest): Promise<void>;
+  /** The answer is committed (or found), and has not left yet. */
+  afterCommit?(request: GuardedRequest, result: IdempotentResult): Promise<void>;
+  /** Once per request: what the guard did and the status that goes back. Failures are only logged. */
+  onOutcome?(request: GuardedRequest, outcome: RequestOutcome, status: number, body: unknown): Promise<void>;
+}
+
+export interface IdempotencyContext<Tx> {
+  store: IdempotencyStore<Tx>;
+  options?: IdempotencyOptions;
+  /** Who may see a stored answer: one customer's keys never meet another's (e.g. `customer:{id}`). */
+  scope: string;
+  /** The Idempotency-Key header (null when absent: the guard answers 400). */
+  key: string | null;
+  response: ResponseMetaHolder;
+  hooks?: IdempotencyHooks;
+}
+
+/**
+ * A stored error response (e.g. the 402 of a decline) travelling as the cause of a TRPCError, so the
+ * error formatter can put its reason and details into the body, identically the first time and on
+ * every replay.
+ */
+export class StoredErrorResponse extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: { reason?: string; message?: string } & Record<string, unknown>,
+  ) {
+    super(body.message ?? `Request failed with status ${status}`);
+    this.name = 'StoredErrorResponse';
   }
-  const at = { procedure: path, gateway: (input as { gateway?: string } | undefined)?.gateway };
-  await ctx.services.faults?.hit('before_claim', at);
-  const rawKey = ctx.headers.get('idempotency-key');
-  let acquisition: OwnedKey<Transaction>['acquisition'] | undefined;
-  let result: Awaited<ReturnType<typeof executeIdempotent>>;
-  try {
-    result = await executeIdempotent<Transaction>(
-      ctx.services.idempotencyStore,
-      {
-        scope: `customer:${ctx.customerId}`,
-        key: rawKey,
-        path,
-        input,
-      },
-      async (key: OwnedKey<Transaction>) => {
-        acquisition = key.acquisition;
-        await ctx.services.faults?.hit('after_claim', at);
-        const inner = await next({ ctx: { idempotencyKey: key } });
-        // A thrown error after the key was completed (a stored 402) is resolved by the core to the
-        // stored response; any other error releases the key.
-        if (!inner.ok) throw inner.error;
-        return key.completed ?? { status: 200, body: inner.data };
-      },
-      ctx.services.idempotencyOptions,
-    );
-  } catch (error) {
-    // 409 in progress, 422 mismatch, or the handler failed and the key was released for a retry.
-    await journalRequestOutcome(ctx, path, input, rawKey, guardOutcomeOf(error, acquisition), statusOf(error), undefined);
-    throw error;
-  }
-  await journalRequestOutcome(
-    ctx,
-    path,
-    input,
-    rawKey,
-    result.replayed ? 'replayed' : acquisition === 'new' || acquisition === undefined ? 'claimed' : 'taken_over',
-    result.status,
-    result.body,
-  );
+}
 
-  // Committed (or replayed); the answer has not left yet: the drills lose it here.
-  await ctx.services.faults?.hit('after_commit', at);
-  ctx.response.status = result.status;
-  if (result.replayed) ctx.response.headers['Idempotency-Replayed'] = 'true';
-  if (result.status >= 400) {
-    throw new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>);
-  }
-  // The stored body is the answer, whether it was produced just now or replayed. Typed with the
-  // context the resolver saw, so resolvers get `ctx.idempotencyKey` without a second middleware.
-  return { ok: true, data: result.body, marker: 'middlewareMarker' as never } as MiddlewareResult<{
-    idempotencyKey: OwnedKey<Transaction>;
-  }>;
-});
+type TRPCErrorCode = ConstructorParameters<typeof TRPCError>[0]['code'];
 
-type RequestOutcome = 'claimed' | 'taken_over' | 'replayed' | 'in_progress' | 'mismatch' | 'released' | 'refused';
+const CODE_BY_STATUS: Record<number, TRPCErrorCode> = {
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHORIZED',
+  402: 'PAYMENT_REQUIRED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
+  422: 'UNPROCESSABLE_CONTENT',
+  429: 'TOO_MANY_REQUESTS',
+  502: 'BAD_GATEWAY',
+  503: 'SERVICE_UNAVAILABLE',
+  504: 'GATEWAY_TIMEOUT',
+};
 
-function guardOutcomeOf(error: unknown, acquisition: string | undefined): RequestOutcome {
+/** The tRPC error code whose HTTP status is `status` (tRPC derives the status from the code). */
+export function trpcCodeFor(status: number): TRPCErrorCode {
+  return CODE_BY_STATUS[status] ?? (status >= 500 ? 'INTERNAL_SERVER_ERROR' : 'BAD_REQUEST');
+}
+
+/** The transaction handle a context's store gives its phases. */
+type TransactionOf<TCtx> = TCtx extends { idempotency: IdempotencyContext<infer Tx> } ? Tx : never;
+
+type SuccessStatus = 200 | 201 | 202 | 203 | 204;
+
+/** The body a resolver's response carries when it succeeds: what the client receives as data. */
+export type SuccessBody<R> =
+  R extends StoredResponse<infer B, infer S> ? (number extends S ? B : S extends SuccessStatus ? B : never) : never;
+
+/**
+ * Wraps a mutation's resolver in the guard. The resolver gets the key it owns (`key.atomicPhase` for
+ * work that must commit with its recovery point or answer) and returns the response to store: the
+ * one its last phase committed, or one to be stored now (side-effect-free work).
+ */
+export function idempotent<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
+  resolver: (opts: { ctx: TCtx; input: TInput; key: OwnedKey<TransactionOf<TCtx>> }) => Promise<R>,
+): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
+  type Tx = TransactionOf<TCtx>;
+  return async ({ ctx, input, path }) => {
+    const guard = ctx.idempotency as IdempotencyContext<Tx>;
+    const request: GuardedRequest = { path, input, key: guard.key };
+    const hooks = guard.hooks ?? {};
+    await hooks.beforeClaim?.(request);
+    let acquisition: OwnedKey<Tx>['acquisition'] | undefined;
+    let result: IdempotentResult;
+    try {
+      result = await executeIdempotent<Tx>(
+        guard.store,
+        { scope: guard.scope, key: guard.key, path, input },
+        async (key) => {
+          acquisition = key.acquisition;
+          await hooks.afterClaim?.(request);
+          return resolver({ ctx, input, key });
+        },
+        guard.options,
+      );
+    } catch (error) {
+      // 409 in progress, 422 mismatch, 400 bad key, or the resolver failed and the key was released.
+      await report(hooks, request, outcomeOfError(error, acquisition), statusOf(error), undefined);
+      if (error instanceof IdempotencyError) {
+        // As the status the guard means (400, 409, 422), not a 500.
+        if (error instanceof RequestInProgressError) guard.response.headers['Retry-After'] = String(error.retryAfterSeconds);
+        throw new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
+      }
+      throw error;
+    }
+    const outcome: RequestOutcome = result.replayed
+      ? 'replayed'
+      : acquisition === 'new' || acquisition === undefined
+        ? 'claimed'
+        : 'taken_over';
+    await report(hooks, request, outcome, result.status, result.body);
+    await hooks.afterCommit?.(request, result);
+
+    guard.response.status = result.status;
+    if (result.replayed) guard.response.headers['Idempotency-Replayed'] = 'true';
+    if (result.status >= 400) {
+      throw new TRPCError({
+        code: trpcCodeFor(result.status),
+        cause: new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>),
+      });
+    }
+    // The stored body: the resolver's own answer, or the same answer replayed.
+    return result.body as SuccessBody<R>;
+  };
+}
+
+function outcomeOfError(error: unknown, acquisition: string | undefined): RequestOutcome {
   if (error instanceof RequestInProgressError) return 'in_progress';
   if (error instanceof KeyReusedError) return 'mismatch';
   // Thrown before the key was claimed (a missing or malformed key): nothing was claimed or released.
@@ -90,44 +183,24 @@ function guardOutcomeOf(error: unknown, acquisition: string | undefined): Reques
 }
 
 function statusOf(error: unknown): number {
-  if (error instanceof CheckoutError) return error.httpStatus;
   if (error instanceof IdempotencyError) return error.httpStatus;
+  const status = (error as { httpStatus?: unknown } | null)?.httpStatus;
+  if (typeof status === 'number') return status;
+  if (error instanceof TRPCError) return error.code === 'INTERNAL_SERVER_ERROR' ? 500 : 400;
   return 500;
 }
 
-/**
- * The request's line in the order's journal (the 幕后 view): which key, what the guard did, which
- * status went back. checkout.pay names its order in the input; checkout.createOrder's order exists
- * once its answer does. Journaled only into an order of this customer's.
- */
-async function journalRequestOutcome(
-  ctx: TRPCContext,
-  procedure: string,
-  input: unknown,
-  key: string | null,
+async function report(
+  hooks: IdempotencyHooks,
+  request: GuardedRequest,
   outcome: RequestOutcome,
   status: number,
   body: unknown,
 ): Promise<void> {
-  const orderId =
-    (input as { orderId?: unknown } | undefined)?.orderId ?? (body as { orderId?: unknown } | null | undefined)?.orderId;
-  if (typeof orderId !== 'string' || outcome === 'refused') return;
-  const gateway = (input as { gateway?: unknown } | undefined)?.gateway;
   try {
-    await journalRequest(ctx.services.db, ctx.customerId, orderId, {
-      procedure,
-      key,
-      outcome,
-      status,
-      ...(typeof gateway === 'string' ? { gateway } : {}),
-    });
+    await hooks.onOutcome?.(request, outcome, status, body);
   } catch (error) {
-    // The answer stands (its effects and their own journal lines committed with it); only this
-    // request's line is missing, and the answer must not be turned into an error because of it.
-    console.error('[journal] could not record the request outcome', error);
+    // The answer stands; only its record is missing.
+    console.error('[idempotency] the outcome hook failed', error);
   }
-}
-
-export function idempotentProcedure<TSchema extends StandardSchemaV1>(input: TSchema) {
-  return publicProcedure.input(input).use(rateLimit).use(idempotency);
 }

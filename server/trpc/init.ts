@@ -8,15 +8,8 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
 import { issueSession, verifySession } from '../session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
+import type { ResponseMetaHolder } from './idempotency';
 
-/**
- * Status and headers a procedure wants on its HTTP response. A mutable holder, because tRPC copies
- * `ctx` at every `next({ ctx })`: a status set on a copy would be lost, a field of this object is not.
- */
-export interface ResponseMetaHolder {
-  status?: number;
-  headers: Record<string, string>;
-}
 
 export interface CreateContextOptions {
   headers: Headers;

@@ -1,21 +1,31 @@
+import type { AnyRouter } from '@trpc/server';
 import { createTRPCRouter } from './init';
-import { benchRouter } from './routers/bench';
 import { checkoutRouter } from './routers/checkout';
 
 const productRouter = createTRPCRouter({
   checkout: checkoutRouter,
 });
 
-/** The public API; the benchmark's procedures are deliberately not part of it. */
+/** The public API. */
 export type AppRouter = typeof productRouter;
 
+const globalForRouter = globalThis as unknown as { __payonceRouterExtension?: Record<string, AnyRouter> };
+
 /**
- * The router the app serves. BENCH=1 (set by `npm run bench` on its own app process only) adds
- * `bench.*`; without it those paths answer 404, like any procedure that does not exist.
+ * Tools that run the app for measurement (the benchmark: bench/app-extension.ts, under BENCH=1) add
+ * their own procedures here before the first request. The product never calls it: without it,
+ * every other path answers 404 like any procedure that does not exist.
  */
-export function createAppRouter(env: Record<string, string | undefined> = process.env): AppRouter {
-  if (env.BENCH !== '1') return productRouter;
-  return createTRPCRouter({ checkout: checkoutRouter, bench: benchRouter });
+export function extendAppRouter(routers: Record<string, AnyRouter>): void {
+  globalForRouter.__payonceRouterExtension = routers;
+}
+
+/** The router the app serves: the product's, plus any tool's extension. */
+export function createAppRouter(): AppRouter {
+  const extension = globalForRouter.__payonceRouterExtension;
+  if (!extension) return productRouter;
+  // Typed as the product's API: the extension's paths are reached by name, never through the client.
+  return createTRPCRouter({ ...extension, checkout: checkoutRouter }) as unknown as AppRouter;
 }
 
 export const appRouter = createAppRouter();

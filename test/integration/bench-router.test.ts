@@ -7,22 +7,24 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
-import { openDatabase, statementCount } from '../../db/client';
-import type { CheckoutServices } from '../../server/checkout/services';
-import { createPostgresIdempotencyStore } from '../../server/idempotency';
-import { createTRPCContext, type TRPCContext } from '../../server/trpc/init';
-import { createAppRouter } from '../../server/trpc/root';
-import { ensureBenchTables } from '../../server/trpc/routers/bench';
+import postgres from 'postgres';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import { benchRouter, ensureBenchTables } from '../../bench/router';
+import { countingSocket, statementCount } from '../../bench/wire-count';
+import { withPreparedStatements } from '../../db/prepared-statements';
+import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
+import { createTRPCContext, createTRPCRouter, type TRPCContext } from '../../server/trpc/init';
+import { checkoutRouter } from '../../server/trpc/routers/checkout';
 import { serveFetch, type FetchServer } from '../support/serve-fetch';
 import { ApiCustomer, requireDatabaseUrl, startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 let benchApp: FetchServer;
-let counted: ReturnType<typeof openDatabase>;
+let counted: postgres.Sql;
 
-/** The app's tRPC handler as server/trpc/http.ts builds it, but on the router BENCH=1 selects. */
+/** The app's tRPC handler as server/trpc/http.ts builds it, on the router bench/app-extension.ts serves. */
 function benchHandler(services: CheckoutServices) {
-  const router = createAppRouter({ BENCH: '1' });
+  const router = createTRPCRouter({ bench: benchRouter, checkout: checkoutRouter });
   return (req: Request) =>
     fetchRequestHandler({
       endpoint: '/api/trpc',
@@ -49,21 +51,16 @@ function benchHandler(services: CheckoutServices) {
 
 before(async () => {
   stack = await startTestStack();
-  // A pool opened under BENCH=1 counts its statements; one connection keeps the count exact.
-  const previous = process.env.BENCH;
-  process.env.BENCH = '1';
-  try {
-    counted = openDatabase(requireDatabaseUrl(), { max: 1 });
-  } finally {
-    if (previous === undefined) delete process.env.BENCH;
-    else process.env.BENCH = previous;
-  }
-  await ensureBenchTables(counted.db);
-  await counted.sql`select 1`; // connect (and load types) before anything is counted
+  // A pool on the benchmark's counting socket, as the app opens it under BENCH=1; one connection
+  // keeps the count exact.
+  counted = postgres(requireDatabaseUrl(), { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<{}>);
+  const db = drizzle(withPreparedStatements(counted), { casing: 'snake_case' });
+  await ensureBenchTables(db);
+  await counted`select 1`; // connect (and load types) before anything is counted
   const services: CheckoutServices = {
     ...stack.services,
-    db: counted.db,
-    idempotencyStore: createPostgresIdempotencyStore(counted.db),
+    db,
+    idempotencyStore: createCheckoutIdempotencyStore(counted),
   };
   const handler = benchHandler(services);
   benchApp = await serveFetch((pathname) => (pathname.startsWith('/api/trpc/') ? handler : undefined));
@@ -71,7 +68,7 @@ before(async () => {
 
 after(async () => {
   await benchApp?.close();
-  await counted?.sql.end({ timeout: 5 });
+  await counted?.end({ timeout: 5 });
   await stack?.close();
 });
 
@@ -79,9 +76,9 @@ after(async () => {
 async function statementsOf<T>(
   fn: () => Promise<T>,
 ): Promise<{ result: T; total: number; begin: number; commit: number; roundTrips: number }> {
-  const before = { ...statementCount()! };
+  const before = { ...statementCount() };
   const result = await fn();
-  const after = statementCount()!;
+  const after = statementCount();
   return {
     result,
     total: after.total - before.total,

@@ -7,8 +7,6 @@ import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
-import { drizzle } from 'drizzle-orm/postgres-js';
-import * as schema from '../../db/schema';
 import { openDatabase, type Database, type Transaction } from '../../db/client';
 import { runMigrations } from '../../db/migrate';
 import {
@@ -27,6 +25,7 @@ import {
   type OwnedKey,
 } from '../../server/idempotency';
 import { requireDatabaseUrl } from '../support/stack';
+import { createCheckoutIdempotencyStore } from '../../server/checkout/services';
 
 const url = requireDatabaseUrl();
 let handle: ReturnType<typeof openDatabase>;
@@ -54,7 +53,7 @@ before(async () => {
   await runMigrations(url);
   handle = openDatabase(url, { max: 30 });
   db = handle.db;
-  store = createPostgresIdempotencyStore(db);
+  store = createCheckoutIdempotencyStore(handle.sql);
   await db.execute(sql`create table if not exists core_test_effects (id serial primary key, tag text not null)`);
 });
 after(async () => {
@@ -313,7 +312,7 @@ describe('idempotency core', () => {
     const statements: string[] = [];
     const counting = postgres(url, { max: 1, onnotice: () => {}, debug: (_c, query) => statements.push(query) });
     try {
-      const countingStore = createPostgresIdempotencyStore(drizzle(counting, { schema, casing: 'snake_case' }));
+      const countingStore = createPostgresIdempotencyStore(counting);
       // A new connection first reads the server's array types once; that is not per request.
       await counting`select 1`;
       statements.length = 0;
@@ -338,7 +337,7 @@ describe('idempotency core', () => {
     // synchronous_commit=off would make completions and business commits lose their durability.
     const single = openDatabase(url, { max: 1 });
     try {
-      const singleStore = createPostgresIdempotencyStore(single.db);
+      const singleStore = createCheckoutIdempotencyStore(single.sql);
       let insidePhase = '';
       await executeIdempotent(singleStore, { scope: s, key: 'sync', path: 'p', input: {} }, async (key) =>
         (

@@ -11,7 +11,7 @@ import { startSandbox } from '../../sandbox/server';
 import { handleGatewayNotification } from '../../server/checkout/notifications';
 import { FaultInjector } from '../../server/faults';
 import { createMetrics, instrumentGateway, observeGuard } from '../../server/metrics';
-import type { CheckoutServices } from '../../server/checkout/services';
+import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
 import type { OrderCaps } from '../../server/checkout/orders';
 import type { RateLimitPolicy } from '../../server/rate-limit';
 import {
@@ -159,7 +159,7 @@ export async function startTestStack(
   if (options.gatewayTimeoutMs) gatewayEnv.GATEWAY_TIMEOUT_MS = String(options.gatewayTimeoutMs);
 
   const handle = openDatabase(databaseUrl, { max: 20 });
-  const store = createPostgresIdempotencyStore(handle.db);
+  const store = createCheckoutIdempotencyStore(handle.sql);
   const metrics = options.metrics ? createMetrics() : undefined;
   const gateways = gatewaysFromEnv(gatewayEnv);
   const services: CheckoutServices = {

@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import { listProducts } from '../../checkout/catalogue';
-import { createOrder, getOrder, type CreatedOrder } from '../../checkout/orders';
+import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
-import type { PaidOrder } from '../../checkout/settle';
-import { idempotentProcedure } from '../idempotency';
+import { idempotent, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
 
 const createOrderInput = z.object({
@@ -40,16 +39,14 @@ export const checkoutRouter = createTRPCRouter({
     GATEWAY_IDS.map((id) => ({ id, available: ctx.services.gateways[id] !== undefined })),
   ),
 
-  createOrder: idempotentProcedure(createOrderInput).mutation(async ({ ctx, input }) => {
-    const response = await createOrder(ctx.idempotencyKey, ctx.customerId, input.items, ctx.services.orderCaps);
-    return response.body as CreatedOrder;
-  }),
+  createOrder: idempotentProcedure(createOrderInput).mutation(
+    idempotent(({ ctx, input, key }) => createOrder(key, ctx.customerId, input.items, ctx.services.orderCaps)),
+  ),
 
   /** 201 with the paid order; 402 for a terminal decline — both stored and replayed per key. */
-  pay: idempotentProcedure(payInput).mutation(async ({ ctx, input }) => {
-    const response = await payOrder(ctx.services, ctx.idempotencyKey, ctx.customerId, input);
-    return response.body as PaidOrder;
-  }),
+  pay: idempotentProcedure(payInput).mutation(
+    idempotent(({ ctx, input, key }) => payOrder(ctx.services, key, ctx.customerId, input)),
+  ),
 
   order: publicProcedure
     .input(z.object({ orderId: z.uuid() }))

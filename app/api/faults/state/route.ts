@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { appServices } from '../../../../server/app-services';
+import { customerScope } from '../../../../server/checkout/services';
 
 /**
  * Ground truth for the failure drills (CHECKOUT_FAULTS=1 only; otherwise a 404): what the database
@@ -32,12 +33,9 @@ export async function GET(request: Request): Promise<Response> {
     select count(distinct o.id)::int as queued, count(m.id)::int as sent
       from outbox o left join mail_sink m on m.outbox_id = o.id
      where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.id}`);
-  const keys = await db.execute(sql`
-    select k.key, k.response_status as "status", k.recovery_point as "recoveryPoint",
-           k.completed_at is not null as completed, coalesce(k.lease_expires_at > now(), false) as "leaseHeld"
-      from idempotency_keys k
-     where k.scope = ${`customer:${order.customer_id}`} and k.request_path = 'checkout.pay'
-     order by k.created_at`);
+  const keys = (
+    await services.idempotencyStore.listKeys(customerScope(order.customer_id), { path: 'checkout.pay' })
+  ).map(({ key, status, recoveryPoint, completed, leaseHeld }) => ({ key, status, recoveryPoint, completed, leaseHeld }));
   return Response.json({
     order: { status: order.status, paymentAttempts: order.payment_attempt },
     payments,

@@ -1,27 +1,24 @@
 /**
- * The benchmark's procedures (bench/main.ts), mounted by root.ts only when BENCH=1: every other
- * deployment answers 404 for `bench.*`. Not part of the product, so its tables are not in
- * db/schema.ts either: `ensureBenchTables` creates them, and the benchmark drops their rows.
+ * The benchmark's procedures (bench/main.ts), added to the served router by ./app-extension.ts only
+ * in an app process started with BENCH=1: every other deployment answers 404 for `bench.*`. Not part
+ * of the product, so its tables are not in db/schema.ts either: `ensureBenchTables` creates them, and
+ * the benchmark drops their rows.
  *
  * Every scenario makes the same business write — one INSERT into `bench_writes`, in a transaction
  * of its own — so the scenarios differ only in what guards that write:
  *   control  nothing;
- *   guarded  `idempotentProcedure`, completing inside the business transaction (claim + complete);
+ *   guarded  `idempotentProcedure` + `idempotent`, completing inside the business transaction (claim + complete);
  *   naive    the seed's literal sequence on a seed-shaped table with a global UNIQUE key: SELECT,
  *            INSERT … ON CONFLICT DO NOTHING, the business transaction, then a separate UPDATE.
  */
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { statementCount, type Executor } from '../../../db/client';
-import {
-  KeyReusedError,
-  parseIdempotencyKey,
-  RequestInProgressError,
-  respond,
-} from '../../idempotency';
-import { idempotentProcedure } from '../idempotency';
-import { createTRPCRouter, publicProcedure } from '../init';
+import type { Executor } from '../db/client';
+import { KeyReusedError, parseIdempotencyKey, RequestInProgressError, respond } from '../server/idempotency';
+import { createTRPCRouter, publicProcedure } from '../server/trpc/init';
+import { idempotent, idempotentProcedure } from '../server/trpc/procedures';
+import { statementCount } from './wire-count';
 
 /** The business table, and the seed's dedupe table exactly as the seed declared it. */
 export const BENCH_TABLES_SQL = `
@@ -92,12 +89,12 @@ export const benchRouter = createTRPCRouter({
     return written;
   }),
 
-  guarded: idempotentProcedure(benchInput).mutation(async ({ ctx, input }) => {
-    const phase = await ctx.idempotencyKey.atomicPhase(async (tx) =>
-      respond(201, await writeBusinessRow(tx, 'guarded', input)),
-    );
-    return phase.response.body as BenchWrite;
-  }),
+  guarded: idempotentProcedure(benchInput).mutation(
+    idempotent(async ({ input, key }) => {
+      const phase = await key.atomicPhase(async (tx) => respond(201, await writeBusinessRow(tx, 'guarded', input)));
+      return phase.response;
+    }),
+  ),
 
   /** The seed's IdempotencyGuard, statement for statement (its flaws included: global key, no lease). */
   naive: publicProcedure.input(benchInput).mutation(async ({ ctx, input, path }) => {
@@ -145,13 +142,13 @@ export const benchRouter = createTRPCRouter({
   }),
 
   /**
-   * Statements this app process has sent to PostgreSQL (db/client.ts counts them under BENCH=1), and
+   * Statements this app process has sent to PostgreSQL (./wire-count.ts counts them under BENCH=1), and
    * the CPU time it has used: on a shared machine, CPU per request is steadier than wall time.
    */
   roundTrips: publicProcedure.query(() => {
     const cpu = process.cpuUsage();
     return {
-      ...(statementCount() ?? { total: 0, begin: 0, commit: 0, rollback: 0, roundTrips: 0 }),
+      ...statementCount(),
       cpuUs: cpu.user + cpu.system,
     };
   }),

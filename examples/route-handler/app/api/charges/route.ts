@@ -1,0 +1,43 @@
+/**
+ * POST /api/charges — the smallest Next.js Route Handler guarded by the idempotency core.
+ *
+ *   curl -X POST localhost:3000/api/charges -H 'x-customer-id: c1' \
+ *        -H 'Idempotency-Key: 5f0c…' -H 'content-type: application/json' -d '{"amountMinor":1200}'
+ *
+ * The first request charges and answers 201; every retry with the same key and body gets the same
+ * 201 back (Idempotency-Replayed: true) and charges nothing; the same key with another body is a 422.
+ */
+import { respond, withIdempotency } from '../../../../../server/idempotency';
+import { exampleDatabase } from '../../../db';
+
+class InvalidChargeError extends Error {
+  readonly httpStatus = 400;
+  readonly reason = 'INVALID_INPUT';
+}
+
+export const POST = withIdempotency(
+  {
+    store: () => exampleDatabase().store,
+    // Stand-in for your authentication: whoever the session says the caller is.
+    scope: (request) => {
+      const customer = request.headers.get('x-customer-id');
+      return customer ? `customer:${customer}` : undefined;
+    },
+  },
+  async ({ request, body, key }) => {
+    const amountMinor = (body as { amountMinor?: unknown } | null)?.amountMinor;
+    if (!Number.isInteger(amountMinor) || (amountMinor as number) <= 0) {
+      // Thrown before any phase: the key is released and nothing is stored.
+      throw new InvalidChargeError('amountMinor must be a positive integer (minor units).');
+    }
+    const customer = request.headers.get('x-customer-id')!;
+    // The effect and the stored answer commit together, or not at all.
+    const phase = await key.atomicPhase(async (tx) => {
+      const [charge] = await tx<{ id: string }[]>`
+        insert into example_charges (customer, amount_minor) values (${customer}, ${amountMinor as number})
+        returning id`;
+      return respond(201, { chargeId: charge!.id, amountMinor });
+    });
+    return phase.response;
+  },
+);

@@ -1,0 +1,45 @@
+/**
+ * A migrated database of its own for one run (tests, the fuzzer): beside the server DATABASE_URL
+ * points at (only its host and credentials are used), or in the embedded PostgreSQL. `drop()` removes
+ * it and stops the embedded server.
+ */
+import { randomBytes } from 'node:crypto';
+import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { runMigrations } from '../db/migrate';
+
+export interface FreshDatabase {
+  url: string;
+  /** Where it lives, for the log. */
+  server: string;
+  drop(options?: { keep?: boolean }): Promise<void>;
+}
+
+export async function createFreshDatabase(prefix: string): Promise<FreshDatabase> {
+  const databaseName = `${prefix}_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  let embedded: EmbeddedDatabase | undefined;
+  let adminUrl: string;
+  let url: string;
+  let server: string;
+  if (process.env.DATABASE_URL) {
+    const base = new URL(process.env.DATABASE_URL);
+    adminUrl = base.toString();
+    base.pathname = `/${databaseName}`;
+    url = base.toString();
+    server = `the PostgreSQL server at ${base.host} (DATABASE_URL)`;
+  } else {
+    embedded = await startEmbeddedPostgres();
+    adminUrl = embedded.adminUrl;
+    url = embedded.urlFor(databaseName);
+    server = 'the embedded PostgreSQL';
+  }
+  await ensureDatabase(adminUrl, databaseName);
+  await runMigrations(url);
+  return {
+    url,
+    server,
+    async drop({ keep = false } = {}) {
+      if (!keep) await dropDatabase(adminUrl, databaseName).catch(() => {});
+      await embedded?.stop();
+    },
+  };
+}

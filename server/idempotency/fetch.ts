@@ -1,0 +1,121 @@
+/**
+ * The fetch adapter of the idempotency core: `withIdempotency(config, handler)` turns a handler into a
+ * `(Request) => Promise<Response>` for Next.js Route Handlers (`export const POST = withIdempotency(…)`)
+ * or any fetch-style server (Hono, Bun, Deno, node:http through a small bridge). Web-standard Request
+ * and Response only: nothing of Next, tRPC or the checkout.
+ *
+ *   export const POST = withIdempotency(
+ *     { store: () => store, scope: (request) => customerIdOf(request) },
+ *     async ({ body, key }) => {
+ *       const phase = await key.atomicPhase(async (tx) => { …; return respond(201, charge) });
+ *       return phase.response;
+ *     },
+ *   );
+ *
+ * The answer is the stored one: its status and JSON body the first time and, with
+ * `Idempotency-Replayed: true`, on every retry with the same key and body. Refusals are JSON
+ * `{ reason, message }`: 400 (key missing or malformed, body not JSON), 401 (no scope), 409 +
+ * Retry-After (in progress), 413 (body too large), 422 (key reused with another body).
+ */
+import { executeIdempotent } from './execute';
+import { IdempotencyError, RequestInProgressError } from './errors';
+import type { IdempotencyOptions, IdempotentResult, OwnedKey } from './execute';
+import type { IdempotencyStore, StoredResponse } from './store';
+
+export interface FetchIdempotencyConfig<Tx> {
+  /** The store, or a function returning it (so nothing connects while a framework merely loads the module). */
+  store: IdempotencyStore<Tx> | (() => IdempotencyStore<Tx>);
+  options?: IdempotencyOptions;
+  /**
+   * Who may see a stored answer: typically the authenticated user or session (`user:{id}`). Keys
+   * are unique within a scope, never globally. Undefined refuses the request with 401.
+   */
+  scope(request: Request): string | undefined | Promise<string | undefined>;
+  /** The largest request body read, in bytes; 64 KiB by default. */
+  maxBodyBytes?: number;
+}
+
+export interface GuardedRequestContext<Tx> {
+  request: Request;
+  /** The parsed JSON body (null when empty): the input the key's fingerprint covers. */
+  body: unknown;
+  key: OwnedKey<Tx>;
+}
+
+const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  new Response(status === 204 ? null : JSON.stringify(body), {
+    status,
+    headers: { ...(status === 204 ? {} : { 'content-type': 'application/json' }), ...headers },
+  });
+
+const refusal = (status: number, reason: string, message: string, headers: Record<string, string> = {}) =>
+  json(status, { reason, message }, headers);
+
+export function withIdempotency<Tx>(
+  config: FetchIdempotencyConfig<Tx>,
+  handler: (context: GuardedRequestContext<Tx>) => Promise<StoredResponse>,
+): (request: Request) => Promise<Response> {
+  const maxBodyBytes = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  return async (request) => {
+    const scope = await config.scope(request);
+    if (!scope) return refusal(401, 'UNAUTHENTICATED', 'This request needs an authenticated caller.');
+
+    const declared = Number(request.headers.get('content-length') ?? 0);
+    if (declared > maxBodyBytes) return tooLarge(maxBodyBytes);
+    const text = await request.text();
+    if (Buffer.byteLength(text) > maxBodyBytes) return tooLarge(maxBodyBytes);
+    let body: unknown = null;
+    if (text.trim() !== '') {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return refusal(400, 'INVALID_JSON', 'The request body is not valid JSON.');
+      }
+    }
+
+    const store = typeof config.store === 'function' ? config.store() : config.store;
+    let result: IdempotentResult;
+    try {
+      result = await executeIdempotent(
+        store,
+        {
+          scope,
+          key: request.headers.get('idempotency-key'),
+          // Method and path: one key can never serve two endpoints.
+          path: `${request.method} ${new URL(request.url).pathname}`,
+          input: body,
+        },
+        (key) => handler({ request, body, key }),
+        config.options,
+      );
+    } catch (error) {
+      return errorResponse(error);
+    }
+    return json(result.status, result.body, result.replayed ? { 'Idempotency-Replayed': 'true' } : {});
+  };
+}
+
+function tooLarge(maxBodyBytes: number): Response {
+  return refusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes.`);
+}
+
+/**
+ * The guard's refusals, and any handler error that names its own status (`httpStatus` 4xx and a
+ * `reason`), are answered as such; the key was released, so a retry runs again. Anything else is a
+ * 500 whose details stay in the server's log.
+ */
+function errorResponse(error: unknown): Response {
+  if (error instanceof IdempotencyError) {
+    const headers: Record<string, string> =
+      error instanceof RequestInProgressError ? { 'Retry-After': String(error.retryAfterSeconds) } : {};
+    return refusal(error.httpStatus, error.reason, error.message, headers);
+  }
+  const own = error as { httpStatus?: unknown; reason?: unknown; message?: unknown } | null;
+  if (typeof own?.httpStatus === 'number' && own.httpStatus >= 400 && own.httpStatus < 500 && typeof own.reason === 'string') {
+    return refusal(own.httpStatus, own.reason, typeof own.message === 'string' ? own.message : own.reason);
+  }
+  console.error('[idempotency] the handler failed; the key is released for a retry', error);
+  return refusal(500, 'INTERNAL_ERROR', 'Internal error; retry the request with the same Idempotency-Key.');
+}

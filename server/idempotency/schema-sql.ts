@@ -1,0 +1,60 @@
+/**
+ * The idempotency core's table and fence function as plain SQL, for apps that do not generate
+ * migrations from ./schema.ts: apply it once at start-up with `applyIdempotencySchema(sql)`, or paste
+ * IDEMPOTENCY_SCHEMA_SQL into a migration of your own (`drizzle-kit generate --custom`). Every
+ * statement is idempotent, so applying it to a database that already has the table changes nothing.
+ *
+ * It must stay equal to what ./schema.ts declares plus the fence: test/integration/idempotency-schema.test.ts
+ * compares it, column by column, with the table the app's own migrations build.
+ */
+import type postgres from 'postgres';
+
+export const IDEMPOTENCY_SCHEMA_SQL = [
+  `CREATE TABLE IF NOT EXISTS "idempotency_keys" (
+    "id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,
+    "scope" text NOT NULL,
+    "key" text NOT NULL,
+    "request_path" text NOT NULL,
+    "request_hash" text NOT NULL,
+    "response_status" integer,
+    "response_body" jsonb,
+    "locked_at" timestamp with time zone,
+    "lease_expires_at" timestamp with time zone,
+    "lease_token" uuid,
+    "recovery_point" text DEFAULT 'started' NOT NULL,
+    "completed_at" timestamp with time zone,
+    "created_at" timestamp with time zone DEFAULT now() NOT NULL,
+    "expires_at" timestamp with time zone DEFAULT now() + interval '24 hours' NOT NULL
+  )`,
+  `CREATE UNIQUE INDEX IF NOT EXISTS "idempotency_keys_scope_key_unique" ON "idempotency_keys" USING btree ("scope","key")`,
+  `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" USING btree ("expires_at")`,
+  // The fence of an atomic phase. The statement that records a recovery point or the final response
+  // passes the number of rows its UPDATE matched: 1 while the request still holds the key's lease, 0
+  // once another request has taken the key over. Raising (rather than returning no row) is what lets
+  // that statement travel in one round trip with the COMMIT behind it: the error aborts the
+  // transaction, so the COMMIT rolls back everything the phase did.
+  `CREATE OR REPLACE FUNCTION idempotency_assert_owned(matched bigint) RETURNS void
+  LANGUAGE plpgsql AS $$
+  BEGIN
+    IF matched <> 1 THEN
+      RAISE EXCEPTION 'idempotency key lease lost: another request took this key over'
+        USING ERRCODE = 'IK001';
+    END IF;
+  END
+  $$`,
+];
+
+/** Any fixed 64-bit number: every starter of every app instance waits on the same one. */
+const SCHEMA_LOCK_ID = '7240100110099002';
+
+/**
+ * Creates the table, its indexes and the fence function if they are missing. Two instances starting
+ * together would race on CREATE … IF NOT EXISTS (it is not atomic against a concurrent creator), so
+ * the statements run under a transaction-scoped advisory lock.
+ */
+export async function applyIdempotencySchema(sql: postgres.Sql): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx.unsafe(`select pg_advisory_xact_lock(${SCHEMA_LOCK_ID})`);
+    for (const statement of IDEMPOTENCY_SCHEMA_SQL) await tx.unsafe(statement);
+  });
+}

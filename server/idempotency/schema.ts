@@ -1,0 +1,55 @@
+/**
+ * The idempotency core's one table, as Drizzle declares it. The core owns it: an app lists this file
+ * in its drizzle.config.ts `schema` beside its own (so `drizzle-kit generate` covers it), or applies
+ * ./schema-sql.ts at start-up. The fence function the store calls is SQL only (schema-sql.ts).
+ */
+import { sql } from 'drizzle-orm';
+import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+
+const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+/**
+ * The dedupe table of the seed, every column kept, plus what a lease and recovery need.
+ *
+ * A key is unique within its scope, never globally: `customer:{id}` for API calls (two customers can
+ * both send "abc" and never see each other's answer) and `webhook:{gateway}` for notifications.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    /** `customer:{uuid}` or `webhook:{gateway}`: who may see this key's stored answer. */
+    scope: text().notNull(),
+    /** The client's Idempotency-Key (or the gateway's event id), unique within `scope`. */
+    key: text().notNull(),
+    requestPath: text().notNull(),
+    /** SHA-256 over the path and the canonical JSON of the parsed input. */
+    requestHash: text().notNull(),
+    responseStatus: integer(),
+    responseBody: jsonb(),
+    /** When the current owner started (or took over) processing; NULL once released. */
+    lockedAt: timestamptz('locked_at'),
+    /**
+     * Until when the owner may work undisturbed. A request that finds the lease past this point knows
+     * the owner died (crash, eviction) and may take the key over; the seed's lock never expired.
+     */
+    leaseExpiresAt: timestamptz('lease_expires_at'),
+    /** Fencing token of the current owner: an owner that lost its lease can no longer write. */
+    leaseToken: uuid(),
+    /**
+     * The last atomic phase that committed (`started` = nothing durable yet). A takeover resumes here
+     * instead of starting over, so effects already committed are never repeated.
+     */
+    recoveryPoint: text().notNull().default('started'),
+    completedAt: timestamptz('completed_at'),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    /** Matches Stripe's 24 h window: long enough for any client's retries, short enough to prune. */
+    expiresAt: timestamptz('expires_at')
+      .notNull()
+      .default(sql`now() + interval '24 hours'`),
+  },
+  (t) => [
+    uniqueIndex('idempotency_keys_scope_key_unique').on(t.scope, t.key),
+    index('idempotency_keys_expires_at_idx').on(t.expiresAt),
+  ],
+);
