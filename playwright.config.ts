@@ -82,9 +82,9 @@ export default defineConfig({
       // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
       // failed drill's stack; the page's fault switchboard (switchboard.spec).
       PAYONCE_DEMO: '1',
-      // A crashed request's lease runs out in 8 s (the gateway calls time out in 5 s), so the crash
-      // drills wait seconds, not the production 30 s.
-      IDEMPOTENCY_LEASE_MS: '8000',
+      // A crashed request's lease runs out in 16 s, not the production 30 s: the shortest that still
+      // outlasts one gateway call (Stripe's SDK tries 3 × 5 s; server/env.ts refuses less).
+      IDEMPOTENCY_LEASE_MS: '16000',
       JOBS_RECONCILE_SECONDS: '2',
       JOBS_OUTBOX_SECONDS: '1',
       JOBS_REFUND_SECONDS: '1',

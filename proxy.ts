@@ -28,6 +28,8 @@ export function contentSecurityPolicy(nonce: string, dev: boolean): string {
 
 export function proxy(request: NextRequest) {
   const nonce = Buffer.from(crypto.randomUUID()).toString('base64');
+  // NODE_ENV as Next replaces it at build time, not server/env.ts's run-time value: the policy must
+  // fit the React build that was bundled (only the development build needs eval).
   const policy = contentSecurityPolicy(nonce, process.env.NODE_ENV !== 'production');
   // Next reads the nonce from the request's policy to put it on the scripts it renders.
   const requestHeaders = new Headers(request.headers);

@@ -25,11 +25,12 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { gatewaysFromEnv, type GatewayId, type PaymentGateway } from '../server/payments';
+import { GATEWAY_IDS } from '../server/payments/gateway-ids';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 import { startBenchStack } from './environment';
 import { mergeSorted, percentile } from './load';
 
-const GATEWAYS: readonly GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
+const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;
 /** One item per order, rotating over the demo catalogue so that repeated runs spread the stock they take. */
 const SKUS = ['MUG-CELADON', 'MOONCAKE-BOX', 'TEA-LONGJING'] as const;
 /** Stripe refuses a signature older than 300 s: captures older than this are fetched again. */
@@ -342,9 +343,7 @@ export async function runNotificationStorm(options: StormOptions): Promise<Storm
     await Promise.race([poller, new Promise((resolve) => setTimeout(resolve, 30_000))]);
     polling = false;
 
-    const [effects] = await sql<
-      { succeeded: number; rows: number; emails: number; duplicate_charges: number; not_paid: number }[]
-    >`
+    const [effects] = await sql<{ succeeded: number; rows: number; emails: number; duplicate_charges: number; not_paid: number }[]>`
       with ids as (select unnest(${ids}::uuid[]) as id)
       select
         (select count(*)::int from (select order_id from payments where order_id in (select id from ids)
@@ -371,9 +370,10 @@ export async function runNotificationStorm(options: StormOptions): Promise<Storm
       doubleEffects.ordersWithMoreThanOneEmail +
       doubleEffects.duplicateChargeRecords +
       doubleEffects.ordersNotPaid;
-    const perGateway = Object.fromEntries(
-      GATEWAYS.map((g) => [g, orders.filter((o) => o.gateway === g).length]),
-    ) as Record<GatewayId, number>;
+    const perGateway = Object.fromEntries(GATEWAYS.map((g) => [g, orders.filter((o) => o.gateway === g).length])) as Record<
+      GatewayId,
+      number
+    >;
     return {
       orders: orders.length,
       perGateway,
@@ -403,7 +403,9 @@ export function stormMarkdown(result: StormResult): string {
   return [
     `### Notification storm: ${result.orders} paid orders × ${result.copiesPerOrder} concurrent copies`,
     '',
-    `Orders per gateway: ${Object.entries(result.perGateway).map(([g, n]) => `${g} ${n}`).join(', ')}.`,
+    `Orders per gateway: ${Object.entries(result.perGateway)
+      .map(([g, n]) => `${g} ${n}`)
+      .join(', ')}.`,
     '',
     '| time to settle (all paid) | time to acknowledge all | deliveries (re-sent) | acknowledged / not / network errors | delivery p50 / p90 / p99 | double effects |',
     '|---:|---:|---:|---:|---:|---:|',
@@ -415,7 +417,9 @@ export function stormMarkdown(result: StormResult): string {
     `Double effects: orders with >1 succeeded payment ${d.ordersWithMoreThanOneSucceededPayment}, with >1 payment row ` +
       `${d.ordersWithMoreThanOnePaymentRow}, with >1 confirmation email ${d.ordersWithMoreThanOneEmail}, duplicate-charge ` +
       `records ${d.duplicateChargeRecords}, orders not paid ${d.ordersNotPaid}. Answers by status: ` +
-      `${Object.entries(result.answers.byStatus).map(([s, n]) => `${s}×${n}`).join(', ')}.`,
+      `${Object.entries(result.answers.byStatus)
+        .map(([s, n]) => `${s}×${n}`)
+        .join(', ')}.`,
   ].join('\n');
 }
 

@@ -140,14 +140,22 @@ export function checkTargets(phases: PhaseResult[], concurrency: number[]): Targ
       }
       return found;
     };
-    const throughput = worst('guarded', (x) => x.vsControl!.throughput, (a, b) => a < b);
+    const throughput = worst(
+      'guarded',
+      (x) => x.vsControl!.throughput,
+      (a, b) => a < b,
+    );
     checks.push({
       target: `guarded throughput ≥ 0.9× control, every concurrency (${label})`,
       phase: phase.phase,
       measured: throughput ? `worst ${ratio(throughput.v)} at ${throughput.c}` : 'not measured',
       pass: throughput ? throughput.v >= 0.9 : null,
     });
-    const replay = worst('replay', (x) => x.vsControl!.p50Ms, (a, b) => a > b);
+    const replay = worst(
+      'replay',
+      (x) => x.vsControl!.p50Ms,
+      (a, b) => a > b,
+    );
     checks.push({
       target: `replay p50 no slower than control, every concurrency (${label})`,
       phase: phase.phase,

@@ -47,7 +47,9 @@ export const BENCH_TABLES_SQL = `
 
 export async function ensureBenchTables(db: Executor): Promise<void> {
   // One statement per call: the extended protocol takes a single statement at a time.
-  for (const statement of BENCH_TABLES_SQL.split(';').map((s) => s.trim()).filter(Boolean)) {
+  for (const statement of BENCH_TABLES_SQL.split(';')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     await db.execute(sql.raw(statement));
   }
 }

@@ -202,11 +202,7 @@ export async function payForCart(params: {
       const creationKey = state.orderCreation!.key;
       progress({ phase: 'creating_order' });
       const created = await callWithRetry(
-        () =>
-          params.client.checkout.createOrder.mutate(
-            { items: params.cart },
-            { context: { idempotencyKey: creationKey } },
-          ),
+        () => params.client.checkout.createOrder.mutate({ items: params.cart }, { context: { idempotencyKey: creationKey } }),
         retryOptions,
       );
       order = { ...created, cart };
@@ -266,7 +262,13 @@ export async function payForCart(params: {
         // request with its key). That first request may have charged, or may still be charging:
         // only the order knows, so it is asked before anything is said about the money. The attempt
         // stays saved until the order has answered, so a reload meanwhile asks again.
-        const truth = await confirmOrder({ client: params.client, orderId: current.order.orderId, policy: params.policy, sleep: params.sleep, onProgress: progress });
+        const truth = await confirmOrder({
+          client: params.client,
+          orderId: current.order.orderId,
+          policy: params.policy,
+          sleep: params.sleep,
+          onProgress: progress,
+        });
         return settleByOrder(params.storage, current.order, truth, failure, key);
       }
       if (failure.status === 404 || failure.reason === 'ORDER_NOT_PAYABLE') params.storage.save({});
@@ -277,7 +279,13 @@ export async function payForCart(params: {
       // the order: the answers may have been lost while the payment itself went through.
       const current = params.storage.load();
       if (current.order && key) {
-        const truth = await confirmOrder({ client: params.client, orderId: current.order.orderId, policy: { ...(params.policy ?? DEFAULT_RETRY_POLICY), maxRetries: 0 }, sleep: params.sleep, onProgress: progress });
+        const truth = await confirmOrder({
+          client: params.client,
+          orderId: current.order.orderId,
+          policy: { ...(params.policy ?? DEFAULT_RETRY_POLICY), maxRetries: 0 },
+          sleep: params.sleep,
+          onProgress: progress,
+        });
         if (truth.kind === 'paid') {
           params.storage.save({});
           return { kind: 'paid', order: current.order, paid: truth.paid, key, confirmedByOrder: true };
@@ -323,7 +331,13 @@ function settleByOrder(
       };
     case 'closed':
       storage.save({});
-      return { kind: 'failed', failure, message: `订单已${truth.status === 'expired' ? '过期' : '关闭'}，请重新下单。`, key, orderState: 'closed' };
+      return {
+        kind: 'failed',
+        failure,
+        message: `订单已${truth.status === 'expired' ? '过期' : '关闭'}，请重新下单。`,
+        key,
+        orderState: 'closed',
+      };
     case 'paying':
     case 'unknown':
       return { kind: 'gave_up', failure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。', key };

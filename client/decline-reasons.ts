@@ -78,7 +78,10 @@ const TEXT: Record<DeclineReason, Record<Lang, string>> = {
     zh: '该支付方式不支持此币种，请更换支付方式。',
     en: 'This payment method does not support the currency. Please choose another one.',
   },
-  amount_invalid: { zh: '订单金额超出该支付方式的范围，请更换支付方式。', en: 'This payment method cannot take this amount. Please choose another one.' },
+  amount_invalid: {
+    zh: '订单金额超出该支付方式的范围，请更换支付方式。',
+    en: 'This payment method cannot take this amount. Please choose another one.',
+  },
   no_instrument: {
     zh: '未找到可用的付款账户或银行卡，请更换支付方式。',
     en: 'No account or card is available to pay with. Please use another payment method.',
@@ -204,6 +207,6 @@ export function declineText(lang: Lang, gateway: string, code: string | undefine
 }
 
 /** Every code listed above, for the test that each one has shopper text. */
-export const KNOWN_DECLINE_CODES: { gateway: GatewayId; code: string }[] = (Object.keys(BY_GATEWAY) as GatewayId[]).flatMap(
-  (gateway) => [...Object.keys(BY_GATEWAY[gateway]), ...Object.keys(COMMON)].map((code) => ({ gateway, code })),
+export const KNOWN_DECLINE_CODES: { gateway: GatewayId; code: string }[] = (Object.keys(BY_GATEWAY) as GatewayId[]).flatMap((gateway) =>
+  [...Object.keys(BY_GATEWAY[gateway]), ...Object.keys(COMMON)].map((code) => ({ gateway, code })),
 );

@@ -9,6 +9,7 @@
  * forgotten string is visible rather than blank.
  */
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from 'react';
+import { GATEWAY_IDS, GATEWAY_NAMES, type GatewayId } from '../server/payments/gateway-ids';
 
 export type Lang = 'zh' | 'en';
 
@@ -28,16 +29,27 @@ export interface LangContextValue {
   t: (key: string, vars?: Vars) => string;
 }
 
+/**
+ * Where the shopper picks a gateway (and on the order it paid), the card numbers beside the choice
+ * already say it is a card: the shorter name reads better there than the processor's.
+ */
+const PICKER_NAMES: Record<Lang, Partial<Record<GatewayId, string>>> = {
+  zh: { stripe: '银行卡' },
+  en: { stripe: 'Bank card' },
+};
+
+/** `gateway.<id>` for every gateway, so adding one to GATEWAY_IDS gives the page its name too. */
+function gatewayMessages(lang: Lang): Record<string, string> {
+  return Object.fromEntries(GATEWAY_IDS.map((id) => [`gateway.${id}`, PICKER_NAMES[lang][id] ?? GATEWAY_NAMES[id][lang]]));
+}
+
 /** What every PayOnce page says: the masthead, the language switch, gateway and status words. */
 export const SHARED_MESSAGES: Catalogue = {
   zh: {
     'lang.switch': '语言',
     'brand.title': 'PayOnce 收银台',
     'brand.tagline': '无论网络、进程还是网关出了什么问题，同一笔订单只会扣款一次。',
-    'gateway.alipay': '支付宝',
-    'gateway.wechatpay': '微信支付',
-    'gateway.stripe': '银行卡',
-    'gateway.2c2p': '2C2P',
+    ...gatewayMessages('zh'),
     'order.status.awaiting_payment': '待支付',
     'order.status.paying': '支付确认中',
     'order.status.paid': '已支付',
@@ -48,10 +60,7 @@ export const SHARED_MESSAGES: Catalogue = {
     'lang.switch': 'Language',
     'brand.title': 'PayOnce Checkout',
     'brand.tagline': 'Whatever goes wrong with the network, the servers or the gateway, an order is charged once.',
-    'gateway.alipay': 'Alipay',
-    'gateway.wechatpay': 'WeChat Pay',
-    'gateway.stripe': 'Bank card',
-    'gateway.2c2p': '2C2P',
+    ...gatewayMessages('en'),
     'order.status.awaiting_payment': 'Awaiting payment',
     'order.status.paying': 'Confirming payment',
     'order.status.paid': 'Paid',
@@ -119,13 +128,7 @@ export function LangSwitch() {
   return (
     <div className="lang-switch" role="group" aria-label={t('lang.switch')}>
       {LANGS.map((option) => (
-        <button
-          key={option}
-          type="button"
-          lang={htmlLang(option)}
-          aria-pressed={lang === option}
-          onClick={() => setLang(option)}
-        >
+        <button key={option} type="button" lang={htmlLang(option)} aria-pressed={lang === option} onClick={() => setLang(option)}>
           {option === 'zh' ? '中文' : 'English'}
         </button>
       ))}

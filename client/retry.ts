@@ -56,7 +56,10 @@ export function describeFailure(error: unknown): CallFailure {
 }
 
 export class RetriesExhaustedError extends Error {
-  constructor(readonly lastFailure: CallFailure, readonly attempts: number) {
+  constructor(
+    readonly lastFailure: CallFailure,
+    readonly attempts: number,
+  ) {
     super(`Gave up after ${attempts} attempts: ${lastFailure.message}`);
     this.name = 'RetriesExhaustedError';
   }

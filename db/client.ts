@@ -55,8 +55,12 @@ export function transactionDatabase(tx: postgres.TransactionSql): Transaction {
   return drizzle(client as unknown as postgres.Sql, { casing: 'snake_case' });
 }
 
-export function databaseUrl(): string {
-  const url = process.env.DATABASE_URL;
+/**
+ * The database to use. The app server passes its validated configuration (server/env.ts); scripts
+ * and tools that run without it fall back to DATABASE_URL as it is.
+ */
+export function databaseUrl(configured: string | undefined = process.env.DATABASE_URL): string {
+  const url = configured;
   if (!url) {
     throw new Error(
       'DATABASE_URL is not set. Start the app with `npm run dev` (it starts an embedded PostgreSQL ' +
@@ -70,7 +74,7 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
   const sql = postgres(url, {
     // Enough for the guard's claim, the business transaction and a notification at once per core;
     // an app instance behind a pooler can raise it with DB_POOL_MAX.
-    max: options.max ?? Number(process.env.DB_POOL_MAX ?? 10),
+    max: options.max ?? 10,
     // NOTICE messages (e.g. "relation already exists, skipping") are noise in the app's log.
     onnotice: () => {},
     connection: { application_name: 'payonce' },
@@ -80,11 +84,11 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
 }
 
 /** The process-wide database, opened on first use. */
-export function getDatabase(): DatabaseHandle {
-  const url = databaseUrl();
+export function getDatabase(config: { url?: string; max?: number } = {}): DatabaseHandle {
+  const url = databaseUrl(config.url);
   const cached = globalForDb.__payonceDb;
   if (cached && cached.url === url) return cached;
-  const handle = openDatabase(url);
+  const handle = openDatabase(url, { max: config.max });
   globalForDb.__payonceDb = handle;
   return handle;
 }

@@ -35,16 +35,17 @@ function portAnswers(port: number): Promise<boolean> {
   });
 }
 
-export async function startEmbeddedPostgres(options: {
-  dataDir?: string;
-  port?: number;
-  log?: (line: string) => void;
-} = {}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(
+  options: {
+    dataDir?: string;
+    port?: number;
+    log?: (line: string) => void;
+  } = {},
+): Promise<EmbeddedDatabase> {
   const dataDir = path.resolve(options.dataDir ?? path.join('.data', 'postgres'));
   const port = options.port ?? Number(process.env.EMBEDDED_PG_PORT ?? 54329);
   const log = options.log ?? (() => {});
-  const urlFor = (database: string) =>
-    `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  const urlFor = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
   const adminUrl = urlFor('postgres');
 
   // A previous run that was killed hard leaves its server running; reuse it rather than fail on
@@ -56,9 +57,7 @@ export async function startEmbeddedPostgres(options: {
       log(`reusing the embedded PostgreSQL already running on port ${port}`);
       return { adminUrl, urlFor, stop: async () => {} };
     } catch {
-      throw new Error(
-        `Port ${port} is taken by another server. Set EMBEDDED_PG_PORT to a free port, or DATABASE_URL to use that server.`,
-      );
+      throw new Error(`Port ${port} is taken by another server. Set EMBEDDED_PG_PORT to a free port, or DATABASE_URL to use that server.`);
     } finally {
       await probe.end({ timeout: 1 });
     }

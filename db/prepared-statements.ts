@@ -28,9 +28,7 @@ export function withPreparedStatements<T extends AnySql>(sql: T): T {
       if (property === 'begin' && 'begin' in target) {
         return (...args: unknown[]) => {
           const fn = args.pop() as Callback;
-          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
-            fn(withPreparedStatements(tx)),
-          );
+          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) => fn(withPreparedStatements(tx)));
         };
       }
       if (property === 'savepoint' && 'savepoint' in target) {

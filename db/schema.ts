@@ -9,19 +9,7 @@
  * both files, so one `npm run db:generate` covers them.
  */
 import { sql } from 'drizzle-orm';
-import {
-  bigint,
-  check,
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-  timestamp,
-  uniqueIndex,
-  uuid,
-} from 'drizzle-orm/pg-core';
+import { bigint, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -40,10 +28,7 @@ export const products = pgTable(
     currency: text().notNull(),
     stock: integer().notNull(),
   },
-  (t) => [
-    check('products_stock_non_negative', sql`${t.stock} >= 0`),
-    check('products_price_positive', sql`${t.priceMinor} > 0`),
-  ],
+  (t) => [check('products_stock_non_negative', sql`${t.stock} >= 0`), check('products_price_positive', sql`${t.priceMinor} > 0`)],
 );
 
 export const ORDER_STATUSES = ['awaiting_payment', 'paying', 'paid', 'failed', 'expired'] as const;
@@ -104,10 +89,7 @@ export const orderItems = pgTable(
     quantity: integer().notNull(),
     unitPriceMinor: integer().notNull(),
   },
-  (t) => [
-    primaryKey({ columns: [t.orderId, t.sku] }),
-    check('order_items_quantity_positive', sql`${t.quantity} > 0`),
-  ],
+  (t) => [primaryKey({ columns: [t.orderId, t.sku] }), check('order_items_quantity_positive', sql`${t.quantity} > 0`)],
 );
 
 export const PAYMENT_STATUSES = ['succeeded', 'declined'] as const;

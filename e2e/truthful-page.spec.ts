@@ -49,7 +49,11 @@ for (const { name, viewport } of VIEWPORTS) {
   test.describe(`${name} ${viewport.width}x${viewport.height}`, () => {
     test.use({ viewport });
 
-    test(`after 支付成功 the order is done: the cart locks, 再来一单 starts over, and the same cart again asks first (${name})`, async ({ checkout, ledger, page }) => {
+    test(`after 支付成功 the order is done: the cart locks, 再来一单 starts over, and the same cart again asks first (${name})`, async ({
+      checkout,
+      ledger,
+      page,
+    }) => {
       const created: string[] = [];
       page.on('request', (request) => {
         if (isProcedure('createOrder')(request)) created.push(request.url());
@@ -116,7 +120,11 @@ for (const { name, viewport } of VIEWPORTS) {
 }
 
 test.describe('a reload in the middle of a payment', () => {
-  test('resumes the saved attempt by itself, on the gateway and buyer it used, and shows the real result', async ({ checkout, ledger, page }) => {
+  test('resumes the saved attempt by itself, on the gateway and buyer it used, and shows the real result', async ({
+    checkout,
+    ledger,
+    page,
+  }) => {
     const statusTexts = await recordStatusTexts(page);
     const keys: string[] = [];
     page.on('request', (request) => {
@@ -147,7 +155,11 @@ test.describe('a reload in the middle of a payment', () => {
     });
   });
 
-  test('an attempt saved without its gateway meets 422: the page asks the order and says 支付成功, never 未扣款', async ({ checkout, ledger, page }) => {
+  test('an attempt saved without its gateway meets 422: the page asks the order and says 支付成功, never 未扣款', async ({
+    checkout,
+    ledger,
+    page,
+  }) => {
     const statusTexts = await recordStatusTexts(page);
     await test.step('1. pay with 微信支付 on a slow gateway; the saved attempt keeps only its key (as pages before did)', async () => {
       await checkout.open();
@@ -215,7 +227,11 @@ test.describe("the shopper's language", () => {
           status: 503,
           contentType: 'application/json',
           body: JSON.stringify({
-            error: { message: 'The payment gateway is unavailable', code: -32603, data: { code: 'INTERNAL_SERVER_ERROR', httpStatus: 503, reason: 'GATEWAY_UNAVAILABLE' } },
+            error: {
+              message: 'The payment gateway is unavailable',
+              code: -32603,
+              data: { code: 'INTERNAL_SERVER_ERROR', httpStatus: 503, reason: 'GATEWAY_UNAVAILABLE' },
+            },
           }),
         });
       }

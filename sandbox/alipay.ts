@@ -519,9 +519,7 @@ export async function handleGateway(ctx: AlipayContext, params: Map<string, stri
 }
 
 /** One payment attempt on an open trade, as the buyer's app makes it: declined or paid. */
-type PayAttempt =
-  | { kind: 'declined'; subCode: string; subMsg: string }
-  | { kind: 'paid'; trade: TradeRow; buyer: TestBuyer };
+type PayAttempt = { kind: 'declined'; subCode: string; subMsg: string } | { kind: 'paid'; trade: TradeRow; buyer: TestBuyer };
 
 /**
  * A buyer (undefined: an unknown payment code) pays an open (WAIT_BUYER_PAY) trade. Runs under the
@@ -1114,12 +1112,7 @@ export async function sendToolNotifications(
       const startedAt = new Date();
       const delivery = buildAlipayNotification(fields, ctx.identity.platformPrivateKeyPem, startedAt, request.overrides);
       const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt, isAlipayAck);
-      await insertAttempt(
-        ctx.sql,
-        { id: scheduled?.id ?? null, gateway: 'alipay', outTradeNo: trade.out_trade_no },
-        'tool',
-        result,
-      );
+      await insertAttempt(ctx.sql, { id: scheduled?.id ?? null, gateway: 'alipay', outTradeNo: trade.out_trade_no }, 'tool', result);
       return result;
     }),
   );

@@ -56,8 +56,7 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   if (request.method !== 'POST') return undefined;
   const path = request.url.pathname;
   if (path === '/gateway.do') {
-    const method =
-      request.url.searchParams.get('method') ?? new URLSearchParams(request.body).get('method') ?? '';
+    const method = request.url.searchParams.get('method') ?? new URLSearchParams(request.body).get('method') ?? '';
     if (method === 'alipay.trade.pay' || method === 'alipay.trade.create') return { gateway: 'alipay', operation: 'charge' };
     if (method === 'alipay.trade.close' || method === 'alipay.trade.cancel') return { gateway: 'alipay', operation: 'close' };
     if (method === 'alipay.trade.refund') return { gateway: 'alipay', operation: 'refund' };
@@ -108,19 +107,11 @@ export class SandboxFaults {
   take(request: SandboxRequest): SandboxFault | undefined {
     const op = operationOf(request);
     if (!op) return undefined;
-    return this.#consume(
-      op.gateway,
-      (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications',
-      op.operation,
-    );
+    return this.#consume(op.gateway, (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications', op.operation);
   }
 
   /** Fires the first armed fault for `gateway` whose action (and operation) matches, forgetting it once spent. */
-  #consume(
-    gateway: string,
-    matches: (action: SandboxFault['action']) => boolean,
-    operation?: SandboxOperation,
-  ): SandboxFault | undefined {
+  #consume(gateway: string, matches: (action: SandboxFault['action']) => boolean, operation?: SandboxOperation): SandboxFault | undefined {
     const fault = this.#armed.find(
       (f) =>
         matches(f.action) &&

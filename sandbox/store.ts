@@ -318,12 +318,7 @@ export async function recordRefund(db: Queryable, refund: RefundRecord): Promise
   return { created: false, refund: existing };
 }
 
-export async function findRefund(
-  db: Queryable,
-  gateway: string,
-  merchantId: string,
-  refundId: string,
-): Promise<StoredRefund | undefined> {
+export async function findRefund(db: Queryable, gateway: string, merchantId: string, refundId: string): Promise<StoredRefund | undefined> {
   const rows = await db<RefundDbRow[]>`
     SELECT gateway, merchant_id, out_trade_no, gateway_trade_no, refund_id, gateway_refund_id, amount_minor,
            currency, status, created_at
@@ -420,9 +415,7 @@ export async function readLedger(sql: Sql, outTradeNo: string | null): Promise<L
      ORDER BY id`;
   // `attempt` numbers every delivery of one order's notifications (scheduled and tool-sent alike) in
   // the order they were sent, so "3 attempts, the last acknowledged" reads straight off the ledger.
-  const notifications = await sql<
-    { gateway: string; out_trade_no: string; attempt: string; acknowledged: boolean; at: Date }[]
-  >`
+  const notifications = await sql<{ gateway: string; out_trade_no: string; attempt: string; acknowledged: boolean; at: Date }[]>`
     SELECT gateway, out_trade_no, acknowledged, at,
            row_number() OVER (PARTITION BY gateway, out_trade_no ORDER BY at, id) AS attempt
       FROM psp_sandbox.notification_attempts
@@ -555,11 +548,7 @@ export interface ClaimedNotification extends NotificationRow {
  * transaction open across an HTTP call, and if a process dies mid-delivery the lease simply runs out
  * and another poll delivers again (at-least-once, as Alipay itself is).
  */
-export async function claimDueNotifications(
-  sql: Sql,
-  limit: number,
-  leaseSeconds: number,
-): Promise<ClaimedNotification[]> {
+export async function claimDueNotifications(sql: Sql, limit: number, leaseSeconds: number): Promise<ClaimedNotification[]> {
   const rows = await sql<(NotificationDbRow & { claimed_at: Date })[]>`
     UPDATE psp_sandbox.notifications n
        SET lease_until = now() + make_interval(secs => ${leaseSeconds})

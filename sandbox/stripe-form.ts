@@ -110,7 +110,11 @@ export function readString(value: FormValue | undefined, param: string): string 
 export function readInteger(value: FormValue | undefined, param: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !/^-?\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new StripeParamError(`Invalid integer: ${typeof value === 'string' ? value : JSON.stringify(value)}`, param, 'parameter_invalid_integer');
+    throw new StripeParamError(
+      `Invalid integer: ${typeof value === 'string' ? value : JSON.stringify(value)}`,
+      param,
+      'parameter_invalid_integer',
+    );
   }
   return Number(value);
 }

@@ -111,13 +111,7 @@ export const NOTIFY_URL_KEY = 'notify_url';
 export const OUT_TRADE_NO_KEY = 'out_trade_no';
 
 export type PaymentIntentStatus =
-  | 'requires_payment_method'
-  | 'requires_confirmation'
-  | 'requires_action'
-  | 'processing'
-  | 'requires_capture'
-  | 'canceled'
-  | 'succeeded';
+  'requires_payment_method' | 'requires_confirmation' | 'requires_action' | 'processing' | 'requires_capture' | 'canceled' | 'succeeded';
 
 export interface LastPaymentError {
   type: 'card_error';
@@ -254,7 +248,10 @@ export function refundObject(input: {
     charge: input.charge,
     created: input.created,
     currency: input.currency,
-    destination_details: { type: 'card', card: { reference_status: 'pending', reference_type: 'acquirer_reference_number', type: 'refund' } },
+    destination_details: {
+      type: 'card',
+      card: { reference_status: 'pending', reference_type: 'acquirer_reference_number', type: 'refund' },
+    },
     metadata: input.metadata,
     payment_intent: input.paymentIntent,
     reason: input.reason,
@@ -288,12 +285,7 @@ export interface ChargeObject {
   [field: string]: unknown;
 }
 
-export function chargeObject(input: {
-  id: string;
-  intent: PaymentIntentObject;
-  amountRefunded: number;
-  created: number;
-}): ChargeObject {
+export function chargeObject(input: { id: string; intent: PaymentIntentObject; amountRefunded: number; created: number }): ChargeObject {
   const amount = input.intent.amount_received;
   return {
     id: input.id,
@@ -320,11 +312,7 @@ export function chargeObject(input: {
 // Events
 
 export type EventType =
-  | 'payment_intent.succeeded'
-  | 'payment_intent.payment_failed'
-  | 'refund.created'
-  | 'refund.updated'
-  | 'charge.refunded';
+  'payment_intent.succeeded' | 'payment_intent.payment_failed' | 'refund.created' | 'refund.updated' | 'charge.refunded';
 
 export type EventDataObject = PaymentIntentObject | RefundObject | ChargeObject;
 

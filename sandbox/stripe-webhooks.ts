@@ -11,7 +11,14 @@ import { z } from 'zod';
 import { json, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { postNotification, type GatewayNotifier, type NotificationRequest } from './notifier';
 import { insertAttempt, type DeliveryResult, type Sql } from './store';
-import { NOTIFY_URL_KEY, OUT_TRADE_NO_KEY, type EventObject, type EventType, type PaymentIntentObject, type PaymentIntentStatus } from './stripe-objects';
+import {
+  NOTIFY_URL_KEY,
+  OUT_TRADE_NO_KEY,
+  type EventObject,
+  type EventType,
+  type PaymentIntentObject,
+  type PaymentIntentStatus,
+} from './stripe-objects';
 
 const GATEWAY = 'stripe';
 
@@ -163,7 +170,9 @@ async function sendToolNotifications(
 ): Promise<DeliveryResult[]> {
   const unknown = Object.keys(request.overrides).filter((key) => !Object.hasOwn(OVERRIDES, key));
   if (unknown.length > 0) {
-    const supported = Object.entries(OVERRIDES).map(([key, what]) => `${key} (${what})`).join('; ');
+    const supported = Object.entries(OVERRIDES)
+      .map(([key, what]) => `${key} (${what})`)
+      .join('; ');
     throw new ToolError(400, 'INVALID_REQUEST', `unknown override ${unknown.join(', ')}; supported: ${supported}`);
   }
   const timestampText = request.overrides.timestamp;
@@ -184,7 +193,11 @@ async function sendToolNotifications(
     throw new ToolError(409, 'NOT_PAID', `no PaymentIntent with metadata.out_trade_no ${request.outTradeNo} has succeeded yet`);
   }
   if (!event.notify_url) {
-    throw new ToolError(409, 'NO_NOTIFY_URL', `the PaymentIntent for ${request.outTradeNo} has no metadata[${NOTIFY_URL_KEY}] to deliver to`);
+    throw new ToolError(
+      409,
+      'NO_NOTIFY_URL',
+      `the PaymentIntent for ${request.outTradeNo} has no metadata[${NOTIFY_URL_KEY}] to deliver to`,
+    );
   }
   const [scheduled] = await ctx.sql<{ id: string }[]>`SELECT id FROM psp_sandbox.notifications WHERE notify_id = ${event.id}`;
   const body = JSON.stringify(applyOverrides(JSON.parse(event.payload) as EventObject, request.overrides), null, 2);
@@ -204,7 +217,11 @@ async function sendToolNotifications(
 
 export async function handleNotifyTool(ctx: WebhookContext, request: SandboxRequest): Promise<SandboxResponse> {
   if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
-  if (!String(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
+  if (
+    !String(request.headers['content-type'] ?? '')
+      .toLowerCase()
+      .includes('application/json')
+  ) {
     return json(415, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'send application/json' } });
   }
   let body: unknown;

@@ -48,7 +48,6 @@
 import { createHash } from 'node:crypto';
 import type postgres from 'postgres';
 import type { SandboxGatewayModule, SandboxRequest, SandboxResponse } from './gateway-module';
-import { z } from 'zod';
 import { json, readBuyerPays } from './gateway-module';
 import { enqueueNotification, recordCharge, recordRefund, refundedMinor, type Sql, type Tx } from './store';
 import { cardByNumber, cardByPaymentMethodId, stripeTestBuyers, type TestCard } from './stripe-cards';
@@ -326,7 +325,11 @@ function authenticate(headers: SandboxRequest['headers']): { secretKey: string }
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header);
   const basic = /^Basic\s+(\S+)\s*$/i.exec(header);
   if (bearer) key = bearer[1] ?? '';
-  else if (basic) key = Buffer.from(basic[1] ?? '', 'base64').toString('utf8').split(':')[0] ?? '';
+  else if (basic)
+    key =
+      Buffer.from(basic[1] ?? '', 'base64')
+        .toString('utf8')
+        .split(':')[0] ?? '';
   if (key === '') {
     return invalidRequest(
       "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.",
@@ -345,11 +348,13 @@ function authenticate(headers: SandboxRequest['headers']): { secretKey: string }
 
 /** Stripe's presentment currencies (lowercase ISO 4217). */
 const CURRENCIES = new Set(
-  ('usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bif bmd bnd bob brl bsd bwp byn bzd cad cdf chf ' +
+  (
+    'usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bif bmd bnd bob brl bsd bwp byn bzd cad cdf chf ' +
     'clp cny cop crc cve czk djf dkk dop dzd egp etb eur fjd fkp gbp gel gip gmd gnf gtq gyd hkd hnl htg huf idr ' +
     'ils inr isk jmd jpy kes kgs khr kmf krw kyd kzt lak lbp lkr lrd lsl mad mdl mga mkd mmk mnt mop mur mvr mwk ' +
     'mxn myr mzn nad ngn nio nok npr nzd pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sek sgd shp ' +
-    'sle sos srd std szl thb tjs top try ttd twd tzs uah ugx uyu uzs vnd vuv wst xaf xcd xof xpf yer zar zmw').split(' '),
+    'sle sos srd std szl thb tjs top try ttd twd tzs uah ugx uyu uzs vnd vuv wst xaf xcd xof xpf yer zar zmw'
+  ).split(' '),
 );
 /** Stripe's ceiling: "Amount must be no more than 99999999" (eight digits in the smallest unit). */
 const MAX_AMOUNT = 99_999_999;
@@ -386,7 +391,9 @@ function readMetadata(params: FormHash): Record<string, string> {
   const out: Record<string, string> = {};
   const keys = Object.keys(hash);
   if (keys.length > METADATA_MAX_KEYS) {
-    throw invalidRequest(`Invalid metadata: metadata can have up to ${METADATA_MAX_KEYS} keys, but you passed in ${keys.length} keys.`, { param: 'metadata' });
+    throw invalidRequest(`Invalid metadata: metadata can have up to ${METADATA_MAX_KEYS} keys, but you passed in ${keys.length} keys.`, {
+      param: 'metadata',
+    });
   }
   for (const key of keys) {
     const name = `metadata[${key}]`;
@@ -395,7 +402,9 @@ function readMetadata(params: FormHash): Record<string, string> {
       throw invalidRequest(`Invalid metadata: metadata keys must be at most ${METADATA_MAX_KEY_LENGTH} characters long.`, { param: name });
     }
     if (value.length > METADATA_MAX_VALUE_LENGTH) {
-      throw invalidRequest(`Invalid metadata: metadata values must be at most ${METADATA_MAX_VALUE_LENGTH} characters long.`, { param: name });
+      throw invalidRequest(`Invalid metadata: metadata values must be at most ${METADATA_MAX_VALUE_LENGTH} characters long.`, {
+        param: name,
+      });
     }
     if (value === '') continue; // an empty value unsets the key
     out[key] = value;
@@ -441,7 +450,11 @@ function readCard(params: FormHash): ResolvedCard | null {
     });
   }
   const cardData = param(() => readHash(data.card, 'payment_method_data[card]'));
-  if (!cardData) throw invalidRequest('Missing required param: payment_method_data[card].', { code: 'parameter_missing', param: 'payment_method_data[card]' });
+  if (!cardData)
+    throw invalidRequest('Missing required param: payment_method_data[card].', {
+      code: 'parameter_missing',
+      param: 'payment_method_data[card]',
+    });
   param(() => rejectUnknown(cardData, ['number', 'exp_month', 'exp_year', 'cvc'], 'payment_method_data[card]'));
   const number = param(() => readString(cardData.number, 'payment_method_data[card][number]')) ?? '';
   const card = cardByNumber(number);
@@ -492,7 +505,8 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
     throw invalidRequest(`Amount must be no more than ${MAX_AMOUNT}`, { code: 'amount_too_large', param: 'amount' });
   }
   const currencyText = param(() => readString(params.currency, 'currency'));
-  if (currencyText === undefined) throw invalidRequest('Missing required param: currency.', { code: 'parameter_missing', param: 'currency' });
+  if (currencyText === undefined)
+    throw invalidRequest('Missing required param: currency.', { code: 'parameter_missing', param: 'currency' });
   const currency = currencyText.toLowerCase();
   if (!CURRENCIES.has(currency)) {
     throw invalidRequest(`Invalid currency: ${currencyText}. Stripe currently supports these currencies: ${[...CURRENCIES].join(', ')}`, {
@@ -506,7 +520,8 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
   }
   const receiptEmail = param(() => readString(params.receipt_email, 'receipt_email')) || null;
   const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
-  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl)) throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
+  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl))
+    throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
   const confirm = param(() => readBoolean(params.confirm, 'confirm')) ?? false;
 
   const legacyTypes = param(() => readStringArray(params.payment_method_types, 'payment_method_types'));
@@ -598,7 +613,8 @@ interface ConfirmInput {
 function validateConfirm(params: FormHash): ConfirmInput {
   param(() => rejectUnknown(params, ['payment_method', 'payment_method_data', 'return_url', 'receipt_email']));
   const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
-  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl)) throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
+  if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl))
+    throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
   param(() => readString(params.receipt_email, 'receipt_email'));
   return { card: readCard(params), returnUrl };
 }
@@ -609,7 +625,9 @@ function validateCancel(params: FormHash): { reason: string | null } {
   param(() => rejectUnknown(params, ['cancellation_reason']));
   const reason = param(() => readString(params.cancellation_reason, 'cancellation_reason')) ?? null;
   if (reason !== null && !CANCELLATION_REASONS.includes(reason)) {
-    throw invalidRequest(`Invalid cancellation_reason: must be one of ${CANCELLATION_REASONS.join(', ')}`, { param: 'cancellation_reason' });
+    throw invalidRequest(`Invalid cancellation_reason: must be one of ${CANCELLATION_REASONS.join(', ')}`, {
+      param: 'cancellation_reason',
+    });
   }
   return { reason };
 }
@@ -727,7 +745,13 @@ async function emitEvent(
 }
 
 /** One charge attempt on a PaymentIntent: the card decides, the ledger records, an event goes out. */
-async function chargeIntent(ctx: StripeContext, tx: Tx, call: ApiCall, intent: PaymentIntentObject, resolved: ResolvedCard): Promise<Executed> {
+async function chargeIntent(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  resolved: ResolvedCard,
+): Promise<Executed> {
   const accountId = ctx.identity.accountId;
   const outTradeNo = ledgerOutTradeNo(intent);
   await lockOrder(tx, accountId, outTradeNo);
@@ -1295,7 +1319,12 @@ async function list(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
      LIMIT ${limit + 1}`;
   return {
     status: 200,
-    body: { object: 'list', data: rows.slice(0, limit).map((row) => row.object), has_more: rows.length > limit, url: '/v1/payment_intents' },
+    body: {
+      object: 'list',
+      data: rows.slice(0, limit).map((row) => row.object),
+      has_more: rows.length > limit,
+      url: '/v1/payment_intents',
+    },
   };
 }
 
@@ -1315,7 +1344,8 @@ async function listRefunds(ctx: StripeContext, params: FormHash): Promise<ApiAns
   const paymentIntent = param(() => readString(params.payment_intent, 'payment_intent')) ?? null;
   const charge = param(() => readString(params.charge, 'charge')) ?? null;
   // [unverified] that an unknown PaymentIntent filter is a 404 rather than an empty list.
-  if (paymentIntent !== null && !(await selectIntent(ctx.sql, accountId, paymentIntent, false))) throw noSuchIntent(paymentIntent, 'payment_intent');
+  if (paymentIntent !== null && !(await selectIntent(ctx.sql, accountId, paymentIntent, false)))
+    throw noSuchIntent(paymentIntent, 'payment_intent');
   const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
   let after: string | null = null;
   if (startingAfter !== undefined) {
@@ -1423,17 +1453,27 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
     if (!route) throw unrecognizedUrl(request.method, path);
 
     const contentType = (headerValue(request.headers, 'content-type') ?? '').toLowerCase();
-    if (request.method === 'POST' && request.body !== '' && contentType !== '' && !contentType.startsWith('application/x-www-form-urlencoded')) {
-      throw invalidRequest(
-        `Invalid request: Stripe's v1 API takes application/x-www-form-urlencoded bodies, not ${contentType}.`,
-      );
+    if (
+      request.method === 'POST' &&
+      request.body !== '' &&
+      contentType !== '' &&
+      !contentType.startsWith('application/x-www-form-urlencoded')
+    ) {
+      throw invalidRequest(`Invalid request: Stripe's v1 API takes application/x-www-form-urlencoded bodies, not ${contentType}.`);
     }
     const params = param(() => parseStripeForm(request.method === 'POST' ? request.body : request.url.search.slice(1)));
     const endpoint = `${request.method} ${path}`;
 
     switch (route.kind) {
       case 'create':
-        return await runPost(ctx, call, endpoint, params, (p) => validateCreate(p, call.apiVersion), (tx, input) => executeCreate(ctx, tx, call, input));
+        return await runPost(
+          ctx,
+          call,
+          endpoint,
+          params,
+          (p) => validateCreate(p, call.apiVersion),
+          (tx, input) => executeCreate(ctx, tx, call, input),
+        );
       case 'confirm':
         return await runPost(ctx, call, endpoint, params, validateConfirm, (tx, input) => executeConfirm(ctx, tx, call, route.id, input));
       case 'cancel':
@@ -1560,7 +1600,12 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
           const path = request.url.pathname;
           if (path === '/sandbox/stripe/notify') {
             return handleNotifyTool(
-              { sql: ctx.sql, accountId: identity.accountId, webhookSecret: identity.webhookSecret, deliveryTimeoutMs: ctx.deliveryTimeoutMs },
+              {
+                sql: ctx.sql,
+                accountId: identity.accountId,
+                webhookSecret: identity.webhookSecret,
+                deliveryTimeoutMs: ctx.deliveryTimeoutMs,
+              },
               request,
             );
           }

@@ -137,8 +137,30 @@ export async function verifyJwt(token: string, secretKey: string): Promise<Verif
  * The ledger counts minor units, so an amount finer than the currency's minor unit is refused.
  */
 export const CURRENCY_EXPONENT: Readonly<Record<string, number>> = {
-  AUD: 2, BDT: 2, CAD: 2, CHF: 2, CNY: 2, EUR: 2, GBP: 2, HKD: 2, IDR: 2, INR: 2, JPY: 0, KHR: 2,
-  KRW: 0, LAK: 2, LKR: 2, MMK: 2, MYR: 2, NPR: 2, NZD: 2, PHP: 2, SGD: 2, THB: 2, TWD: 2, USD: 2,
+  AUD: 2,
+  BDT: 2,
+  CAD: 2,
+  CHF: 2,
+  CNY: 2,
+  EUR: 2,
+  GBP: 2,
+  HKD: 2,
+  IDR: 2,
+  INR: 2,
+  JPY: 0,
+  KHR: 2,
+  KRW: 0,
+  LAK: 2,
+  LKR: 2,
+  MMK: 2,
+  MYR: 2,
+  NPR: 2,
+  NZD: 2,
+  PHP: 2,
+  SGD: 2,
+  THB: 2,
+  TWD: 2,
+  USD: 2,
   VND: 0,
 };
 

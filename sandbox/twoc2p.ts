@@ -241,7 +241,8 @@ interface TransactionRow {
   created_at: Date;
 }
 
-const INVOICE_COLUMNS = 'merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels, backend_return_url, status, paid_at';
+const INVOICE_COLUMNS =
+  'merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels, backend_return_url, status, paid_at';
 
 async function selectInvoice(db: Queryable, merchantId: string, invoiceNo: string): Promise<InvoiceRow | undefined> {
   const rows = await db<InvoiceRow[]>`
@@ -626,7 +627,10 @@ function readPaymentRequest(request: Record<string, unknown>): PaymentRequest | 
   if (cardNo === undefined) {
     // securePayToken is card data encrypted by 2C2P's client library; the sandbox has no such key,
     // so it takes the card number directly (what 2C2P allows PCI-DSS merchants to send).
-    return new Refusal('9005', fields.securePayToken !== undefined ? 'payment.data.cardNo (securePayToken is not emulated)' : 'payment.data.cardNo');
+    return new Refusal(
+      '9005',
+      fields.securePayToken !== undefined ? 'payment.data.cardNo (securePayToken is not emulated)' : 'payment.data.cardNo',
+    );
   }
   if (!/^\d{12,19}$/.test(cardNo)) return new Refusal('9004', 'payment.data.cardNo');
 
@@ -909,7 +913,12 @@ async function cancelTransactionApi(ctx: Context, body: string): Promise<Sandbox
     const result = await cancelInvoice(ctx, merchant.merchant_id, invoiceNo);
     const answer = (code: RespCode, detail?: string) =>
       signed(
-        { merchantID: merchant.merchant_id, invoiceNo, respCode: code, respDesc: detail ? `${RESP_DESC[code]}: ${detail}` : RESP_DESC[code] },
+        {
+          merchantID: merchant.merchant_id,
+          invoiceNo,
+          respCode: code,
+          respDesc: detail ? `${RESP_DESC[code]}: ${detail}` : RESP_DESC[code],
+        },
         merchant.secret_key,
       );
     switch (result) {
@@ -1026,7 +1035,8 @@ async function refundApi(ctx: Context, body: string): Promise<SandboxResponse> {
     }
     const invoice = await selectInvoice(tx, merchant.merchant_id, invoiceNo);
     if (!invoice) return { code: '16' };
-    if (invoice.status !== 'paid') return { code: '12', detail: `The invoice is ${invoice.status === 'open' ? 'not paid' : invoice.status}.` };
+    if (invoice.status !== 'paid')
+      return { code: '12', detail: `The invoice is ${invoice.status === 'open' ? 'not paid' : invoice.status}.` };
     const amountMinor = parseAmount(claims.actionAmount, exponentOf(invoice.currency_code));
     if (amountMinor === null) return { code: '18' };
     const approval = await approvalOf(tx, merchant.merchant_id, invoiceNo);
@@ -1156,8 +1166,7 @@ function twoC2pNotifier(ctx: { secrets: ReadonlyMap<string, string>; defaultSecr
     retryIntervalsMs: TWOC2P_RETRY_MINUTES.map((m) => m * 60_000),
     // Synchronous (the loop's contract): the secret comes from the map loaded at start-up. A
     // notification is only ever enqueued for a merchant in that map.
-    buildRequest: (fields) =>
-      buildTwoC2pNotification(fields, ctx.secrets.get(fields.merchantID ?? '') ?? ctx.defaultSecret),
+    buildRequest: (fields) => buildTwoC2pNotification(fields, ctx.secrets.get(fields.merchantID ?? '') ?? ctx.defaultSecret),
     isAcknowledged: (status) => isTwoC2pAck(status),
   };
 }

@@ -226,10 +226,7 @@ async function loadOrCreateIdentity(tx: Tx): Promise<WechatPayIdentity> {
     mchid,
     appid: `wx${randomHexUpper(8).toLowerCase()}`,
     merchant_serial_no: randomHexUpper(20),
-    merchant_private_key_pem: createPrivateKey(merchantPair.privateKeyPem)
-      .export({ type: 'pkcs8', format: 'pem' })
-      .toString()
-      .trim(),
+    merchant_private_key_pem: createPrivateKey(merchantPair.privateKeyPem).export({ type: 'pkcs8', format: 'pem' }).toString().trim(),
     merchant_public_key_pem: merchantPair.publicKeyPem,
     api_v3_key: randomAlnum(32),
     platform_serial_no: `PUB_KEY_ID_01${mchid}${beijingDate(new Date())}${randomDigits(14)}`,
@@ -713,8 +710,21 @@ const HOUR = 60 * MINUTE;
 
 /** 15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h — 16 deliveries over 24h4m. */
 export const WECHATPAY_RETRY_INTERVALS_MS: readonly number[] = [
-  15 * SECOND, 15 * SECOND, 30 * SECOND, 3 * MINUTE, 10 * MINUTE, 20 * MINUTE, 30 * MINUTE, 30 * MINUTE,
-  30 * MINUTE, 60 * MINUTE, 3 * HOUR, 3 * HOUR, 3 * HOUR, 6 * HOUR, 6 * HOUR,
+  15 * SECOND,
+  15 * SECOND,
+  30 * SECOND,
+  3 * MINUTE,
+  10 * MINUTE,
+  20 * MINUTE,
+  30 * MINUTE,
+  30 * MINUTE,
+  30 * MINUTE,
+  60 * MINUTE,
+  3 * HOUR,
+  3 * HOUR,
+  3 * HOUR,
+  6 * HOUR,
+  6 * HOUR,
 ];
 
 export function wechatpayNotifier(keys: NotificationKeys): GatewayNotifier {
@@ -860,7 +870,12 @@ function readMchidQuery(url: URL, authMchid: string): Answer | null {
   return null;
 }
 
-async function queryTransaction(ctx: Context, by: { outTradeNo: string } | { transactionId: string }, url: URL, authMchid: string): Promise<Answer> {
+async function queryTransaction(
+  ctx: Context,
+  by: { outTradeNo: string } | { transactionId: string },
+  url: URL,
+  authMchid: string,
+): Promise<Answer> {
   const mchidError = readMchidQuery(url, authMchid);
   if (mchidError) return mchidError;
   if ('outTradeNo' in by && !OUT_TRADE_NO_RE.test(by.outTradeNo)) {
@@ -1058,7 +1073,8 @@ function parseRefund(body: Body): RefundParams | Answer {
     } catch {
       parsed = null;
     }
-    if (!parsed || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')) return paramError('/notify_url', '必须是 http(s) 的绝对 URL');
+    if (!parsed || (parsed.protocol !== 'https:' && parsed.protocol !== 'http:'))
+      return paramError('/notify_url', '必须是 http(s) 的绝对 URL');
     if (parsed.search !== '' || parsed.hash !== '') return paramError('/notify_url', '不能携带参数');
   }
   const amount = body.amount;
@@ -1253,14 +1269,24 @@ function authenticate(ctx: Context, request: SandboxRequest): { mchid: string } 
   const header = request.headers.authorization;
   const auth = parseAuthorization(Array.isArray(header) ? header[0] : header);
   if (!auth) {
-    return unsignedError(401, 'SIGN_ERROR', `Authorization 缺失或格式错误，应为 WECHATPAY2-SHA256-RSA2048 mchid="…",nonce_str="…",timestamp="…",serial_no="…",signature="…"`);
+    return unsignedError(
+      401,
+      'SIGN_ERROR',
+      `Authorization 缺失或格式错误，应为 WECHATPAY2-SHA256-RSA2048 mchid="…",nonce_str="…",timestamp="…",serial_no="…",signature="…"`,
+    );
   }
   if (auth.mchid !== ctx.identity.mchid) return unsignedError(401, 'SIGN_ERROR', `商户号 ${auth.mchid} 不存在或未开通 API v3`);
   if (auth.serialNo !== ctx.identity.merchantSerialNo) {
     // WeChat's own wording for a serial that does not match the merchant's API certificate.
     return unsignedError(401, 'SIGN_ERROR', '商户证书序列号有误。请使用签名私钥匹配的证书序列号');
   }
-  const message = requestMessage(request.method, `${request.url.pathname}${request.url.search}`, auth.timestamp, auth.nonceStr, request.body);
+  const message = requestMessage(
+    request.method,
+    `${request.url.pathname}${request.url.search}`,
+    auth.timestamp,
+    auth.nonceStr,
+    request.body,
+  );
   if (!verifyRequestSignature(message, auth.signature, ctx.identity.merchantPublicKeyPem)) {
     return unsignedError(401, 'SIGN_ERROR', `签名错误，验签串为: ${JSON.stringify(message)}`);
   }
@@ -1275,7 +1301,11 @@ async function handleApi(ctx: Context, request: SandboxRequest): Promise<Sandbox
   const route = matchRoute(request.method, request.url.pathname);
   if ('notFound' in route) return unsignedError(404, 'NOT_FOUND', `no WeChat Pay API at ${request.method} ${request.url.pathname}`);
   if ('wrongMethod' in route) {
-    return unsignedError(400, 'INVALID_REQUEST', `HTTP 请求不符合微信支付 APIv3 接口规则：${request.url.pathname} 只接受 ${route.wrongMethod}`);
+    return unsignedError(
+      400,
+      'INVALID_REQUEST',
+      `HTTP 请求不符合微信支付 APIv3 接口规则：${request.url.pathname} 只接受 ${route.wrongMethod}`,
+    );
   }
   const auth = authenticate(ctx, request);
   if ('status' in auth) return auth;
@@ -1356,7 +1386,11 @@ async function sendToolNotifications(
   if (!trade) throw new ToolError(404, 'TRADE_NOT_FOUND', `no WeChat Pay trade with out_trade_no ${request.outTradeNo}`);
   // REFUND ("转入退款") was paid too: its TRANSACTION.SUCCESS exists, as it was sent at payment.
   if (!isPaid(trade)) {
-    throw new ToolError(409, 'TRADE_NOT_PAID', `trade ${request.outTradeNo} is ${trade.trade_state}; only a paid trade has a TRANSACTION.SUCCESS notification`);
+    throw new ToolError(
+      409,
+      'TRADE_NOT_PAID',
+      `trade ${request.outTradeNo} is ${trade.trade_state}; only a paid trade has a TRANSACTION.SUCCESS notification`,
+    );
   }
   const scheduled = await findPaymentNotification(ctx.sql, trade.mchid, trade.out_trade_no);
   const fields =

@@ -152,16 +152,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await waitForHttp(`${sandboxUrl}/health`, sandbox, 30_000);
 
     // Like copying keys from each gateway's developer console: the sandbox made them on first start.
-    const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as Parameters<
-      typeof sandboxCredentialsToEnv
-    >[0];
+    const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0];
 
     const appUrl = `http://127.0.0.1:${options.appPort}`;
     // A production build refuses to start without SESSION_SECRET (instrumentation.ts). This is a
     // local runner, so when none is set it makes one for this run, shared by all its instances and
     // their restarts: sessions last as long as the stack. Dev mode keeps its secret under .data/.
-    const sessionSecret =
-      options.mode === 'prod' && !process.env.SESSION_SECRET ? randomBytes(32).toString('base64url') : undefined;
+    const sessionSecret = options.mode === 'prod' && !process.env.SESSION_SECRET ? randomBytes(32).toString('base64url') : undefined;
     if (sessionSecret) log('[stack] SESSION_SECRET is not set: using a random one for this run');
     const appEnv: NodeJS.ProcessEnv = {
       ...process.env,

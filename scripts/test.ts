@@ -75,7 +75,12 @@ async function main(): Promise<number> {
       const typecheck = await run('node_modules/.bin/tsc', ['--noEmit', '-p', '.'], env, 'node');
       if (typecheck !== 0) failures.push('typecheck');
       console.log('\n=== unit tests ===');
-      const code = await run(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit')], env, 'node');
+      const code = await run(
+        process.execPath,
+        ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit')],
+        env,
+        'node',
+      );
       if (code !== 0) failures.push('unit');
     }
     if (suites.has('integration')) {

@@ -6,7 +6,7 @@
  */
 import { getDatabase } from '../db/client';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkout/services';
-import { demoMode } from './demo';
+import { serverEnv } from './env';
 import { FaultInjector, faultsEnabled } from './faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
@@ -18,32 +18,31 @@ const globalForServices = globalThis as unknown as { __payonceServices?: Checkou
 
 export function appServices(): CheckoutServices {
   if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
-  const { db, sql } = getDatabase();
+  const env = serverEnv();
+  const { db, sql } = getDatabase({ url: env.DATABASE_URL, max: env.DB_POOL_MAX });
   const metrics = createMetrics();
-  const gateways = Object.fromEntries(
-    Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]),
-  );
+  const gateways = Object.fromEntries(Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]));
   const services: CheckoutServices = {
     db,
     idempotencyStore: createCheckoutIdempotencyStore(sql),
     idempotencyOptions: {
       ...DEFAULT_IDEMPOTENCY_OPTIONS,
-      leaseMs: Number(process.env.IDEMPOTENCY_LEASE_MS ?? DEFAULT_IDEMPOTENCY_OPTIONS.leaseMs),
+      leaseMs: env.IDEMPOTENCY_LEASE_MS,
       observe: observeGuard(metrics),
     },
     gateways,
-    publicBaseUrl: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`,
+    publicBaseUrl: env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${env.PORT}`,
     metrics,
-    demo: demoMode(),
-    pspSandboxUrl: process.env.PSP_SANDBOX_URL,
+    demo: env.PAYONCE_DEMO,
+    pspSandboxUrl: env.PSP_SANDBOX_URL,
     rateLimits: rateLimitPolicyFromEnv(),
     orderCaps: orderCapsFromEnv(),
     ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
   };
-  if (services.demo && process.env.NODE_ENV === 'production') {
+  if (services.demo && env.NODE_ENV === 'production') {
     // Demo mode on a production build is how the drills run, and never how customers should be
     // served: anyone may arm a crash, and the 幕后 view shows every customer's orders.
-    console.warn('[payonce] DEMO MODE (PAYONCE_DEMO=1): fault injection, /mail and every order\'s 幕后 view are open to anyone');
+    console.warn("[payonce] DEMO MODE (PAYONCE_DEMO=1): fault injection, /mail and every order's 幕后 view are open to anyone");
   }
   globalForServices.__payonceServices = services;
   return services;

@@ -1,3 +1,5 @@
+import { envFrom, type RawEnv } from './env';
+
 /**
  * Demo mode (PAYONCE_DEMO=1, `npm run demo`): the surfaces that exist to show the checkout at work,
  * not to run it for real customers, are on —
@@ -10,6 +12,6 @@
  * Off, none of them answers: a deployment made from this template shows no customer another
  * customer's mail and lets no one arm a crash.
  */
-export function demoMode(env: Record<string, string | undefined> = process.env): boolean {
-  return env.PAYONCE_DEMO === '1';
+export function demoMode(env?: RawEnv): boolean {
+  return envFrom(env).PAYONCE_DEMO;
 }

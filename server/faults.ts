@@ -17,7 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CheckoutError } from './checkout/errors';
-import { demoMode } from './demo';
+import { envFrom, type RawEnv } from './env';
 
 export const FAULT_POINTS = ['before_claim', 'after_claim', 'after_gateway_call', 'after_commit', 'after_refund_call'] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
@@ -76,11 +76,7 @@ export class FaultInjector {
   /** Called at each fault point; fires the first matching armed fault, if any. */
   async hit(point: FaultPoint, at: { procedure: string; gateway?: string }): Promise<void> {
     const fault = this.#armed.find(
-      (f) =>
-        f.point === point &&
-        f.procedure === at.procedure &&
-        (f.gateway === null || f.gateway === at.gateway) &&
-        f.fired < f.times,
+      (f) => f.point === point && f.procedure === at.procedure && (f.gateway === null || f.gateway === at.gateway) && f.fired < f.times,
     );
     if (!fault) return;
     fault.fired++;
@@ -106,6 +102,7 @@ export class FaultInjector {
 }
 
 /** CHECKOUT_FAULTS=1 alone is what the drills and the soak ask for; the demo brings it along. */
-export function faultsEnabled(env: Record<string, string | undefined> = process.env): boolean {
-  return env.CHECKOUT_FAULTS === '1' || demoMode(env);
+export function faultsEnabled(env?: RawEnv): boolean {
+  const config = envFrom(env);
+  return config.CHECKOUT_FAULTS || config.PAYONCE_DEMO;
 }

@@ -11,17 +11,18 @@
  * A token, when set, is always required: METRICS_PUBLIC or demo mode do not weaken it.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { demoMode } from './demo';
+import { envFrom, type RawEnv } from './env';
 
 export type MetricsAccess = 'allowed' | 'unauthorized' | 'not_found';
 
-export function metricsAccess(request: Request, env: Record<string, string | undefined> = process.env): MetricsAccess {
-  const token = env.METRICS_TOKEN;
+export function metricsAccess(request: Request, env?: RawEnv): MetricsAccess {
+  const config = envFrom(env);
+  const token = config.METRICS_TOKEN;
   if (token) {
     const match = /^Bearer (.+)$/.exec(request.headers.get('authorization') ?? '');
     return match?.[1] !== undefined && sameSecret(match[1], token) ? 'allowed' : 'unauthorized';
   }
-  return env.METRICS_PUBLIC === '1' || demoMode(env) ? 'allowed' : 'not_found';
+  return config.METRICS_PUBLIC || config.PAYONCE_DEMO ? 'allowed' : 'not_found';
 }
 
 /**

@@ -86,13 +86,36 @@ export function instrumentGateway(gateway: PaymentGateway, metrics: CheckoutMetr
     id: gateway.id,
     merchantId: gateway.merchantId,
     oneTradePerOrder: gateway.oneTradePerOrder,
-    charge: (request) => counted('charge', () => gateway.charge(request), (o) => o.kind),
+    charge: (request) =>
+      counted(
+        'charge',
+        () => gateway.charge(request),
+        (o) => o.kind,
+      ),
     query: (outTradeNo) =>
-      counted('query', () => gateway.query(outTradeNo), (o) => (o.kind === 'answered' ? o.trade.kind : 'unavailable')),
-    close: (request) => counted('close', () => gateway.close(request), (o) => o.kind),
-    refund: (request) => counted('refund', () => gateway.refund(request), (o) => o.kind),
+      counted(
+        'query',
+        () => gateway.query(outTradeNo),
+        (o) => (o.kind === 'answered' ? o.trade.kind : 'unavailable'),
+      ),
+    close: (request) =>
+      counted(
+        'close',
+        () => gateway.close(request),
+        (o) => o.kind,
+      ),
+    refund: (request) =>
+      counted(
+        'refund',
+        () => gateway.refund(request),
+        (o) => o.kind,
+      ),
     queryRefund: (request) =>
-      counted('refund_query', () => gateway.queryRefund(request), (o) => (o.kind === 'answered' ? o.refund.kind : 'unavailable')),
+      counted(
+        'refund_query',
+        () => gateway.queryRefund(request),
+        (o) => (o.kind === 'answered' ? o.refund.kind : 'unavailable'),
+      ),
     verifyNotification: (request) => gateway.verifyNotification(request),
     notificationReply: (ack) => gateway.notificationReply(ack),
   };

@@ -12,27 +12,21 @@
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { EnvConfigError, envFrom, parseServerEnv, serverEnv, type RawEnv } from './env';
+
+export { DEFAULT_SESSION_MAX_AGE_SECONDS, MIN_SESSION_SECRET_LENGTH } from './env';
 
 export const SESSION_COOKIE = 'payonce_session';
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
-/**
- * 30 days. The session is the only key to an anonymous customer's orders, so a copied cookie should
- * not open them for ever; but it must outlive everything a customer may come back for: an open
- * order (30 minutes), its idempotency keys (24 hours) and a look at a paid order's receipt a few
- * weeks later. The lifetime is absolute (not renewed on use): a leaked cookie dies on a known date.
- */
-export const DEFAULT_SESSION_MAX_AGE_SECONDS = 30 * 24 * 60 * 60;
 /** Instances' clocks may disagree a little; a session "issued" further ahead than this is refused. */
 const CLOCK_SKEW_SECONDS = 5 * 60;
-/** HMAC-SHA256 keys shorter than this are guessable offline from one cookie; `openssl rand -base64 32` gives 44. */
-export const MIN_SESSION_SECRET_LENGTH = 32;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ISSUED_AT = /^[0-9]{1,12}$/;
 
 /** The environment variables this module reads (process.env, or a test's own). */
-export type SessionEnv = Readonly<Record<string, string | undefined>>;
+export type SessionEnv = RawEnv;
 
 export interface SessionOptions {
   /** Served over https: the cookie is `__Host-payonce_session` and Secure. */
@@ -61,14 +55,9 @@ export function sessionCookieValue(secret: string, customerId: string, issuedAtS
   return `${customerId}.${issuedAtSeconds}.${sign(secret, customerId, issuedAtSeconds)}`;
 }
 
-function parseMaxAge(raw: string | undefined): number | undefined {
-  if (raw === undefined || raw === '') return DEFAULT_SESSION_MAX_AGE_SECONDS;
-  return /^[1-9][0-9]{0,9}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
-}
-
-/** SESSION_MAX_AGE_SECONDS, or 30 days; a value that is not a positive integer is refused at start. */
-export function sessionMaxAgeSeconds(env: SessionEnv = process.env): number {
-  return parseMaxAge(env.SESSION_MAX_AGE_SECONDS) ?? DEFAULT_SESSION_MAX_AGE_SECONDS;
+/** SESSION_MAX_AGE_SECONDS, or 30 days; a value that is not a positive integer is refused at start (server/env.ts). */
+export function sessionMaxAgeSeconds(env?: SessionEnv): number {
+  return envFrom(env).SESSION_MAX_AGE_SECONDS;
 }
 
 /**
@@ -158,49 +147,31 @@ export function issueSession(secret: string, options: SessionOptions): { custome
 export class SessionConfigError extends Error {}
 
 /**
- * Refuses a configuration that would fail customers later. In production (`next start`) every
- * instance must sign with one shared SESSION_SECRET: a per-host fallback would make instances
- * reject each other's sessions, and a read-only filesystem would fail every request. Throws a
- * SessionConfigError whose message is one line saying what to set.
+ * Refuses a session configuration that would fail customers later (the rules are server/env.ts's:
+ * SESSION_MAX_AGE_SECONDS a positive whole number; in production a SESSION_SECRET of at least
+ * MIN_SESSION_SECRET_LENGTH characters, shared by every instance). Throws a SessionConfigError whose
+ * message is one line saying what to set. The server's start checks these with everything else
+ * (exitOnBadEnv in server/env.ts).
  */
 export function assertSessionConfig(env: SessionEnv): void {
-  if (parseMaxAge(env.SESSION_MAX_AGE_SECONDS) === undefined) {
-    throw new SessionConfigError(
-      `SESSION_MAX_AGE_SECONDS=${JSON.stringify(env.SESSION_MAX_AGE_SECONDS)} is not a positive whole number of seconds: unset it (30 days) or set e.g. SESSION_MAX_AGE_SECONDS=${DEFAULT_SESSION_MAX_AGE_SECONDS}.`,
-    );
-  }
-  if (env.NODE_ENV !== 'production') return;
-  const secret = env.SESSION_SECRET ?? '';
-  if (secret.length < MIN_SESSION_SECRET_LENGTH) {
-    throw new SessionConfigError(
-      `${secret ? `SESSION_SECRET is ${secret.length} characters` : 'SESSION_SECRET is not set'}: production needs at least ${MIN_SESSION_SECRET_LENGTH} random characters, the same on every instance — set SESSION_SECRET="$(openssl rand -base64 32)".`,
-    );
-  }
-}
-
-/**
- * For a server's start (instrumentation.ts): a bad session configuration prints one line saying
- * what to set and ends the process with code 1, before it serves anyone.
- */
-export function exitOnBadSessionConfig(env: SessionEnv): void {
   try {
-    assertSessionConfig(env);
+    parseServerEnv({ NODE_ENV: env.NODE_ENV, SESSION_SECRET: env.SESSION_SECRET, SESSION_MAX_AGE_SECONDS: env.SESSION_MAX_AGE_SECONDS });
   } catch (error) {
-    if (!(error instanceof SessionConfigError)) throw error;
-    console.error(`PayOnce cannot start: ${error.message}`);
-    process.exit(1);
+    if (error instanceof EnvConfigError) throw new SessionConfigError(error.message);
+    throw error;
   }
 }
 
 const globalForSecret = globalThis as unknown as { __payonceSessionSecret?: string };
 
 /**
- * SESSION_SECRET (production refuses to start without it: assertSessionConfig). On a developer's
+ * SESSION_SECRET (production refuses to start without it: server/env.ts). On a developer's
  * machine, a random secret is made once and kept under .data/ so sessions survive restarts.
  */
 export function sessionSecret(): string {
-  if (process.env.SESSION_SECRET) return process.env.SESSION_SECRET;
-  if (process.env.NODE_ENV === 'production') assertSessionConfig(process.env);
+  // In production serverEnv() has refused to parse without a long enough SESSION_SECRET.
+  const configured = serverEnv().SESSION_SECRET;
+  if (configured) return configured;
   if (globalForSecret.__payonceSessionSecret) return globalForSecret.__payonceSessionSecret;
   const file = path.join(process.cwd(), '.data', 'session-secret');
   if (!existsSync(file)) {

@@ -13,14 +13,7 @@ import { callWithRetry, FinalFailureError, RetriesExhaustedError } from '../clie
 import { createCheckoutClient } from '../client/trpc-client';
 import type { OrderPlan } from './schedule';
 
-export type Outcome =
-  | 'paid'
-  | 'paid_after_decline'
-  | 'declined'
-  | 'gave_up'
-  | 'gave_up_by_retries'
-  | 'failed'
-  | 'error';
+export type Outcome = 'paid' | 'paid_after_decline' | 'declined' | 'gave_up' | 'gave_up_by_retries' | 'failed' | 'error';
 
 export interface CustomerResult {
   outcome: Outcome;

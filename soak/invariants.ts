@@ -162,7 +162,11 @@ export async function checkInvariants(params: {
   const recentUnknown = ledger.charges.filter((c) => !byTradeNo.has(c.outTradeNo) && new Date(c.createdAt) >= since);
   const unknownTradeNos = [...new Set(recentUnknown.map((c) => c.outTradeNo))];
   const known = unknownTradeNos.length
-    ? new Set((await sql<{ out_trade_no: string }[]>`select out_trade_no from orders where out_trade_no in ${sql(unknownTradeNos)}`).map((r) => r.out_trade_no))
+    ? new Set(
+        (await sql<{ out_trade_no: string }[]>`select out_trade_no from orders where out_trade_no in ${sql(unknownTradeNos)}`).map(
+          (r) => r.out_trade_no,
+        ),
+      )
     : new Set<string>();
   const inScope = (c: { outTradeNo: string; createdAt: string }) =>
     byTradeNo.has(c.outTradeNo) || (new Date(c.createdAt) >= since && !known.has(c.outTradeNo));
@@ -204,7 +208,11 @@ export async function checkInvariants(params: {
     const total = live.reduce((sum, r) => sum + r.amountMinor, 0);
     const original = succeeded.find((c) => `${c.gateway}/${c.gatewayTradeNo}` === charge);
     if (!original || total > original.amountMinor) {
-      add('refund_exceeds_charge', charge, `refunds total ${total}; the charge is ${original ? original.amountMinor : 'not in the ledger'}`);
+      add(
+        'refund_exceeds_charge',
+        charge,
+        `refunds total ${total}; the charge is ${original ? original.amountMinor : 'not in the ledger'}`,
+      );
     }
     const done = list.filter((r) => r.status === 'succeeded');
     if (done.length > 1) add('refund_twice', charge, `${done.length} succeeded refunds: ${done.map((r) => r.refundId).join(', ')}`);
@@ -252,7 +260,11 @@ export async function checkInvariants(params: {
     }
     for (const p of paid) {
       if (!list.some((c) => c.gateway === p.gateway && c.gatewayTradeNo === p.gateway_trade_no)) {
-        add('paid_without_charge', order.out_trade_no, `payment ${p.gateway}/${p.gateway_trade_no} (${p.source}) has no succeeded ledger charge`);
+        add(
+          'paid_without_charge',
+          order.out_trade_no,
+          `payment ${p.gateway}/${p.gateway_trade_no} (${p.source}) has no succeeded ledger charge`,
+        );
       }
     }
   }
@@ -426,10 +438,7 @@ export async function checkInvariants(params: {
  * of everything that moves (order states, payments, emails, keys) — settled means nothing pending
  * and the fingerprint still for a while, since requests that customers abandoned run on server-side.
  */
-export async function pendingWork(
-  sql: postgres.Sql,
-  since: Date,
-): Promise<{ paying: number; queuedEmails: number; fingerprint: string }> {
+export async function pendingWork(sql: postgres.Sql, since: Date): Promise<{ paying: number; queuedEmails: number; fingerprint: string }> {
   const [row] = await sql<{ paying: number; queued: number; fingerprint: string }[]>`
     select (select count(*)::int from orders where created_at >= ${since} and status = 'paying') as paying,
            (select count(*)::int from outbox ob join orders o on o.id = (ob.payload->>'orderId')::uuid

@@ -28,7 +28,8 @@ import { checkInvariants, fetchLedger, pendingWork, takeBaseline, VIOLATION_KIND
 import { formatDuration, ProgressBar } from './progress';
 import { buildSchedule, faultLabel, scheduleDigest, SKUS, type OrderPlan } from './schedule';
 
-const LEASE_MS = 5000;
+/** Short, so crashed requests are taken over quickly, yet longer than one gateway call can take (3 × GATEWAY_TIMEOUT_MS 2000: server/env.ts refuses less). */
+const LEASE_MS = 7000;
 
 const { values: args } = parseArgs({
   options: {
@@ -165,7 +166,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 // The gateways as a second, stale client would reach them, for the stray charges.
 const strayGateways: Partial<Record<GatewayId, PaymentGateway>> = gatewaysFromEnv(
-  sandboxCredentialsToEnv((await (await fetch(`${stack.sandboxUrl}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0]),
+  sandboxCredentialsToEnv(
+    (await (await fetch(`${stack.sandboxUrl}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0],
+  ),
 );
 /**
  * How many tries one fault must spoil to fail one call: stripe-node retries a 5xx, a timeout or a
@@ -276,7 +279,13 @@ async function runOrder(plan: OrderPlan): Promise<void> {
       watchdog = setTimeout(() => {
         giveUp.abort();
         stuckCustomers++;
-        resolve({ outcome: 'error', reason: `still busy after ${CUSTOMER_DEADLINE_MS} ms (cut off)`, requests: 0, retries: 0, durationMs: CUSTOMER_DEADLINE_MS });
+        resolve({
+          outcome: 'error',
+          reason: `still busy after ${CUSTOMER_DEADLINE_MS} ms (cut off)`,
+          requests: 0,
+          retries: 0,
+          durationMs: CUSTOMER_DEADLINE_MS,
+        });
       }, CUSTOMER_DEADLINE_MS);
     }),
   ]);
@@ -326,7 +335,12 @@ async function runOrder(plan: OrderPlan): Promise<void> {
           } else if (fault.refundFault) {
             await controller.armSandbox(
               `${label!}:armed`,
-              { gateway: fault.gateway, operation: 'refund', action: fault.refundFault, times: triesPerCall(fault.gateway, fault.refundFault) },
+              {
+                gateway: fault.gateway,
+                operation: 'refund',
+                action: fault.refundFault,
+                times: triesPerCall(fault.gateway, fault.refundFault),
+              },
               false,
             );
           }
@@ -412,7 +426,9 @@ for (;;) {
   pending = now;
 }
 const settleMs = Date.now() - settleStarted;
-process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}settled in ${formatDuration(settleMs)} (${pending.paying} paying, ${pending.queuedEmails} emails queued)${' '.repeat(40)}\n`);
+process.stderr.write(
+  `${process.stderr.isTTY ? '\r' : ''}settled in ${formatDuration(settleMs)} (${pending.paying} paying, ${pending.queuedEmails} emails queued)${' '.repeat(40)}\n`,
+);
 
 const ledger = await fetchLedger(stack.sandboxUrl);
 const report: InvariantReport = await checkInvariants({ sql, ledger, baseline, leaseMs: LEASE_MS });
@@ -470,7 +486,16 @@ say('customers who gave up, by what became of their order:');
 if (leftOrders.length === 0) say('  (none)');
 for (const row of leftOrders) say(`  ${`${row.status}${row.source ? ` via ${row.source}` : ''}`.padEnd(30)} ${row.n}`);
 say(`customers cut off by the watchdog: ${stuckCustomers}`);
-say(`orders no customer knows of: ${orphanOrders.length}${orphanOrders.length ? ` (${orphanOrders.slice(0, 5).map((o) => `${o.out_trade_no} ${o.status}`).join(', ')}${orphanOrders.length > 5 ? ', …' : ''})` : ''}`);
+say(
+  `orders no customer knows of: ${orphanOrders.length}${
+    orphanOrders.length
+      ? ` (${orphanOrders
+          .slice(0, 5)
+          .map((o) => `${o.out_trade_no} ${o.status}`)
+          .join(', ')}${orphanOrders.length > 5 ? ', …' : ''})`
+      : ''
+  }`,
+);
 say('');
 say(`faults (armed / fired / lost to a restart / never fired / failed to arm): ${controller.firedCount} fired of ${plannedTotal} planned`);
 for (const [label, e] of controller.summary()) {
@@ -481,17 +506,35 @@ say(`  app connections terminated: ${controller.terminatedBackends}`);
 const ln = controller.lateNotifications;
 say(`  late notifications: ${ln.sent} sent, ${ln.deliveries} deliveries, ${ln.acknowledged} acknowledged, ${ln.failed} failed`);
 const lc = controller.lateCompletions;
-say(`  late completions by the buyer: ${lc.refused} refused (trade closed or paid), ${lc.paid} paid, ${lc.declined} declined, ${lc.failed} failed`);
+say(
+  `  late completions by the buyer: ${lc.refused} refused (trade closed or paid), ${lc.paid} paid, ${lc.declined} declined, ${lc.failed} failed`,
+);
 const sc = controller.strayCharges;
 say(`  stray charges of paid orders: ${sc.succeeded} succeeded, ${sc.refused} refused by the gateway, ${sc.failed} in doubt`);
 say('');
 const s = report.stats;
 say('ground truth:');
-say(`  orders by status: ${Object.entries(s.ordersByStatus).map(([k, v]) => `${k} ${v}`).join(', ')}`);
-say(`  paid orders by source: ${Object.entries(s.paidBySource).map(([k, v]) => `${k} ${v}`).join(', ') || '-'}`);
-say(`  ledger charges: ${s.ledgerCharges.succeeded} succeeded, ${s.ledgerCharges.declined} declined; notifications ${s.notifications.deliveries} (${s.notifications.acknowledged} acknowledged)`);
-say(`  emails sent ${s.emailsSent}; orders charged twice ${s.ordersChargedTwice}; excess charges ${s.refunds.excessCharges}, refunds at the ledger ${s.refunds.ledgerSucceeded} succeeded / ${s.refunds.ledgerOther} other`);
-say(`  keys ${s.keys.total}: ${s.keys.completed} completed, ${s.keys.released} released uncompleted, ${s.keys.staleLease} with a stale lease`);
+say(
+  `  orders by status: ${Object.entries(s.ordersByStatus)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ')}`,
+);
+say(
+  `  paid orders by source: ${
+    Object.entries(s.paidBySource)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || '-'
+  }`,
+);
+say(
+  `  ledger charges: ${s.ledgerCharges.succeeded} succeeded, ${s.ledgerCharges.declined} declined; notifications ${s.notifications.deliveries} (${s.notifications.acknowledged} acknowledged)`,
+);
+say(
+  `  emails sent ${s.emailsSent}; orders charged twice ${s.ordersChargedTwice}; excess charges ${s.refunds.excessCharges}, refunds at the ledger ${s.refunds.ledgerSucceeded} succeeded / ${s.refunds.ledgerOther} other`,
+);
+say(
+  `  keys ${s.keys.total}: ${s.keys.completed} completed, ${s.keys.released} released uncompleted, ${s.keys.staleLease} with a stale lease`,
+);
 say('');
 say(`invariants: ${report.violations.length === 0 ? 'all hold' : `${report.violations.length} VIOLATIONS`}`);
 for (const kind of VIOLATION_KINDS) {
@@ -522,7 +565,9 @@ for (const [i, url] of appUrls.entries()) {
   }
 }
 say('');
-say(`replay: npm run soak -- --orders ${options.orders} --concurrency ${options.concurrency} --fault-rate ${options.faultRate} --seed ${options.seed}`);
+say(
+  `replay: npm run soak -- --orders ${options.orders} --concurrency ${options.concurrency} --fault-rate ${options.faultRate} --seed ${options.seed}`,
+);
 say(`stack log: ${logFile}`);
 console.log(out.join('\n'));
 
@@ -546,7 +591,15 @@ if (args.json) {
         stats: report.stats,
         orphanOrders,
         violations: report.violations,
-        results: results.map((r) => ({ index: r.plan.index, outcome: r.outcome, outTradeNo: r.outTradeNo, reason: r.reason, abortedMidRequest: r.abortedMidRequest, fault: r.plan.fault ? faultLabel(r.plan.fault) : null, durationMs: r.durationMs })),
+        results: results.map((r) => ({
+          index: r.plan.index,
+          outcome: r.outcome,
+          outTradeNo: r.outTradeNo,
+          reason: r.reason,
+          abortedMidRequest: r.abortedMidRequest,
+          fault: r.plan.fault ? faultLabel(r.plan.fault) : null,
+          durationMs: r.durationMs,
+        })),
       },
       null,
       2,

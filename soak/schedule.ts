@@ -6,11 +6,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { CartLine } from '../client/checkout-flow';
-import type { GatewayId, TestBuyer } from '../server/payments/gateway';
+import type { TestBuyer } from '../server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '../server/payments/gateway-ids';
 import { FAULT_POINTS, type FaultPoint } from '../server/faults';
 import { Prng } from './prng';
 
-export const GATEWAYS: readonly GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
+export const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;
 export const SKUS = ['TEA-LONGJING', 'MOONCAKE-BOX', 'MUG-CELADON'] as const;
 
 export type AppFaultAction = { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' };

@@ -6,6 +6,7 @@ import { useMemo, useState } from 'react';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
 import { LangProvider, LangSwitch, useLang, type Lang } from '../../client/i18n';
 import type { OrderTimeline, TimelineEvent } from '../../server/checkout/timeline';
+import { GATEWAY_NAMES, isGatewayId } from '../../server/payments/gateway-ids';
 import { formatMoney } from './money';
 import './behind.css';
 
@@ -73,11 +74,6 @@ const TEXT = {
   },
 } as const;
 
-const GATEWAY_NAMES: Record<Lang, Record<string, string>> = {
-  zh: { alipay: '支付宝', wechatpay: '微信支付', stripe: '银行卡 (Stripe)', '2c2p': '2C2P' },
-  en: { alipay: 'Alipay', wechatpay: 'WeChat Pay', stripe: 'Card (Stripe)', '2c2p': '2C2P' },
-};
-
 const ORDER_STATUS: Record<Lang, Record<string, string>> = {
   zh: { awaiting_payment: '待支付', paying: '支付中', paid: '已支付', failed: '已失败', expired: '已过期' },
   en: { awaiting_payment: 'awaiting payment', paying: 'paying', paid: 'paid', failed: 'failed', expired: 'expired' },
@@ -136,11 +132,11 @@ const beijingTime = new Intl.DateTimeFormat('zh-CN', {
 });
 
 function describe(event: TimelineEvent, lang: Lang): { title: string; details: string; tone?: 'ok' | 'warn' | 'bad' } {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each event kind writes its own JSON shape; each case reads its own fields
   const d = event.data as Record<string, any>;
   const zh = lang === 'zh';
-  const gw = (id: unknown) => GATEWAY_NAMES[lang][String(id)] ?? String(id);
-  const money = (minor: unknown, currency: unknown) =>
-    typeof minor === 'number' ? formatMoney(minor, String(currency ?? 'CNY')) : '';
+  const gw = (id: unknown) => (isGatewayId(id) ? GATEWAY_NAMES[id][lang] : String(id));
+  const money = (minor: unknown, currency: unknown) => (typeof minor === 'number' ? formatMoney(minor, String(currency ?? 'CNY')) : '');
   switch (event.kind) {
     case 'request': {
       const guard = GUARD[lang][String(d.outcome)] ?? String(d.outcome);

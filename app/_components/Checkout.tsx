@@ -14,7 +14,8 @@ import {
 import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
 import { DEFAULT_RETRY_POLICY } from '../../client/retry';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
-import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
+import type { TestBuyer } from '../../server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { CHECKOUT_MESSAGES } from './checkout-messages';
 import { DuplicatePurchaseDialog } from './DuplicatePurchaseDialog';
 import { formatMoney } from './money';
@@ -63,7 +64,6 @@ function loadLastPaid(): LastPaid | undefined {
   }
 }
 
-const GATEWAY_IDS: GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
 const BUYER_IDS: TestBuyer[] = ['ok', 'insufficient_funds', 'account_restricted'];
 
 /** What each test buyer is at the gateway: a wallet for Alipay and WeChat Pay, a test card elsewhere. */
@@ -85,8 +85,7 @@ function openAttempt(stored: StoredCheckout, fallback: Omit<Choice, 'cart'>): Ch
   const { attempt, order } = stored;
   if (!attempt || !order || order.orderId !== attempt.orderId) return undefined;
   // Attempts saved before the page kept the cart with the key: the order's cart signature has it.
-  const cart =
-    attempt.lines ?? (JSON.parse(order.cart) as [string, number][]).map(([sku, quantity]) => ({ sku, quantity }));
+  const cart = attempt.lines ?? (JSON.parse(order.cart) as [string, number][]).map(([sku, quantity]) => ({ sku, quantity }));
   return { cart, gateway: attempt.gateway ?? fallback.gateway, buyer: attempt.buyer ?? fallback.buyer };
 }
 
@@ -172,7 +171,14 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
             { key: 'status.notCharged' },
             { key: 'status.tryAgain' },
           ],
-          tech: { status: 402, reason: declined.reason, message: declined.message, key: result.key, gateway: declinedOn, declineCode: declined.declineCode },
+          tech: {
+            status: 402,
+            reason: declined.reason,
+            message: declined.message,
+            key: result.key,
+            gateway: declinedOn,
+            declineCode: declined.declineCode,
+          },
         });
         return;
       }
@@ -262,7 +268,14 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           return show({ kind: 'declined', order: stored.order, declined: truth.declined, message: truth.declined.message }, choice);
         case 'not_charged':
         case 'closed': {
-          const failure = { status: undefined, reason: undefined, message: truth.kind, retryAfterMs: undefined, retryable: false, details: undefined };
+          const failure = {
+            status: undefined,
+            reason: undefined,
+            message: truth.kind,
+            retryAfterMs: undefined,
+            retryable: false,
+            details: undefined,
+          };
           return show({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind }, choice);
         }
         case 'paying':
@@ -386,8 +399,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           <div className="choices">
             {BUYER_IDS.map((id) => (
               <label className="choice" key={id}>
-                <input type="radio" name="buyer" value={id} checked={buyer === id} onChange={() => setBuyer(id)} />{' '}
-                {t(`buyer.${id}`)}
+                <input type="radio" name="buyer" value={id} checked={buyer === id} onChange={() => setBuyer(id)} /> {t(`buyer.${id}`)}
                 {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][id]}</span>}
               </label>
             ))}
@@ -398,13 +410,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
         </button>
       </section>
 
-      <section
-        className="card result"
-        aria-labelledby="result-heading"
-        ref={resultRef}
-        tabIndex={-1}
-        hidden={status.tone === 'idle'}
-      >
+      <section className="card result" aria-labelledby="result-heading" ref={resultRef} tabIndex={-1} hidden={status.tone === 'idle'}>
         <h2 id="result-heading">{t('result.heading')}</h2>
         <PaymentStatus status={status} />
         {status.tone === 'ok' && (

@@ -63,7 +63,11 @@ export function OrderDetails({ client, orderId }: { client: CheckoutClient; orde
                 <td>{gatewayLabel(r.gateway)}</td>
                 <td>{formatMoney(r.amountMinor, r.currency)}</td>
                 <td>
-                  {r.status === 'succeeded' ? t('money.refunded') : r.status === 'failed' ? t('money.refundFailed') : t('money.refundPending')}
+                  {r.status === 'succeeded'
+                    ? t('money.refunded')
+                    : r.status === 'failed'
+                      ? t('money.refundFailed')
+                      : t('money.refundPending')}
                 </td>
               </tr>
             ))}
@@ -72,9 +76,7 @@ export function OrderDetails({ client, orderId }: { client: CheckoutClient; orde
       )}
       <p className="behind">
         {/* The order's own page (built separately) shows what happened behind the scenes. */}
-        <a href={`/orders/${orderId}`}>
-          {t('order.behindTheScenes')}
-        </a>
+        <a href={`/orders/${orderId}`}>{t('order.behindTheScenes')}</a>
       </p>
     </section>
   );

@@ -118,7 +118,8 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'status.stockHoldLimit': 'Your unpaid orders already hold the most of this product allowed: finish them first. You were not charged.',
     'status.rateLimited': 'Too many attempts: please wait a moment. You were not charged.',
     'status.pending': 'Payment not confirmed yet',
-    'status.pendingDetail': 'We are confirming the result with the payment provider and will show it here; you will not be charged twice. Please keep this page open.',
+    'status.pendingDetail':
+      'We are confirming the result with the payment provider and will show it here; you will not be charged twice. Please keep this page open.',
     'tech.summary': 'Details',
     'tech.caption': 'Technical details (for support and engineers)',
     'tech.status': 'Status',

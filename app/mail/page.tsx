@@ -18,11 +18,7 @@ export default async function MailPage() {
   await connection();
   if (!demoMode()) notFound();
 
-  const messages = await appServices()
-    .db.select()
-    .from(mailSink)
-    .orderBy(desc(mailSink.sentAt))
-    .limit(200);
+  const messages = await appServices().db.select().from(mailSink).orderBy(desc(mailSink.sentAt)).limit(200);
   return (
     <main className="shell">
       <header className="masthead">

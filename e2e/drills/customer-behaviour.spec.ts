@@ -30,9 +30,7 @@ for (const gateway of DRILL_GATEWAYS) {
           await checkout.open();
           await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
           await checkout.pay();
-          await expect
-            .poll(() => checkout.page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? ''))
-            .toContain('attempt');
+          await expect.poll(() => checkout.page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? '')).toContain('attempt');
         });
         const second = new CheckoutPage(await context.newPage());
         await test.step('2. a second tab pays the same order with an attempt (and key) of its own', async () => {
@@ -71,8 +69,9 @@ for (const gateway of DRILL_GATEWAYS) {
       });
       await checkout.pay();
       await expect.poll(() => keys.length).toBeGreaterThan(0);
+      // Reloaded, not opened anew: a second navigation would race the resume the reload started.
       await page.reload();
-      await checkout.open();
+      await checkout.loaded();
       // The page resumes the saved attempt by itself, on the gateway it was sent with.
       await expect(page.getByRole('radio', { name: GATEWAY_LABELS[gateway] })).toBeChecked();
       await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
@@ -80,7 +79,11 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
-    test(`the same key with a changed request is refused with 422, shown clearly, nothing charged (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`the same key with a changed request is refused with 422, shown clearly, nothing charged (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       await checkout.open();
       await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
       await checkout.chooseBuyer('余额不足');
@@ -95,8 +98,9 @@ for (const gateway of DRILL_GATEWAYS) {
         state.attempt.buyer = 'ok';
         localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
       });
+      // Reloaded, not opened anew: a second navigation would race the resume the reload started.
       await page.reload();
-      await checkout.open();
+      await checkout.loaded();
       // The page asks the order: the first request was declined, so nothing was charged.
       await expect(checkout.status).toContainText('支付失败', { timeout: 60_000 });
       await expect(checkout.status).toContainText('未扣款');
@@ -105,10 +109,17 @@ for (const gateway of DRILL_GATEWAYS) {
       )) as string;
       await expect.poll(async () => (await drill.ledger(outTradeNo)).charges.length).toBeGreaterThan(0);
       const ledger = await drill.ledger(outTradeNo);
-      expect(ledger.charges.filter((c) => c.status === 'succeeded'), 'the 422 charged nothing').toHaveLength(0);
+      expect(
+        ledger.charges.filter((c) => c.status === 'succeeded'),
+        'the 422 charged nothing',
+      ).toHaveLength(0);
     });
 
-    test(`a terminal decline is the same on retry, with no retry loop; another buyer then pays once (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`a terminal decline is the same on retry, with no retry loop; another buyer then pays once (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       await checkout.open();
       await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
       await checkout.chooseBuyer('余额不足');
@@ -127,7 +138,11 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
-    test(`the customer closes the tab after a mid-processing crash; the reconciler settles the order (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`the customer closes the tab after a mid-processing crash; the reconciler settles the order (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       await checkout.open();
       await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
       await drill.armAppFault({ point: 'after_gateway_call', action: { kind: 'crash' }, gateway });

@@ -3,12 +3,13 @@
  * ground truth — the sandbox's ledger and the app's database — that every drill asserts on.
  */
 import { test as base, expect, type APIRequestContext, type Page } from '@playwright/test';
+import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { CheckoutPage } from '../pages/checkout-page';
 
-export type DrillGateway = 'alipay' | 'wechatpay' | 'stripe' | '2c2p';
+export type DrillGateway = GatewayId;
 
 /** The gateways every drill runs for (DRILL_GATEWAYS=alipay,stripe narrows it). */
-export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? 'alipay,wechatpay,stripe,2c2p')
+export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? GATEWAY_IDS.join(','))
   .split(',')
   .map((g) => g.trim())
   .filter(Boolean) as DrillGateway[];
@@ -127,7 +128,10 @@ export class Drill {
    */
   async expectChargedExactlyOnce(outTradeNo: string, gateway: DrillGateway) {
     const ledger = await this.ledger(outTradeNo);
-    expect(ledger.charges.filter((c) => c.status === 'succeeded'), 'successful charges in the ledger').toHaveLength(1);
+    expect(
+      ledger.charges.filter((c) => c.status === 'succeeded'),
+      'successful charges in the ledger',
+    ).toHaveLength(1);
     expect(ledger.charges.find((c) => c.status === 'succeeded')!.gateway).toBe(gateway);
     await expect
       .poll(async () => (await this.state(outTradeNo)).emails, { message: 'one confirmation email, sent once' })
@@ -136,9 +140,15 @@ export class Drill {
     expect(state.order.status).toBe('paid');
     expect(state.payments.filter((p) => p.status === 'succeeded')).toHaveLength(1);
     expect(state.refunds, 'nothing to give back').toEqual([]);
-    expect(state.trades.filter((t) => t.status === 'open'), 'no trade left open').toEqual([]);
+    expect(
+      state.trades.filter((t) => t.status === 'open'),
+      'no trade left open',
+    ).toEqual([]);
     for (const key of state.keys) expect(key.leaseHeld, `key ${key.key} left in flight`).toBe(false);
-    expect(state.keys.some((k) => k.completed && k.status === 201), 'a key completed with 201').toBe(true);
+    expect(
+      state.keys.some((k) => k.completed && k.status === 201),
+      'a key completed with 201',
+    ).toBe(true);
   }
 }
 

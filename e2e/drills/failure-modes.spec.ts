@@ -15,7 +15,11 @@ for (const gateway of DRILL_GATEWAYS) {
       await checkout.chooseBuyer('余额充足');
     });
 
-    test(`pre-server: the first pay request never leaves the browser, the retry charges once (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`pre-server: the first pay request never leaves the browser, the retry charges once (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       let dropped = 0;
       await test.step('1. drop the first checkout.pay request at the network', async () => {
         await page.route('**/api/trpc/checkout.pay*', async (route) => {
@@ -40,7 +44,10 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
-    test(`mid-processing: the gateway times out after charging, the retry is deduped by the gateway (${gateway})`, async ({ checkout, drill }) => {
+    test(`mid-processing: the gateway times out after charging, the retry is deduped by the gateway (${gateway})`, async ({
+      checkout,
+      drill,
+    }) => {
       // Longer than the adapter's 5 s timeout: the app cannot know whether the money moved. The
       // notification is lost too, so only the retry (and the gateway's own dedupe) can settle it.
       await drill.armSandboxFault({ gateway, action: 'timeout_after_charge', delayMs: 7000 });
@@ -56,7 +63,11 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
-    test(`mid-processing: the process crashes between the charge and the commit, restarts, and the retry recovers (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`mid-processing: the process crashes between the charge and the commit, restarts, and the retry recovers (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       await drill.armAppFault({ point: 'after_gateway_call', action: { kind: 'crash' }, gateway });
       const responses: number[] = [];
       page.on('response', (response) => {
@@ -70,7 +81,11 @@ for (const gateway of DRILL_GATEWAYS) {
       await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
     });
 
-    test(`post-processing: the server commits, the answer is lost, the retry is replayed (${gateway})`, async ({ checkout, drill, page }) => {
+    test(`post-processing: the server commits, the answer is lost, the retry is replayed (${gateway})`, async ({
+      checkout,
+      drill,
+      page,
+    }) => {
       const bodies: string[] = [];
       const replayed: (string | null)[] = [];
       let lost = 0;

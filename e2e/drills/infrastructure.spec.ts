@@ -21,7 +21,7 @@ for (const gateway of DRILL_GATEWAYS) {
       await expect
         .poll(async () => (await drill.ledger(outTradeNo)).notifications.length, { message: '25 deliveries' })
         .toBeGreaterThanOrEqual(25);
-      await test.step('2. and 25 more fired at once by the sandbox\'s notification tool', async () => {
+      await test.step("2. and 25 more fired at once by the sandbox's notification tool", async () => {
         const storm = await request.post(`${drill.sandboxUrl}/sandbox/${gateway}/notify`, { data: { outTradeNo, copies: 25 } });
         expect(storm.status(), await storm.text()).toBe(200);
         expect(((await storm.json()) as { deliveries: unknown[] }).deliveries).toHaveLength(25);

@@ -60,8 +60,7 @@ const storedOrder = (page: Page) =>
   page.evaluate(
     () =>
       JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}').order as
-        | { orderId: string; outTradeNo: string; amountMinor: number }
-        | undefined,
+        { orderId: string; outTradeNo: string; amountMinor: number } | undefined,
   );
 
 /**
@@ -85,7 +84,11 @@ async function declineOn(checkout: import('../pages/checkout-page').CheckoutPage
 
 for (const [first, second] of PAIRS) {
   test.describe(`${first} then ${second}`, () => {
-    test(`decline on ${first} → pay with ${second} → the buyer completes the ${first} trade late: refused, one charge`, async ({ checkout, drill, request }) => {
+    test(`decline on ${first} → pay with ${second} → the buyer completes the ${first} trade late: refused, one charge`, async ({
+      checkout,
+      drill,
+      request,
+    }) => {
       const order = await test.step(`1. ${first}: 余额不足, declined`, () => declineOn(checkout, first));
       await test.step(`2. switch to ${second}: paid — the ${first} trade is closed first`, async () => {
         await checkout.chooseGateway(GATEWAY_LABELS[second]);
@@ -113,27 +116,32 @@ for (const [first, second] of PAIRS) {
       });
     });
 
-    test(`${first} charged but its answer and notification lost → the other tab pays with ${second}: ${second} is never charged`, async ({ checkout, drill, context }) => {
+    test(`${first} charged but its answer and notification lost → the other tab pays with ${second}: ${second} is never charged`, async ({
+      checkout,
+      drill,
+      context,
+    }) => {
       await drill.armSandboxFault({ gateway: first, action: 'drop_after_charge', times: triesPerCall(first, 'drop_after_charge') });
       await drill.armSandboxFault({ gateway: first, action: 'lose_notifications', times: 100 });
       await checkout.open();
       await checkout.chooseGateway(GATEWAY_LABELS[first]);
       await checkout.chooseBuyer('余额充足');
-      const order = await test.step(`1. tab 1 pays with ${first}: charged at the gateway, but no answer and no notification reach the app; the tab is closed`, async () => {
-        let seen = 0;
-        await checkout.page.route('**/api/trpc/checkout.pay*', async (route) => {
-          // The first request is processed in full (503: the gateway's answer was lost); the page's
-          // retries never leave the tab, which the customer then closes.
-          if (seen++ === 0) await route.fetch().catch(() => undefined);
-          await route.abort('connectionreset');
+      const order =
+        await test.step(`1. tab 1 pays with ${first}: charged at the gateway, but no answer and no notification reach the app; the tab is closed`, async () => {
+          let seen = 0;
+          await checkout.page.route('**/api/trpc/checkout.pay*', async (route) => {
+            // The first request is processed in full (503: the gateway's answer was lost); the page's
+            // retries never leave the tab, which the customer then closes.
+            if (seen++ === 0) await route.fetch().catch(() => undefined);
+            await route.abort('connectionreset');
+          });
+          await checkout.pay();
+          await expect.poll(() => seen).toBeGreaterThanOrEqual(1);
+          await expect.poll(async () => (await moneyKept(drill, (await storedOrder(checkout.page))!.outTradeNo)).charges.length).toBe(1);
+          const stored = (await storedOrder(checkout.page))!;
+          await checkout.page.close();
+          return stored;
         });
-        await checkout.pay();
-        await expect.poll(() => seen).toBeGreaterThanOrEqual(1);
-        await expect.poll(async () => (await moneyKept(drill, (await storedOrder(checkout.page))!.outTradeNo)).charges.length).toBe(1);
-        const stored = (await storedOrder(checkout.page))!;
-        await checkout.page.close();
-        return stored;
-      });
       await test.step(`3. tab 2 pays the same order with ${second}: held (409) until the ${first} payment is settled, then paid by it`, async () => {
         const tab2 = await context.newPage();
         const key = randomUUID();
@@ -196,13 +204,20 @@ async function declinedOnBoth(
 
 for (const [first, second] of PAIRS) {
   test.describe(`${first} then ${second}: expiry and refunds`, () => {
-    test(`declined on ${first} and ${second} → expired: both trades closed first, both late buyers refused, the stock back once`, async ({ checkout, drill, request }) => {
+    test(`declined on ${first} and ${second} → expired: both trades closed first, both late buyers refused, the stock back once`, async ({
+      checkout,
+      drill,
+      request,
+    }) => {
       const stockBefore = await drill.stock('MUG-CELADON');
       const order = await declinedOnBoth(checkout, drill, first, second, { mug: true });
       expect(await drill.stock('MUG-CELADON')).toBe(stockBefore - 1);
       await expireNow(drill, order.outTradeNo);
       await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 30_000 }).toBe('expired');
-      expect((await drill.state(order.outTradeNo)).trades.every((t) => t.status === 'closed'), 'every trade closed').toBe(true);
+      expect(
+        (await drill.state(order.outTradeNo)).trades.every((t) => t.status === 'closed'),
+        'every trade closed',
+      ).toBe(true);
       expect(await drill.stock('MUG-CELADON')).toBe(stockBefore);
       for (const gateway of [first, second]) {
         const late = await buyerPays(request, drill, gateway, order.outTradeNo);
@@ -212,7 +227,11 @@ for (const [first, second] of PAIRS) {
     });
 
     const refundCase = refundCaseOf(first, second);
-    test(`declined on ${first} and ${second} → the ${second} close times out → expired after the grace → late payment → ${REFUND_CASE_TITLES[refundCase]}`, async ({ checkout, drill, request }) => {
+    test(`declined on ${first} and ${second} → the ${second} close times out → expired after the grace → late payment → ${REFUND_CASE_TITLES[refundCase]}`, async ({
+      checkout,
+      drill,
+      request,
+    }) => {
       // Closes that time out (Stripe's SDK tries each three times), a restart, a refund lease.
       test.setTimeout(180_000);
       const order = await declinedOnBoth(checkout, drill, first, second);
@@ -229,7 +248,12 @@ for (const [first, second] of PAIRS) {
       await test.step('3. the refund faults are armed; the buyer completes both old trades late', async () => {
         await drill.request.delete(`${drill.sandboxUrl}/sandbox/faults`);
         if (refundCase === 'answer_lost') {
-          await drill.armSandboxFault({ gateway: second, operation: 'refund', action: 'drop_after_charge', times: triesPerCall(second, 'drop_after_charge') });
+          await drill.armSandboxFault({
+            gateway: second,
+            operation: 'refund',
+            action: 'drop_after_charge',
+            times: triesPerCall(second, 'drop_after_charge'),
+          });
         }
         if (refundCase === 'crash') {
           // The refund worker runs on whichever instance picks the job: arm both.
@@ -259,7 +283,9 @@ for (const [first, second] of PAIRS) {
         const state = await drill.state(order.outTradeNo);
         expect(state.order.status).toBe('expired');
         if (refundCase !== 'none') expect(state.refunds[0]!.attempts, 'settled by a second run').toBeGreaterThanOrEqual(2);
-        await expect.poll(async () => (await drill.state(order.outTradeNo)).refundEmails, { timeout: 30_000 }).toEqual({ queued: 1, sent: 1 });
+        await expect
+          .poll(async () => (await drill.state(order.outTradeNo)).refundEmails, { timeout: 30_000 })
+          .toEqual({ queued: 1, sent: 1 });
       });
     });
   });

@@ -15,7 +15,8 @@ const VIEWPORTS = [
 ] as const;
 
 async function capture(page: Page, testInfo: TestInfo, name: string) {
-  const file = process.env.UPDATE_SCREENSHOTS === '1' ? path.join('docs', 'screenshots', `${name}.png`) : testInfo.outputPath(`${name}.png`);
+  const file =
+    process.env.UPDATE_SCREENSHOTS === '1' ? path.join('docs', 'screenshots', `${name}.png`) : testInfo.outputPath(`${name}.png`);
   await page.screenshot({ path: file, animations: 'disabled' });
 }
 

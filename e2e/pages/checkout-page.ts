@@ -29,6 +29,11 @@ export class CheckoutPage {
 
   async open() {
     await this.page.goto('/');
+    await this.loaded();
+  }
+
+  /** The page (opened, or reloaded by the test) has rendered and its catalogue has loaded. */
+  async loaded() {
     await expect(this.page.getByRole('heading', { name: 'PayOnce 收银台' })).toBeVisible();
     // The catalogue has loaded when a product's quantity can be set.
     await expect(this.page.getByRole('spinbutton').first()).toBeVisible();

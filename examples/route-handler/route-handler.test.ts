@@ -52,12 +52,15 @@ describe('Route Handler example: POST /api/charges', () => {
     const key = randomUUID();
     const answers = await Promise.all(Array.from({ length: 50 }, () => POST(request(key, { amountMinor: 500 }, customer))));
     const statuses = answers.map((answer) => answer.status);
-    assert.ok(statuses.every((status) => status === 201 || status === 409), statuses.join(','));
+    assert.ok(
+      statuses.every((status) => status === 201 || status === 409),
+      statuses.join(','),
+    );
     assert.ok(statuses.includes(201));
     assert.equal(await charges(customer), 1);
   });
 
-  it('3. refuses, and charges nothing for: another body under the same key (422), no key (400), bad input (400), no caller (401)', async () => {
+  it('3. refuses, and charges nothing for: another body under the same key (422), no key (400), bad input (400, nothing claimed), no caller (401), a body over 64 KiB (413)', async () => {
     const customer = `c-${randomUUID()}`;
     const key = randomUUID();
     assert.equal((await POST(request(key, { amountMinor: 100 }, customer))).status, 201);
@@ -65,11 +68,33 @@ describe('Route Handler example: POST /api/charges', () => {
     assert.equal(reused.status, 422);
     assert.equal((await reused.json()).reason, 'KEY_REUSED_WITH_DIFFERENT_REQUEST');
     assert.equal((await POST(request(null, { amountMinor: 100 }, customer))).status, 400);
-    const invalid = await POST(request(randomUUID(), { amountMinor: -5 }, customer));
+    const invalidKey = randomUUID();
+    const invalid = await POST(request(invalidKey, { amountMinor: -5 }, customer));
     assert.equal(invalid.status, 400);
     assert.equal((await invalid.json()).reason, 'INVALID_INPUT');
-    const anonymous = new Request('http://localhost/api/charges', { method: 'POST', body: '{}', headers: { 'idempotency-key': randomUUID() } });
+    const [claimed] = await exampleDatabase().sql`select count(*)::int as n from idempotency_keys where key = ${invalidKey}`;
+    assert.equal(claimed!.n, 0, 'invalid input is refused before the key is claimed');
+    const anonymous = new Request('http://localhost/api/charges', {
+      method: 'POST',
+      body: '{}',
+      headers: { 'idempotency-key': randomUUID() },
+    });
     assert.equal((await POST(anonymous)).status, 401);
+    // Streamed without a Content-Length: read only as far as the limit.
+    const huge = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        controller.enqueue(new TextEncoder().encode(' '.repeat(16 * 1024)));
+      },
+    });
+    const tooLarge = await POST(
+      new Request('http://localhost/api/charges', {
+        method: 'POST',
+        headers: { 'x-customer-id': customer, 'idempotency-key': randomUUID() },
+        body: huge,
+        duplex: 'half',
+      } as RequestInit),
+    );
+    assert.equal(tooLarge.status, 413);
     assert.equal(await charges(customer), 1);
   });
 

@@ -9,12 +9,7 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { createPostgresIdempotencyStore, respond } from '../../server/idempotency';
-import {
-  idempotent,
-  StoredErrorResponse,
-  type IdempotencyContext,
-  type ResponseMetaHolder,
-} from '../../server/trpc/idempotency';
+import { idempotent, StoredErrorResponse, type IdempotencyContext, type ResponseMetaHolder } from '../../server/trpc/idempotency';
 
 export function createExampleApp(sql: postgres.Sql) {
   // No ORM: each phase writes with the transaction's own postgres.js handle.

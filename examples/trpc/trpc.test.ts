@@ -8,13 +8,13 @@ import { after, before, describe, it } from 'node:test';
 import { TRPCClientError } from '@trpc/client';
 import postgres from 'postgres';
 import { applyIdempotencySchema } from '../../server/idempotency';
-import { serveFetch, type FetchServer } from '../../test/support/serve-fetch';
+import { serveFetch } from '../serve-fetch';
 import { CHARGES_TABLE_SQL } from '../route-handler/db';
 import { createExampleClient, withRetries } from './client';
 import { createExampleApp, type ExampleRouter } from './server';
 
 let sql: postgres.Sql;
-let server: FetchServer;
+let server: Awaited<ReturnType<typeof serveFetch>>;
 let url: string;
 
 const charges = async (customer: string) =>
@@ -27,7 +27,7 @@ before(async () => {
   await applyIdempotencySchema(sql);
   await sql.unsafe(CHARGES_TABLE_SQL);
   const { handler } = createExampleApp(sql);
-  server = await serveFetch((pathname) => (pathname.startsWith('/api/trpc/') ? handler : undefined));
+  server = await serveFetch(handler);
   url = `${server.url}/api/trpc`;
 });
 after(async () => {
@@ -74,10 +74,16 @@ describe('tRPC example: charges.create', () => {
     const key = randomUUID();
     await client.charges.create.mutate({ amountMinor: 100 }, { context: { idempotencyKey: key } });
     const status = (error: unknown) => (error as TRPCClientError<ExampleRouter>).data?.httpStatus;
-    await assert.rejects(client.charges.create.mutate({ amountMinor: 101 }, { context: { idempotencyKey: key } }), (e) => status(e) === 422);
+    await assert.rejects(
+      client.charges.create.mutate({ amountMinor: 101 }, { context: { idempotencyKey: key } }),
+      (e) => status(e) === 422,
+    );
     await assert.rejects(client.charges.create.mutate({ amountMinor: 100 }), (e) => status(e) === 400);
     const fresh = randomUUID();
-    await assert.rejects(client.charges.create.mutate({ amountMinor: -1 }, { context: { idempotencyKey: fresh } }), (e) => status(e) === 400);
+    await assert.rejects(
+      client.charges.create.mutate({ amountMinor: -1 }, { context: { idempotencyKey: fresh } }),
+      (e) => status(e) === 400,
+    );
     assert.equal(await charges(customer), 1);
     const [claimed] = await sql`select count(*)::int as n from idempotency_keys where key = ${fresh}`;
     assert.equal(claimed!.n, 0, 'invalid input is refused before the key is claimed');

@@ -67,10 +67,16 @@ export async function auditJournal(
     const expectedSeq = sameStream ? previous!.seq + 1 : 1;
     const expectedPrev = sameStream ? previous!.hash : GENESIS_HASH;
     if (row.seq !== expectedSeq) {
-      return { id, stream: row.stream, seq: row.seq, reason: 'seq_gap', detail: `expected seq ${expectedSeq}: a row before it was deleted` };
+      return {
+        id,
+        stream: row.stream,
+        seq: row.seq,
+        reason: 'seq_gap',
+        detail: `expected seq ${expectedSeq}: a row before it was deleted`,
+      };
     }
     if (row.prev_hash !== expectedPrev) {
-      return { id, stream: row.stream, seq: row.seq, reason: 'prev_hash_mismatch', detail: 'does not name the previous row\'s hash' };
+      return { id, stream: row.stream, seq: row.seq, reason: 'prev_hash_mismatch', detail: "does not name the previous row's hash" };
     }
     if (eventHash(row.prev_hash, row) !== row.hash) {
       return { id, stream: row.stream, seq: row.seq, reason: 'hash_mismatch', detail: 'its content was changed after it was written' };

@@ -65,12 +65,7 @@ export async function journal(db: Executor, event: PaymentEventInput): Promise<v
  * Appends a request event to the order's stream only if the order is this customer's: a request
  * naming someone else's order (answered 404) must not write into that order's history.
  */
-export async function journalRequest(
-  db: Executor,
-  customerId: string,
-  orderId: string,
-  data: Record<string, unknown>,
-): Promise<void> {
+export async function journalRequest(db: Executor, customerId: string, orderId: string, data: Record<string, unknown>): Promise<void> {
   await db.execute(sql`
     select append_payment_event('order:' || o.id::text, o.id, 'request',
                                 ${JSON.stringify(data)}::jsonb || jsonb_build_object('attempt', o.payment_attempt))

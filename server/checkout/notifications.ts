@@ -9,16 +9,11 @@
 import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, refunds } from '../../db/schema';
-import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
+import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
 import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
-import {
-  executeIdempotent,
-  KeyReusedError,
-  RequestInProgressError,
-  respond,
-} from '../idempotency';
+import { executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '../idempotency';
 import type { GatewayId, NotificationReply, RefundNotification } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { CheckoutServices } from './services';
@@ -34,11 +29,7 @@ function refuse(status: number, reason: string): Response {
   return new Response(reason, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
 }
 
-export async function handleGatewayNotification(
-  services: CheckoutServices,
-  gatewayId: GatewayId,
-  request: Request,
-): Promise<Response> {
+export async function handleGatewayNotification(services: CheckoutServices, gatewayId: GatewayId, request: Request): Promise<Response> {
   const gateway = services.gateways[gatewayId];
   if (!gateway) return refuse(404, 'GATEWAY_NOT_CONFIGURED');
   const count = (result: string) => services.metrics?.notifications.inc({ gateway: gatewayId, result });

@@ -107,9 +107,7 @@ export const ORDER_TRANSITIONS: { readonly [E in OrderEvent]: OrderTransition<Or
     to: 'expired',
     cause: 'the expiry job expires an unpaid order past its expiry',
     guard: ({ tradeInDoubt }) =>
-      tradeInDoubt
-        ? undefined
-        : sql`not exists (select 1 from order_trades t where t.order_id = ${orders.id} and t.status = 'open')`,
+      tradeInDoubt ? undefined : sql`not exists (select 1 from order_trades t where t.order_id = ${orders.id} and t.status = 'open')`,
   },
 };
 

@@ -7,7 +7,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
 import { respond, type OwnedKey, type StoredResponse } from '../idempotency';
-import { limitFromEnv } from '../rate-limit';
+import { envFrom, type RawEnv } from '../env';
 import { CheckoutError } from './errors';
 import { journal } from './journal';
 import { outTradeNoFor } from './out-trade-no';
@@ -42,11 +42,10 @@ export interface OrderCaps {
  */
 export const DEFAULT_ORDER_CAPS: OrderCaps = { openOrders: 5, heldUnitsPerSku: 20 };
 
-export function orderCapsFromEnv(env: Record<string, string | undefined> = process.env): OrderCaps {
-  return {
-    openOrders: limitFromEnv(env, 'OPEN_ORDERS_PER_CUSTOMER', DEFAULT_ORDER_CAPS.openOrders),
-    heldUnitsPerSku: limitFromEnv(env, 'OPEN_ORDER_HELD_UNITS_PER_SKU', DEFAULT_ORDER_CAPS.heldUnitsPerSku),
-  };
+/** OPEN_ORDERS_PER_CUSTOMER and OPEN_ORDER_HELD_UNITS_PER_SKU (server/env.ts). */
+export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
+  const config = envFrom(env);
+  return { openOrders: config.OPEN_ORDERS_PER_CUSTOMER, heldUnitsPerSku: config.OPEN_ORDER_HELD_UNITS_PER_SKU };
 }
 
 export async function createOrder(

@@ -22,13 +22,7 @@ import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../pay
 import { CheckoutError } from './errors';
 import { notifyUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
-import {
-  applyOrderTransition,
-  orderNotFound,
-  orderNotPayable,
-  orderPaymentInProgress,
-  requireOrderTransition,
-} from './order-state';
+import { applyOrderTransition, orderNotFound, orderNotPayable, orderPaymentInProgress, requireOrderTransition } from './order-state';
 import { paidOrderView, settleSucceededCharge, type PaidOrder } from './settle';
 import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './trades';
 

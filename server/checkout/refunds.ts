@@ -43,9 +43,9 @@ export interface RefundWorkerOptions {
 }
 
 /** A gateway call takes at most ~15 s (5 s timeout, SDK retries); a minute leaves a wide margin. */
-const DEFAULT_LEASE_MS = 60_000;
+export const DEFAULT_REFUND_LEASE_MS = 60_000;
 /** 2 s, 4 s, 8 s … capped at 10 minutes: quick after a blip, patient through an outage. */
-const DEFAULT_BACKOFF_MS = 2_000;
+export const DEFAULT_REFUND_BACKOFF_MS = 2_000;
 const DEFAULT_MAX_BACKOFF_MS = 10 * 60_000;
 
 interface ClaimedRefund extends Record<string, unknown> {
@@ -70,8 +70,8 @@ type Verdict =
 
 export async function processDueRefunds(services: CheckoutServices, options: RefundWorkerOptions = {}): Promise<RefundRunSummary> {
   const limit = options.limit ?? 20;
-  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
-  const backoffMs = options.backoffMs ?? DEFAULT_BACKOFF_MS;
+  const leaseMs = options.leaseMs ?? DEFAULT_REFUND_LEASE_MS;
+  const backoffMs = options.backoffMs ?? DEFAULT_REFUND_BACKOFF_MS;
   const maxBackoffMs = options.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
   const summary: RefundRunSummary = { examined: 0, succeeded: 0, processing: 0, failed: 0, retried: 0 };
 
@@ -305,8 +305,7 @@ export async function settleRefundFromNotification(
     .from(refunds)
     .where(and(eq(refunds.refundId, notification.refundId), eq(refunds.gateway, notification.gateway)));
   if (!refund) return false;
-  const count = (outcome: string) =>
-    services.metrics?.refunds.inc({ gateway: notification.gateway, reason: refund.reason, outcome });
+  const count = (outcome: string) => services.metrics?.refunds.inc({ gateway: notification.gateway, reason: refund.reason, outcome });
   if (notification.status === 'succeeded') {
     if (await markRefundSucceeded(tx, notification.refundId, notification.gatewayRefundId)) count('succeeded');
   } else if (notification.status === 'failed') {

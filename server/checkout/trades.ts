@@ -80,12 +80,12 @@ export async function closeOpenTrades(
         await services.db.transaction(async (tx) => {
           const closed = await tx
             .update(orderTrades)
-          .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
-          .where(
-            and(
-              eq(orderTrades.orderId, order.id),
-              eq(orderTrades.gateway, gatewayId),
-              eq(orderTrades.status, 'open'),
+            .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
+            .where(
+              and(
+                eq(orderTrades.orderId, order.id),
+                eq(orderTrades.gateway, gatewayId),
+                eq(orderTrades.status, 'open'),
                 eq(orderTrades.openedAttempt, trade.openedAttempt),
               ),
             )

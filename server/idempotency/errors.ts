@@ -1,12 +1,9 @@
 /**
- * The guard's refusals. Each carries the HTTP status and the machine-readable reason of design.md
+ * The guard's refusals. Each carries the HTTP status and the machine-readable reason of docs/design.md
  * §3, so any adapter (tRPC, a route handler, a queue consumer) can answer without knowing the core.
  */
 export type IdempotencyReason =
-  | 'IDEMPOTENCY_KEY_MISSING'
-  | 'IDEMPOTENCY_KEY_INVALID'
-  | 'KEY_REUSED_WITH_DIFFERENT_REQUEST'
-  | 'REQUEST_IN_PROGRESS';
+  'IDEMPOTENCY_KEY_MISSING' | 'IDEMPOTENCY_KEY_INVALID' | 'KEY_REUSED_WITH_DIFFERENT_REQUEST' | 'REQUEST_IN_PROGRESS';
 
 export abstract class IdempotencyError extends Error {
   abstract readonly httpStatus: number;
@@ -35,9 +32,7 @@ export class KeyReusedError extends IdempotencyError {
   readonly httpStatus = 422;
   readonly reason = 'KEY_REUSED_WITH_DIFFERENT_REQUEST';
   constructor() {
-    super(
-      'This Idempotency-Key was already used with a different request. Use a new key for a new request.',
-    );
+    super('This Idempotency-Key was already used with a different request. Use a new key for a new request.');
     this.name = 'KeyReusedError';
   }
 }

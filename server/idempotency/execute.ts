@@ -12,11 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { canonicalJson, requestFingerprint } from './fingerprint';
-import {
-  KeyReusedError,
-  LeaseLostError,
-  RequestInProgressError,
-} from './errors';
+import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
 import { parseIdempotencyKey } from './key';
 import type { Acquisition, IdempotencyStore, KeyRef, StoredResponse } from './store';
 
@@ -80,9 +76,7 @@ export interface Responded<R extends StoredResponse = StoredResponse> {
 
 /** What an atomic phase decides, written in the same transaction as its business effects. */
 export type PhaseResult<R extends StoredResponse = StoredResponse> =
-  | { kind: 'recovery_point'; name: string }
-  | Responded<R>
-  | { kind: 'none' };
+  { kind: 'recovery_point'; name: string } | Responded<R> | { kind: 'none' };
 
 export const recoveryPoint = (name: string): { kind: 'recovery_point'; name: string } => ({ kind: 'recovery_point', name });
 
@@ -228,19 +222,19 @@ export async function executeIdempotent<Tx>(
       throw new RequestInProgressError(1);
     }
     observe({ outcome: 'released' });
-    await store
-      .release(ref, { forget: owned.recoveryPoint === STARTED })
-      .catch(() => {
-        // If even the release fails (database gone), the lease simply runs out and a retry takes
-        // the key over: the original error is the one worth reporting.
-      });
+    await store.release(ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
+      // If even the release fails (database gone), the lease simply runs out and a retry takes
+      // the key over: the original error is the one worth reporting.
+    });
     throw error;
   }
 
   if (owned.completed) {
     if (returned && returned !== owned.completed) {
       // The committed answer is the one every retry will replay, so it is the one that goes back now.
-      console.error(`[idempotency] ${request.path}: the handler returned a response other than the one its phase committed; the committed one is sent`);
+      console.error(
+        `[idempotency] ${request.path}: the handler returned a response other than the one its phase committed; the committed one is sent`,
+      );
     }
     observe({ outcome: 'completed' });
     return { ...owned.completed, replayed: false };

@@ -5,8 +5,8 @@
  * and Response only: nothing of Next, tRPC or the checkout.
  *
  *   export const POST = withIdempotency(
- *     { store: () => store, scope: (request) => customerIdOf(request) },
- *     async ({ body, key }) => {
+ *     { store: () => store, scope: (request) => customerIdOf(request), input: chargeSchema.parse },
+ *     async ({ input, key }) => {
  *       const phase = await key.atomicPhase(async (tx) => { …; return respond(201, charge) });
  *       return phase.response;
  *     },
@@ -14,15 +14,18 @@
  *
  * The answer is the stored one: its status and JSON body the first time and, with
  * `Idempotency-Replayed: true`, on every retry with the same key and body. Refusals are JSON
- * `{ reason, message }`: 400 (key missing or malformed, body not JSON), 401 (no scope), 409 +
- * Retry-After (in progress), 413 (body too large), 422 (key reused with another body).
+ * `{ reason, message }`: 400 (key missing or malformed, body not JSON, `input` refused it), 401 (no
+ * scope), 409 + Retry-After (in progress), 413 (body too large), 422 (key reused with another body).
+ * A handler refuses with a 4xx by throwing an error that carries `httpStatus` (4xx) and `reason`;
+ * anything else it throws is a 500 (the key is released, so a retry runs again).
  */
 import { executeIdempotent } from './execute';
 import { IdempotencyError, RequestInProgressError } from './errors';
 import type { IdempotencyOptions, IdempotentResult, OwnedKey } from './execute';
+import { MAX_BODY_BYTES, readBodyWithin } from './read-body';
 import type { IdempotencyStore, StoredResponse } from './store';
 
-export interface FetchIdempotencyConfig<Tx> {
+export interface FetchIdempotencyConfig<Tx, Input = unknown> {
   /** The store, or a function returning it (so nothing connects while a framework merely loads the module). */
   store: IdempotencyStore<Tx> | (() => IdempotencyStore<Tx>);
   options?: IdempotencyOptions;
@@ -31,18 +34,22 @@ export interface FetchIdempotencyConfig<Tx> {
    * are unique within a scope, never globally. Undefined refuses the request with 401.
    */
   scope(request: Request): string | undefined | Promise<string | undefined>;
-  /** The largest request body read, in bytes; 64 KiB by default. */
+  /**
+   * Validates the JSON body before the key is claimed (e.g. a zod schema's `parse`), so bad input is
+   * a 400 INVALID_INPUT that claims and stores nothing. What it returns is the handler's `input` and
+   * what the key's fingerprint covers. Without it, the body is passed on as parsed.
+   */
+  input?: (body: unknown) => Input;
+  /** The largest request body read, in bytes; 64 KiB by default (./read-body.ts). */
   maxBodyBytes?: number;
 }
 
-export interface GuardedRequestContext<Tx> {
+export interface GuardedRequestContext<Tx, Input = unknown> {
   request: Request;
-  /** The parsed JSON body (null when empty): the input the key's fingerprint covers. */
-  body: unknown;
+  /** The JSON body as `input` returned it (the parsed body, null when empty, without `input`). */
+  input: Input;
   key: OwnedKey<Tx>;
 }
-
-const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(status === 204 ? null : JSON.stringify(body), {
@@ -53,19 +60,19 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
 const refusal = (status: number, reason: string, message: string, headers: Record<string, string> = {}) =>
   json(status, { reason, message }, headers);
 
-export function withIdempotency<Tx>(
-  config: FetchIdempotencyConfig<Tx>,
-  handler: (context: GuardedRequestContext<Tx>) => Promise<StoredResponse>,
+export function withIdempotency<Tx, Input = unknown>(
+  config: FetchIdempotencyConfig<Tx, Input>,
+  handler: (context: GuardedRequestContext<Tx, Input>) => Promise<StoredResponse>,
 ): (request: Request) => Promise<Response> {
-  const maxBodyBytes = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const maxBodyBytes = config.maxBodyBytes ?? MAX_BODY_BYTES;
   return async (request) => {
     const scope = await config.scope(request);
     if (!scope) return refusal(401, 'UNAUTHENTICATED', 'This request needs an authenticated caller.');
 
-    const declared = Number(request.headers.get('content-length') ?? 0);
-    if (declared > maxBodyBytes) return tooLarge(maxBodyBytes);
-    const text = await request.text();
-    if (Buffer.byteLength(text) > maxBodyBytes) return tooLarge(maxBodyBytes);
+    // Read only as far as the limit: a client streaming megabytes costs the limit, not megabytes.
+    const read = await readBodyWithin(request, maxBodyBytes);
+    if (read.kind === 'too_large') return tooLarge(maxBodyBytes);
+    const text = new TextDecoder().decode(read.bytes);
     let body: unknown = null;
     if (text.trim() !== '') {
       try {
@@ -73,6 +80,17 @@ export function withIdempotency<Tx>(
       } catch {
         return refusal(400, 'INVALID_JSON', 'The request body is not valid JSON.');
       }
+    }
+    let input: Input;
+    try {
+      input = config.input ? config.input(body) : (body as Input);
+    } catch (error) {
+      const issues = (error as { issues?: unknown } | null)?.issues;
+      return json(400, {
+        reason: 'INVALID_INPUT',
+        message: error instanceof Error ? error.message : 'The request body is not valid input.',
+        ...(issues !== undefined ? { issues } : {}),
+      });
     }
 
     const store = typeof config.store === 'function' ? config.store() : config.store;
@@ -85,9 +103,9 @@ export function withIdempotency<Tx>(
           key: request.headers.get('idempotency-key'),
           // Method and path: one key can never serve two endpoints.
           path: `${request.method} ${new URL(request.url).pathname}`,
-          input: body,
+          input,
         },
-        (key) => handler({ request, body, key }),
+        (key) => handler({ request, input, key }),
         config.options,
       );
     } catch (error) {

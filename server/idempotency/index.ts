@@ -4,7 +4,8 @@
  *
  *   engine        ./execute.ts      executeIdempotent, OwnedKey.atomicPhase, respond, recoveryPoint
  *   storage       ./store.ts        the IdempotencyStore interface; ./postgres-store.ts on postgres.js
- *   table         ./schema.ts       Drizzle declaration; ./schema-sql.ts the same as SQL + the fence
+ *   table         ./schema.ts       Drizzle declaration (imported by drizzle.config.ts only, so the core
+ *                                   needs no drizzle-orm); ./schema-sql.ts the same as SQL + the fence
  *   adapters      ./fetch.ts        withIdempotency(handler) for Route Handlers and fetch servers;
  *                 server/trpc/idempotency.ts, the tRPC adapter (outside: it imports @trpc)
  */
@@ -15,5 +16,4 @@ export { canonicalJson, requestFingerprint } from './fingerprint';
 export { MAX_KEY_LENGTH, parseIdempotencyKey } from './key';
 export { createPostgresIdempotencyStore, type PostgresStoreOptions } from './postgres-store';
 export { applyIdempotencySchema, IDEMPOTENCY_SCHEMA_SQL } from './schema-sql';
-export { idempotencyKeys } from './schema';
 export type * from './store';

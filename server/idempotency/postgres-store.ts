@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store behind the guard: the seed's dedupe table (./schema.ts), claimed with one
+ * The PostgreSQL store behind the guard: the classic dedupe table (./schema.ts), claimed with one
  * INSERT … ON CONFLICT DO NOTHING, leased with a fencing token, completed inside the business
  * transaction.
  *
@@ -12,14 +12,7 @@
 import type postgres from 'postgres';
 import { LeaseLostError } from './errors';
 import { startBeforeCommit } from './postgres-pipelining';
-import type {
-  ClaimOutcome,
-  ClaimRequest,
-  ClosingWrite,
-  IdempotencyStore,
-  KeyRef,
-  KeySummary,
-} from './store';
+import type { ClaimOutcome, ClaimRequest, ClosingWrite, IdempotencyStore, KeyRef, KeySummary } from './store';
 
 interface ClaimRow extends Record<string, unknown> {
   id: string;
@@ -38,7 +31,7 @@ interface ClaimRow extends Record<string, unknown> {
 /** How often a claim re-reads when the row it saw changed under it before giving up with a 409. */
 const MAX_CLAIM_ROUNDS = 5;
 
-/** Raised by idempotency_assert_owned (db/migrations/0003_idempotency_fence.sql). */
+/** Raised by idempotency_assert_owned (./schema-sql.ts). */
 const LEASE_LOST_SQLSTATE = 'IK001';
 
 /** An UPDATE of the key's row, fenced: it must match exactly the row this lease holds, or it raises. */
@@ -243,10 +236,7 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
 
   function closingStatement(ref: KeyRef, write: ClosingWrite): [string, (string | number | null)[]] {
     if ('recoveryPoint' in write) return [SAVE_RECOVERY_POINT_SQL, [ref.id, ref.leaseToken, write.recoveryPoint]];
-    return [
-      COMPLETE_SQL,
-      [ref.id, ref.leaseToken, write.response.status, JSON.stringify(write.response.body ?? null)],
-    ];
+    return [COMPLETE_SQL, [ref.id, ref.leaseToken, write.response.status, JSON.stringify(write.response.body ?? null)]];
   }
 
   return {
@@ -297,11 +287,7 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
       return { kind: 'in_progress', retryAfterMs: 1000 };
     },
 
-    async atomicPhase<R>(
-      ref: KeyRef,
-      fn: (tx: Tx) => Promise<R>,
-      closingWrite: (result: R) => ClosingWrite | undefined,
-    ): Promise<R> {
+    async atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R> {
       let fence: Promise<unknown> | undefined;
       let value!: R;
       try {

@@ -9,7 +9,7 @@ import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } fr
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
 /**
- * The dedupe table of the seed, every column kept, plus what a lease and recovery need.
+ * The classic dedupe table (key, request hash, stored response, lock), every column kept, plus what a lease and recovery need.
  *
  * A key is unique within its scope, never globally: `customer:{id}` for API calls (two customers can
  * both send "abc" and never see each other's answer) and `webhook:{gateway}` for notifications.
@@ -31,7 +31,7 @@ export const idempotencyKeys = pgTable(
     lockedAt: timestamptz('locked_at'),
     /**
      * Until when the owner may work undisturbed. A request that finds the lease past this point knows
-     * the owner died (crash, eviction) and may take the key over; the seed's lock never expired.
+     * the owner died (crash, eviction) and may take the key over; a plain lock never expires.
      */
     leaseExpiresAt: timestamptz('lease_expires_at'),
     /** Fencing token of the current owner: an owner that lost its lease can no longer write. */
@@ -48,8 +48,5 @@ export const idempotencyKeys = pgTable(
       .notNull()
       .default(sql`now() + interval '24 hours'`),
   },
-  (t) => [
-    uniqueIndex('idempotency_keys_scope_key_unique').on(t.scope, t.key),
-    index('idempotency_keys_expires_at_idx').on(t.expiresAt),
-  ],
+  (t) => [uniqueIndex('idempotency_keys_scope_key_unique').on(t.scope, t.key), index('idempotency_keys_expires_at_idx').on(t.expiresAt)],
 );

@@ -8,7 +8,7 @@
 import type { RefundReason } from '../../db/schema';
 import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
-import type { GatewayId } from '../payments/gateway';
+import { GATEWAY_NAMES, isGatewayId } from '../payments/gateway-ids';
 import { formatBeijingLong } from '../beijing-time';
 
 /**
@@ -36,16 +36,9 @@ export interface RenderedEmail {
   body: string;
 }
 
-const GATEWAY_NAMES: Record<GatewayId, string> = {
-  alipay: '支付宝',
-  wechatpay: '微信支付',
-  stripe: '银行卡 (Stripe)',
-  '2c2p': '2C2P',
-};
-
 /** The gateway as the buyer chose it on the checkout page; an unknown id is shown as it is. */
 export function gatewayName(gateway: string): string {
-  return Object.hasOwn(GATEWAY_NAMES, gateway) ? GATEWAY_NAMES[gateway as GatewayId] : gateway;
+  return isGatewayId(gateway) ? GATEWAY_NAMES[gateway].zh : gateway;
 }
 
 const CURRENCY_SYMBOLS: Record<string, string> = { CNY: '¥' };

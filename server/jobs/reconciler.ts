@@ -86,7 +86,12 @@ export async function reconcilePayments(
     }
     const answer = await journaledCall(
       services.db,
-      { orderId: order.id, gateway: order.attempt_gateway, operation: 'query', request: { outTradeNo: order.out_trade_no, by: 'reconciler' } },
+      {
+        orderId: order.id,
+        gateway: order.attempt_gateway,
+        operation: 'query',
+        request: { outTradeNo: order.out_trade_no, by: 'reconciler' },
+      },
       () => gateway.query(order.out_trade_no),
     );
     if (answer.kind === 'unavailable') {
@@ -166,7 +171,13 @@ export async function expireUnpaidOrders(
   limit = 100,
   closeGraceMs = DEFAULT_EXPIRY_CLOSE_GRACE_MS,
 ): Promise<number> {
-  const due = await services.db.execute<{ id: string; out_trade_no: string; amount_minor: number; currency: string; past_grace: boolean }>(sql`
+  const due = await services.db.execute<{
+    id: string;
+    out_trade_no: string;
+    amount_minor: number;
+    currency: string;
+    past_grace: boolean;
+  }>(sql`
     select id, out_trade_no, amount_minor, currency,
            expires_at <= now() - (${closeGraceMs}::bigint * interval '1 millisecond') as past_grace
       from orders

@@ -52,7 +52,8 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
-import { classifyConnectionFailure, keyFromText } from './support';
+import { keyFromText } from './support';
+import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure } from './transport';
 
 export interface AlipayGatewayConfig {
   appId: string;
@@ -74,7 +75,6 @@ const CURRENCY = 'CNY';
 
 // ---------------------------------------------------------------------------------------------
 // Keys
-
 
 /**
  * Canonical PEM for the SDK, trimmed: its formatKey() strips the header and footer only when they are
@@ -105,11 +105,7 @@ function canonicalKeys(config: AlipayGatewayConfig): { privateKeyPem: string; pu
 type Fields = Record<string, unknown>;
 
 /** What came back from one exec(): a signed answer, or why there is none. */
-type Exchange =
-  | { kind: 'answered'; response: Fields }
-  | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
-
-
+type Exchange = { kind: 'answered'; response: Fields } | TransportFailure;
 
 function classifyFailure(err: unknown): Exchange {
   if (!(err instanceof AlipayRequestError)) {
@@ -118,12 +114,9 @@ function classifyFailure(err: unknown): Exchange {
   }
   const cause: unknown = err.cause;
   if (cause !== undefined) {
-    // A transport error; its cause is urllib's/undici's error.
-    const failure = classifyConnectionFailure(cause);
-    const code = failure.code ?? (cause as Error).name;
-    if (failure.neverSent) return { kind: 'not_sent', code, message: err.message };
-    // Timeouts, resets, "other side closed": the gateway may have processed the request.
-    return { kind: 'in_doubt', code, message: err.message };
+    // A transport error; its cause is urllib's/undici's error. Timeouts, resets, "other side
+    // closed": the gateway may have processed the request.
+    return connectionFailure(cause, err.message, (cause as Error).name);
   }
   // "HTTP 请求错误, status: 502": Alipay answers every request it processed with HTTP 200, so any
   // other status came from in front of it (a proxy, an overloaded gateway) before processing.
@@ -335,7 +328,7 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     alipayPublicKey: keys.publicKeyPem,
     gateway: config.gatewayUrl,
     signType: 'RSA2',
-    timeout: config.timeoutMs ?? 5000,
+    timeout: config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS,
     // Keep Alipay's own snake_case names: they are what the documentation and the sandbox use.
     camelcase: false,
   });
@@ -440,7 +433,11 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
       case 'paid': {
         const amountMinor = decimalToMinor(answer.totalAmount);
         if (amountMinor !== request.amountMinor) {
-          return { kind: 'indeterminate', code: 'AMOUNT_MISMATCH', message: `paid ${answer.totalAmount}, asked ${request.amountMinor} fen` };
+          return {
+            kind: 'indeterminate',
+            code: 'AMOUNT_MISMATCH',
+            message: `paid ${answer.totalAmount}, asked ${request.amountMinor} fen`,
+          };
         }
         return { kind: 'succeeded', gatewayTradeNo: answer.tradeNo, amountMinor, currency: CURRENCY };
       }
@@ -449,7 +446,12 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
         // says so, for this amount.
         const found = await query(request.outTradeNo);
         if (found.kind === 'answered' && found.trade.kind === 'succeeded' && found.trade.amountMinor === request.amountMinor) {
-          return { kind: 'succeeded', gatewayTradeNo: found.trade.gatewayTradeNo, amountMinor: found.trade.amountMinor, currency: CURRENCY };
+          return {
+            kind: 'succeeded',
+            gatewayTradeNo: found.trade.gatewayTradeNo,
+            amountMinor: found.trade.amountMinor,
+            currency: CURRENCY,
+          };
         }
         return {
           kind: 'indeterminate',

@@ -9,7 +9,17 @@
  * call for the same attempt is deduplicated by the gateway itself.
  */
 
-export type GatewayId = 'alipay' | 'wechatpay' | 'stripe' | '2c2p';
+import type { GatewayId } from './gateway-ids';
+
+export type { GatewayId };
+
+/**
+ * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
+ * SDK retries timeouts and 5xx itself with the same Idempotency-Key (1 + maxNetworkRetries 2, its
+ * own default); the other adapters try once. Whatever waits on a gateway call — the idempotency
+ * lease, a refund worker's claim — must outlast this many timeouts (server/env.ts checks it).
+ */
+export const MAX_TRIES_PER_GATEWAY_CALL = 3;
 
 /** Sandbox test buyers. A real deployment ignores this; the buyer pays on the gateway's own page. */
 export type TestBuyer = 'ok' | 'insufficient_funds' | 'account_restricted';
@@ -53,9 +63,7 @@ export type TradeStatus =
   | { kind: 'succeeded'; gatewayTradeNo: string; amountMinor: number; currency: string }
   | { kind: 'closed' };
 
-export type QueryOutcome =
-  | { kind: 'answered'; trade: TradeStatus }
-  | { kind: 'unavailable'; code: string; message: string };
+export type QueryOutcome = { kind: 'answered'; trade: TradeStatus } | { kind: 'unavailable'; code: string; message: string };
 
 /** A notification whose signature has been verified, in PayOnce's terms. */
 export interface PaymentNotification {
@@ -119,9 +127,7 @@ export interface SucceededTrade {
  *                   may start until a later close or query settles it.
  */
 export type CloseOutcome =
-  | { kind: 'closed' }
-  | { kind: 'already_paid'; charges: SucceededTrade[] }
-  | { kind: 'indeterminate'; code: string; message: string };
+  { kind: 'closed' } | { kind: 'already_paid'; charges: SucceededTrade[] } | { kind: 'indeterminate'; code: string; message: string };
 
 /**
  * Give back money for one successful charge. `refundId` is PayOnce's own identifier, derived from the
@@ -173,9 +179,7 @@ export type RefundStatus =
   | { kind: 'succeeded'; gatewayRefundId: string; amountMinor: number }
   | { kind: 'failed'; code: string; message: string };
 
-export type RefundQueryOutcome =
-  | { kind: 'answered'; refund: RefundStatus }
-  | { kind: 'unavailable'; code: string; message: string };
+export type RefundQueryOutcome = { kind: 'answered'; refund: RefundStatus } | { kind: 'unavailable'; code: string; message: string };
 
 /** A verified notification about a refund (WeChat Pay REFUND.*, Stripe refund.* / charge.refund.*). */
 export interface RefundNotification {

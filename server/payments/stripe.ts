@@ -42,7 +42,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import Stripe from 'stripe';
-import { classifyConnectionFailure } from './support';
+import { MAX_TRIES_PER_GATEWAY_CALL } from './gateway';
+import { classifyConnectionFailure, connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS } from './transport';
 import type {
   ChargeOutcome,
   ChargeRequest,
@@ -77,7 +78,7 @@ export interface StripeGatewayConfig {
   testBuyers: Record<TestBuyer, string>;
   /** Per try; the SDK tries 1 + maxNetworkRetries times. Default 5000 ms. */
   timeoutMs?: number;
-  /** Default 2, the SDK's own. */
+  /** Default 2, the SDK's own (MAX_TRIES_PER_GATEWAY_CALL counts on it). */
   maxNetworkRetries?: number;
 }
 
@@ -103,7 +104,6 @@ const METADATA_MAX_VALUE_LENGTH = 500;
 
 // ---------------------------------------------------------------------------------------------
 // One call to Stripe
-
 
 /** Answers that show the request was never executed: rate limited, or refused in front of Stripe. */
 function provesNotProcessed(status: number): boolean {
@@ -187,9 +187,8 @@ function classify(err: unknown, mayHaveBeenProcessed: boolean): Failure {
   if (err instanceof Stripe.errors.StripeAuthenticationError) return notProcessed('authentication_error');
   if (err instanceof Stripe.errors.StripePermissionError) return notProcessed('permission_error');
   if (err instanceof Stripe.errors.StripeConnectionError) {
-    const failure = classifyConnectionFailure(err.detail);
-    const code = failure.code ?? 'CONNECTION_ERROR';
-    if (failure.neverSent) return notProcessed(code);
+    const { kind, code } = connectionFailure(err.detail, message, 'CONNECTION_ERROR');
+    if (kind === 'not_sent') return notProcessed(code);
     // ETIMEDOUT, ECONNRESET, a body cut short: the request may have been executed.
     return { kind: 'in_doubt', code, message };
   }
@@ -209,13 +208,7 @@ function classify(err: unknown, mayHaveBeenProcessed: boolean): Failure {
 
 /** The statuses this adapter knows; anything else Stripe adds later is treated as "in doubt". */
 type KnownStatus =
-  | 'requires_payment_method'
-  | 'requires_confirmation'
-  | 'requires_action'
-  | 'processing'
-  | 'requires_capture'
-  | 'canceled'
-  | 'succeeded';
+  'requires_payment_method' | 'requires_confirmation' | 'requires_action' | 'processing' | 'requires_capture' | 'canceled' | 'succeeded';
 
 const KNOWN_STATUSES: readonly string[] = [
   'requires_payment_method',
@@ -260,7 +253,13 @@ function sameCharge(intent: Stripe.PaymentIntent, request: ChargeRequest): boole
 
 /** The refund statuses this adapter knows (Refund.status); anything newer is treated as in doubt. */
 type KnownRefundStatus = 'pending' | 'requires_action' | 'succeeded' | 'failed' | 'canceled';
-const KNOWN_REFUND_STATUSES: readonly string[] = ['pending', 'requires_action', 'succeeded', 'failed', 'canceled'] satisfies KnownRefundStatus[];
+const KNOWN_REFUND_STATUSES: readonly string[] = [
+  'pending',
+  'requires_action',
+  'succeeded',
+  'failed',
+  'canceled',
+] satisfies KnownRefundStatus[];
 
 function knownRefundStatus(refund: Stripe.Refund): KnownRefundStatus | 'unknown' {
   return refund.status !== null && KNOWN_REFUND_STATUSES.includes(refund.status) ? (refund.status as KnownRefundStatus) : 'unknown';
@@ -302,8 +301,8 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     ...(config.host !== undefined ? { host: config.host } : {}),
     ...(config.port !== undefined ? { port: config.port } : {}),
     ...(config.protocol !== undefined ? { protocol: config.protocol } : {}),
-    maxNetworkRetries: config.maxNetworkRetries ?? 2,
-    timeout: config.timeoutMs ?? 5000,
+    maxNetworkRetries: config.maxNetworkRetries ?? MAX_TRIES_PER_GATEWAY_CALL - 1,
+    timeout: config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS,
     httpClient: tracingHttpClient(),
   });
 
@@ -316,7 +315,8 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
       const status = trace.lastStatus ?? 200;
       if (status >= 300) {
         const message = `HTTP ${status} without a Stripe error body`;
-        if (provesNotProcessed(status) && !trace.mayHaveBeenProcessed) return { ok: false, failure: { kind: 'not_processed', code: `HTTP_${status}`, message } };
+        if (provesNotProcessed(status) && !trace.mayHaveBeenProcessed)
+          return { ok: false, failure: { kind: 'not_processed', code: `HTTP_${status}`, message } };
         return { ok: false, failure: { kind: 'in_doubt', code: `HTTP_${status}`, message } };
       }
       return { ok: true, value };
@@ -346,9 +346,7 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     if (!searched.ok) return searched;
     const byId = new Map(searched.value.data.map((intent) => [intent.id, intent]));
     const windowStart = Math.floor(Date.now() / 1000) - RECENT_WINDOW_SECONDS;
-    const since = createdSince
-      ? Math.max(windowStart, Math.floor(createdSince.getTime() / 1000) - CLOCK_MARGIN_SECONDS)
-      : windowStart;
+    const since = createdSince ? Math.max(windowStart, Math.floor(createdSince.getTime() / 1000) - CLOCK_MARGIN_SECONDS) : windowStart;
     let startingAfter: string | undefined;
     for (let page = 0; page < maxPages; page += 1) {
       const listed = await call(() =>
@@ -373,7 +371,11 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     if (intents.length === 0) {
       return complete
         ? { kind: 'answered', trade: { kind: 'not_found' } }
-        : { kind: 'unavailable', code: 'SEARCH_INCOMPLETE', message: 'too many recent PaymentIntents to rule out one search does not show yet' };
+        : {
+            kind: 'unavailable',
+            code: 'SEARCH_INCOMPLETE',
+            message: 'too many recent PaymentIntents to rule out one search does not show yet',
+          };
     }
     const ordered = oldestFirst(intents);
     const paid = ordered.find((intent) => intent.status === 'succeeded');
@@ -421,12 +423,22 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
             message: `PaymentIntent ${intent.id} received ${intent.amount_received} ${intent.currency}, asked ${request.amountMinor} ${request.currency}`,
           };
         }
-        return { kind: 'succeeded', gatewayTradeNo: intent.id, amountMinor: intent.amount_received, currency: request.currency.toUpperCase() };
+        return {
+          kind: 'succeeded',
+          gatewayTradeNo: intent.id,
+          amountMinor: intent.amount_received,
+          currency: request.currency.toUpperCase(),
+        };
       }
       case 'requires_payment_method': {
         // With confirm=true Stripe answers a decline with a 402; a 200 in this state still carries it.
         const error = intent.last_payment_error;
-        if (error) return { kind: 'declined', code: error.decline_code || error.code || 'payment_failed', message: error.message ?? 'payment failed' };
+        if (error)
+          return {
+            kind: 'declined',
+            code: error.decline_code || error.code || 'payment_failed',
+            message: error.message ?? 'payment failed',
+          };
         return { kind: 'indeterminate', code: 'REQUIRES_PAYMENT_METHOD', message: `PaymentIntent ${intent.id} was not confirmed` };
       }
       case 'canceled':
@@ -467,14 +479,19 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     // retried, one page of the recent list — that must not stand between the buyer and a working API.
     const earlier = await findIntents(request.outTradeNo, 1, {
       maxNetworkRetries: 0,
-      timeout: Math.min(GUARD_TIMEOUT_MS, config.timeoutMs ?? 5000),
+      timeout: Math.min(GUARD_TIMEOUT_MS, config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS),
     });
     if (earlier.ok) {
       const intents = oldestFirst(earlier.value.intents);
       const paid = intents.find((intent) => intent.status === 'succeeded');
       if (paid) return outcomeOf(paid, request);
       const busy = intents.find((intent) => intent.status === 'processing' || intent.status === 'requires_capture');
-      if (busy) return { kind: 'indeterminate', code: `PAYMENT_${busy.status.toUpperCase()}`, message: `PaymentIntent ${busy.id} is ${busy.status}` };
+      if (busy)
+        return {
+          kind: 'indeterminate',
+          code: `PAYMENT_${busy.status.toUpperCase()}`,
+          message: `PaymentIntent ${busy.id} is ${busy.status}`,
+        };
     }
 
     const created = await call(() =>
@@ -516,7 +533,12 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
         const found = await query(request.outTradeNo);
         if (found.kind === 'answered' && found.trade.kind === 'succeeded' && found.trade.amountMinor === request.amountMinor) {
           return found.trade.currency === request.currency.toUpperCase()
-            ? { kind: 'succeeded', gatewayTradeNo: found.trade.gatewayTradeNo, amountMinor: found.trade.amountMinor, currency: found.trade.currency }
+            ? {
+                kind: 'succeeded',
+                gatewayTradeNo: found.trade.gatewayTradeNo,
+                amountMinor: found.trade.amountMinor,
+                currency: found.trade.currency,
+              }
             : { kind: 'indeterminate', code: 'idempotency_error', message: failure.message };
         }
         return { kind: 'indeterminate', code: 'idempotency_error', message: failure.message };
@@ -530,7 +552,8 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
    * What one PaymentIntent means for a close: nothing to do, a payment to report, one to cancel, or a
    * state that may still move money and cannot be canceled (a card payment processing).
    */
-  type IntentVerdict = { kind: 'final' } | { kind: 'paid'; trade: SucceededTrade } | { kind: 'cancel' } | { kind: 'in_doubt'; code: string; message: string };
+  type IntentVerdict =
+    { kind: 'final' } | { kind: 'paid'; trade: SucceededTrade } | { kind: 'cancel' } | { kind: 'in_doubt'; code: string; message: string };
 
   function closeVerdict(intent: Stripe.PaymentIntent): IntentVerdict {
     const status = knownStatus(intent);
@@ -623,7 +646,11 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     }
     // Whatever was found has been canceled; anything the look-up could not reach may still be open.
     if (!found.value.complete) {
-      return { kind: 'indeterminate', code: 'SEARCH_INCOMPLETE', message: 'too many recent PaymentIntents to rule out one search does not show yet' };
+      return {
+        kind: 'indeterminate',
+        code: 'SEARCH_INCOMPLETE',
+        message: 'too many recent PaymentIntents to rule out one search does not show yet',
+      };
     }
     if (doubt) return { kind: 'indeterminate', ...doubt };
     return paid.length > 0 ? { kind: 'already_paid', charges: paid } : { kind: 'closed' };
@@ -634,12 +661,17 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     let startingAfter: string | undefined;
     for (let page = 0; page < MAX_REFUND_PAGES; page += 1) {
       const listed = await call(() =>
-        stripe.refunds.list({ payment_intent: request.gatewayTradeNo, limit: 100, ...(startingAfter ? { starting_after: startingAfter } : {}) }),
+        stripe.refunds.list({
+          payment_intent: request.gatewayTradeNo,
+          limit: 100,
+          ...(startingAfter ? { starting_after: startingAfter } : {}),
+        }),
       );
       if (!listed.ok) {
         const failure = listed.failure;
         // No such PaymentIntent: Stripe positively says it holds no refund of it.
-        if (failure.kind === 'invalid_request' && failure.code === 'resource_missing') return { kind: 'answered', refund: { kind: 'not_found' } };
+        if (failure.kind === 'invalid_request' && failure.code === 'resource_missing')
+          return { kind: 'answered', refund: { kind: 'not_found' } };
         return { kind: 'unavailable', ...failureMessage(failure) };
       }
       const mine = listed.value.data.filter((refund) => refund.metadata?.refund_id === request.refundId);
@@ -649,13 +681,21 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
       startingAfter = listed.value.data.at(-1)?.id;
       if (!listed.value.has_more || !startingAfter) return { kind: 'answered', refund: { kind: 'not_found' } };
     }
-    return { kind: 'unavailable', code: 'REFUND_LIST_INCOMPLETE', message: `more than ${MAX_REFUND_PAGES * 100} refunds of ${request.gatewayTradeNo}` };
+    return {
+      kind: 'unavailable',
+      code: 'REFUND_LIST_INCOMPLETE',
+      message: `more than ${MAX_REFUND_PAGES * 100} refunds of ${request.gatewayTradeNo}`,
+    };
   }
 
   async function refund(request: RefundRequest): Promise<RefundOutcome> {
     // Checked before any call: programming errors that Stripe would refuse anyway.
     if (!REFUND_ID_PATTERN.test(request.refundId)) {
-      return { kind: 'failed', code: 'INVALID_REFUND_ID', message: `refundId must be 1-32 letters or digits, got ${JSON.stringify(request.refundId)}` };
+      return {
+        kind: 'failed',
+        code: 'INVALID_REFUND_ID',
+        message: `refundId must be 1-32 letters or digits, got ${JSON.stringify(request.refundId)}`,
+      };
     }
     if (!Number.isSafeInteger(request.amountMinor) || request.amountMinor < 1 || request.amountMinor > MAX_AMOUNT) {
       return { kind: 'failed', code: 'INVALID_AMOUNT', message: `amount must be 1 … ${MAX_AMOUNT} in minor units` };
@@ -666,7 +706,11 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     // Stripe's only refund deduplication is the Idempotency-Key, and it is pruned after 24 h: past that
     // the same refundId would refund again while money is left. So look for it first (metadata.refund_id);
     // a look-up that fails leaves it to the key, which covers every repeat within the day.
-    const earlier = await queryRefund({ outTradeNo: request.outTradeNo, gatewayTradeNo: request.gatewayTradeNo, refundId: request.refundId });
+    const earlier = await queryRefund({
+      outTradeNo: request.outTradeNo,
+      gatewayTradeNo: request.gatewayTradeNo,
+      refundId: request.refundId,
+    });
     if (earlier.kind === 'answered') {
       const seen = earlier.refund;
       switch (seen.kind) {
@@ -730,8 +774,17 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
         // amount_too_large / charge_already_refunded can also mean THIS refund already went through
         // and its key was pruned (> 24 h), so the retry ran anew on a refunded charge: look first.
         if (failure.code === 'amount_too_large' || failure.code === 'charge_already_refunded') {
-          const earlier = await queryRefund({ outTradeNo: request.outTradeNo, gatewayTradeNo: request.gatewayTradeNo, refundId: request.refundId });
-          if (earlier.kind === 'unavailable') return { kind: 'indeterminate', code: failure.code, message: `${failure.message} (and the look-up failed: ${earlier.message})` };
+          const earlier = await queryRefund({
+            outTradeNo: request.outTradeNo,
+            gatewayTradeNo: request.gatewayTradeNo,
+            refundId: request.refundId,
+          });
+          if (earlier.kind === 'unavailable')
+            return {
+              kind: 'indeterminate',
+              code: failure.code,
+              message: `${failure.message} (and the look-up failed: ${earlier.message})`,
+            };
           const seen = earlier.refund;
           if (seen.kind === 'succeeded') return { kind: 'succeeded', gatewayRefundId: seen.gatewayRefundId, amountMinor: seen.amountMinor };
           if (seen.kind === 'pending') return { kind: 'pending', gatewayRefundId: null };
@@ -781,9 +834,10 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     if (typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'refund') {
       return refundNotification(event.id, merchantId, object as Stripe.Refund);
     }
-    const intent = typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'payment_intent'
-      ? (object as Stripe.PaymentIntent)
-      : undefined;
+    const intent =
+      typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'payment_intent'
+        ? (object as Stripe.PaymentIntent)
+        : undefined;
     const outTradeNo = intent?.metadata?.out_trade_no;
     if (!intent || typeof outTradeNo !== 'string' || outTradeNo === '') {
       // Not about one of our orders (another event type, a PaymentIntent made elsewhere): acknowledged

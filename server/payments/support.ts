@@ -1,6 +1,6 @@
 /**
- * What every adapter needs the same way: reading RSA keys from configuration, and telling a
- * connection failure that never reached the gateway (safe to retry) from one that may have.
+ * Reading RSA keys from configuration, the same way for every adapter that signs with RSA (Alipay,
+ * WeChat Pay). How the adapters reach a gateway is ./transport.
  */
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 
@@ -30,47 +30,4 @@ export function keyFromText(text: string, kind: 'private' | 'public'): KeyObject
     }
   }
   throw new Error('not a PEM or base64 DER RSA key');
-}
-
-/** Connection failures that happen before a single byte of the request reaches the gateway. */
-export const NEVER_SENT_CODES: ReadonlySet<string> = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-/**
- * Every error code in a transport failure: the error's own, its causes (undici's "fetch failed" wraps
- * the socket error, sometimes one level deeper) and the per-address errors of an AggregateError
- * (happy eyeballs tries several addresses of one host).
- */
-export function transportErrorCodes(err: unknown, depth = 0): string[] {
-  if (typeof err !== 'object' || err === null || depth > 4) return [];
-  const codes: string[] = [];
-  const code = errorCode(err);
-  if (code) codes.push(code);
-  const errors = (err as { errors?: unknown }).errors;
-  if (Array.isArray(errors)) for (const inner of errors) codes.push(...transportErrorCodes(inner, depth + 1));
-  codes.push(...transportErrorCodes((err as { cause?: unknown }).cause, depth + 1));
-  return codes;
-}
-
-/**
- * Whether a transport failure certainly happened before the request reached the gateway (every
- * code found is a never-sent one), and the code to report. Anything else — a reset, a timeout, no
- * code at all — may have been processed: only a query can tell.
- */
-export function classifyConnectionFailure(err: unknown): { neverSent: boolean; code: string | undefined } {
-  const codes = transportErrorCodes(err);
-  return { neverSent: codes.length > 0 && codes.every((code) => NEVER_SENT_CODES.has(code)), code: codes[0] };
-}
-
-/** The `code` of a Node or undici error, if it has one. */
-export function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
 }

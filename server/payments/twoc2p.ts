@@ -53,7 +53,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
-import { classifyConnectionFailure } from './support';
+import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure } from './transport';
 
 export interface TwoC2pGatewayConfig {
   /** The merchant ID 2C2P registered (AN25). */
@@ -139,27 +139,7 @@ function str(claims: Claims, key: string): string | undefined {
 // One call to the gateway
 
 /** What came back from one POST: a verified JWT, a plain JSON answer, or why there is none. */
-type Exchange =
-  | { kind: 'signed'; claims: Claims }
-  | { kind: 'plain'; body: Claims }
-  | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
-
-
-
-function classifyFetchError(err: unknown): Exchange {
-  const message = err instanceof Error ? err.message : String(err);
-  // AbortSignal.timeout: the request was (or may have been) sent and no full answer came back.
-  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
-    return { kind: 'in_doubt', code: 'TIMEOUT', message };
-  }
-  // undici's "fetch failed" carries the socket error as its cause (sometimes one level deeper).
-  const cause: unknown = err instanceof Error ? err.cause : undefined;
-  const failure = classifyConnectionFailure(cause);
-  const code = failure.code ?? 'NETWORK_ERROR';
-  if (failure.neverSent) return { kind: 'not_sent', code, message };
-  // A reset or "other side closed" after sending: the gateway may have processed the request.
-  return { kind: 'in_doubt', code, message };
-}
+type Exchange = { kind: 'signed'; claims: Claims } | { kind: 'plain'; body: Claims } | TransportFailure;
 
 // ---------------------------------------------------------------------------------------------
 // respCode classes
@@ -284,7 +264,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
   if (!config.secretKey) throw new Error('2C2P secretKey is required');
   const key = new TextEncoder().encode(config.secretKey);
   const baseUrl = config.baseUrl.replace(/\/+$/, '');
-  const timeoutMs = config.timeoutMs ?? 5000;
+  const timeoutMs = config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS;
 
   async function signClaims(claims: Claims): Promise<string> {
     return new CompactSign(new TextEncoder().encode(jsonText(claims))).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(key);
@@ -302,22 +282,13 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
   }
 
   async function post(api: string, body: string): Promise<Exchange> {
-    let text: string;
-    let status: number;
-    try {
-      // The signal covers the body as well: a gateway that stalls mid-answer is a timeout too.
-      const response = await fetch(`${baseUrl}/${api}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json' },
-        body,
-        redirect: 'error',
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      status = response.status;
-      text = await response.text();
-    } catch (err) {
-      return classifyFetchError(err);
-    }
+    const response = await exchangeHttp(
+      `${baseUrl}/${api}`,
+      { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body, redirect: 'error' },
+      timeoutMs,
+    );
+    if (response.kind !== 'received') return response;
+    const { status, text } = response;
     // 2C2P answers every request it processed with HTTP 200 (errors included, as respCode); any other
     // status came from something in front of it (a proxy, an overload, a wrong path) before processing.
     if (status !== 200) return { kind: 'not_sent', code: `HTTP_${status}`, message: `HTTP ${status} from ${api}` };
@@ -415,7 +386,10 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
    * Decides a charge on the signed inquiry. `why` is what led here: Do Payment's own (unsigned) answer,
    * or 9015 from paymentToken — where "not paid" means the invoice exists for another amount.
    */
-  async function settle(request: ChargeRequest, why: { step: 'payment' | 'existing_invoice'; code: string; message: string }): Promise<ChargeOutcome> {
+  async function settle(
+    request: ChargeRequest,
+    why: { step: 'payment' | 'existing_invoice'; code: string; message: string },
+  ): Promise<ChargeOutcome> {
     const inquiry = await inquire(request.outTradeNo);
     if (inquiry.kind === 'unavailable') {
       return { kind: 'indeterminate', code: why.code, message: `${why.message}; inquiry failed: ${inquiry.code} ${inquiry.message}` };
@@ -426,7 +400,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     switch (respClass.kind) {
       case 'success': {
         const paid = paidTrade(claims, request.outTradeNo);
-        if (!paid) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paid invoice without tranRef, amount or currency' };
+        if (!paid)
+          return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paid invoice without tranRef, amount or currency' };
         if (paid.amountMinor !== request.amountMinor || paid.currency !== request.currency) {
           // Money moved, but not as asked: for a person (or reconciliation) to look at, never a decline.
           return {
@@ -637,7 +612,11 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
           case 'unknown': {
             const after = await closeVerdict(request.outTradeNo);
             if (after.kind !== 'open') return after.outcome;
-            return { kind: 'indeterminate', code: code || 'MALFORMED_RESPONSE', message: `cancelTransaction refused: ${respDescOf(claims)}` };
+            return {
+              kind: 'indeterminate',
+              code: code || 'MALFORMED_RESPONSE',
+              message: `cancelTransaction refused: ${respDescOf(claims)}`,
+            };
           }
           default:
             return assertNever(respClass);
@@ -662,7 +641,10 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
       case 'succeeded':
         return {
           kind: 'final',
-          outcome: { kind: 'already_paid', charges: [{ gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency }] },
+          outcome: {
+            kind: 'already_paid',
+            charges: [{ gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency }],
+          },
         };
       case 'closed':
         return { kind: 'final', outcome: { kind: 'closed' } };
@@ -762,7 +744,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
         switch (respClass.kind) {
           case 'success': {
             const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency: request.currency });
-            if (!record) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a matching refund record' };
+            if (!record)
+              return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a matching refund record' };
             switch (record.kind) {
               case 'succeeded':
                 return { kind: 'succeeded', gatewayRefundId: record.gatewayRefundId, amountMinor: record.amountMinor };
@@ -814,7 +797,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
             // The charge's currency is not in the query; the record carries its own.
             const currency = str(claims, 'currencyCode') ?? '';
             const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency });
-            if (!record) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'refund status without a matching refund record' };
+            if (!record)
+              return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'refund status without a matching refund record' };
             return { kind: 'answered', refund: record };
           }
           case 'pending':
@@ -841,7 +825,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     } catch {
       return { kind: 'rejected', reason: 'body is not JSON' };
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { kind: 'rejected', reason: 'body is not a JSON object' };
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      return { kind: 'rejected', reason: 'body is not a JSON object' };
     const payload = (parsed as Claims).payload;
     if (typeof payload !== 'string' || payload === '') return { kind: 'rejected', reason: 'missing payload' };
     // The signature first: nothing below reads an unverified claim.

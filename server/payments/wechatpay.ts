@@ -27,13 +27,7 @@
  *
  * No WeChat type leaves this file.
  */
-import {
-  createDecipheriv,
-  createSign,
-  createVerify,
-  randomBytes,
-  type KeyObject,
-} from 'node:crypto';
+import { createDecipheriv, createSign, createVerify, randomBytes, type KeyObject } from 'node:crypto';
 import type {
   ChargeOutcome,
   ChargeRequest,
@@ -51,7 +45,8 @@ import type {
   TestBuyer,
   TradeStatus,
 } from './gateway';
-import { classifyConnectionFailure, keyFromText } from './support';
+import { keyFromText } from './support';
+import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure } from './transport';
 
 export interface WechatPayGatewayConfig {
   /** 商户号. */
@@ -90,7 +85,6 @@ const USER_AGENT = 'PayOnce/0.1 (+node-fetch; WeChat Pay API v3)';
 
 // ---------------------------------------------------------------------------------------------
 // Keys
-
 
 interface Keys {
   merchantPrivateKey: KeyObject;
@@ -148,7 +142,9 @@ function checkPlatformSignature(
   let verified = false;
   try {
     // WeChat's signature-probe traffic ("WECHATPAY/SIGNTEST/…") fails here like any forgery.
-    verified = createVerify('RSA-SHA256').update(`${timestamp}\n${nonceValue}\n${body}\n`, 'utf8').verify(platformPublicKey, signature, 'base64');
+    verified = createVerify('RSA-SHA256')
+      .update(`${timestamp}\n${nonceValue}\n${body}\n`, 'utf8')
+      .verify(platformPublicKey, signature, 'base64');
   } catch {
     verified = false;
   }
@@ -169,20 +165,7 @@ type Exchange =
   | { kind: 'answered'; status: number; body: Json | null }
   /** 401, 429 or 5xx, signed or not: WeChat (or something before it) refused to process it. */
   | { kind: 'refused'; status: number; code: string; message: string }
-  | { kind: 'not_sent' | 'in_doubt'; code: string; message: string };
-
-function classifyTransportError(err: unknown): Exchange {
-  const error = err instanceof Error ? err : new Error(String(err));
-  if (error.name === 'TimeoutError' || error.name === 'AbortError') {
-    // The request may have been processed; only a query can tell.
-    return { kind: 'in_doubt', code: 'TIMEOUT', message: error.message };
-  }
-  const failure = classifyConnectionFailure(error.cause);
-  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-  if (failure.neverSent) return { kind: 'not_sent', code: failure.code ?? 'CONNECT_FAILED', message: `${error.message}${cause}` };
-  // Resets, "other side closed", …: the request may have reached WeChat.
-  return { kind: 'in_doubt', code: failure.code ?? error.name, message: `${error.message}${cause}` };
-}
+  | TransportFailure;
 
 function parseJson(text: string): Json | null | undefined {
   if (text === '') return null;
@@ -209,7 +192,13 @@ function assertNever(value: never): never {
 type TradeState = 'SUCCESS' | 'REFUND' | 'NOTPAY' | 'CLOSED' | 'REVOKED' | 'USERPAYING' | 'PAYERROR';
 
 const TRADE_STATES: ReadonlySet<string> = new Set<TradeState>([
-  'SUCCESS', 'REFUND', 'NOTPAY', 'CLOSED', 'REVOKED', 'USERPAYING', 'PAYERROR',
+  'SUCCESS',
+  'REFUND',
+  'NOTPAY',
+  'CLOSED',
+  'REVOKED',
+  'USERPAYING',
+  'PAYERROR',
 ]);
 
 interface Transaction {
@@ -251,10 +240,7 @@ function readTransaction(body: Json | null): Transaction | string {
 }
 
 /** What one query by out_trade_no found, before PayOnce's TradeStatus flattens PAYERROR away. */
-type Lookup =
-  | { kind: 'found'; transaction: Transaction }
-  | { kind: 'not_found' }
-  | { kind: 'unavailable'; code: string; message: string };
+type Lookup = { kind: 'found'; transaction: Transaction } | { kind: 'not_found' } | { kind: 'unavailable'; code: string; message: string };
 
 // ---------------------------------------------------------------------------------------------
 // Create answers
@@ -305,8 +291,17 @@ function classifyCreateError(code: CreateErrorCode, message: string): CreateAnsw
 }
 
 const CREATE_ERROR_CODES: ReadonlySet<string> = new Set<CreateErrorCode>([
-  'PARAM_ERROR', 'INVALID_REQUEST', 'ORDER_CLOSED', 'RULE_LIMIT', 'TRADE_ERROR', 'NOT_ENOUGH', 'ACCOUNT_ERROR',
-  'APPID_MCHID_NOT_MATCH', 'MCH_NOT_EXISTS', 'NO_AUTH', 'OUT_TRADE_NO_USED',
+  'PARAM_ERROR',
+  'INVALID_REQUEST',
+  'ORDER_CLOSED',
+  'RULE_LIMIT',
+  'TRADE_ERROR',
+  'NOT_ENOUGH',
+  'ACCOUNT_ERROR',
+  'APPID_MCHID_NOT_MATCH',
+  'MCH_NOT_EXISTS',
+  'NO_AUTH',
+  'OUT_TRADE_NO_USED',
 ]);
 
 function classifyCreate(status: number, body: Json | null): CreateAnswer {
@@ -336,7 +331,12 @@ function classifyCreate(status: number, body: Json | null): CreateAnswer {
 type CloseErrorCode = 'ORDERPAID' | 'ORDER_PAID' | 'TRADE_ERROR' | 'ORDER_NOT_EXIST' | 'ORDER_CLOSED' | 'ORDERCLOSED';
 
 const CLOSE_ERROR_CODES: ReadonlySet<string> = new Set<CloseErrorCode>([
-  'ORDERPAID', 'ORDER_PAID', 'TRADE_ERROR', 'ORDER_NOT_EXIST', 'ORDER_CLOSED', 'ORDERCLOSED',
+  'ORDERPAID',
+  'ORDER_PAID',
+  'TRADE_ERROR',
+  'ORDER_NOT_EXIST',
+  'ORDER_CLOSED',
+  'ORDERCLOSED',
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -399,7 +399,13 @@ type RefundErrorCode =
   | 'MCH_NOT_EXISTS';
 
 const REFUND_ERROR_CODES: ReadonlySet<string> = new Set<RefundErrorCode>([
-  'INVALID_REQUEST', 'PARAM_ERROR', 'RESOURCE_NOT_EXISTS', 'NOT_ENOUGH', 'USER_ACCOUNT_ABNORMAL', 'NO_AUTH', 'MCH_NOT_EXISTS',
+  'INVALID_REQUEST',
+  'PARAM_ERROR',
+  'RESOURCE_NOT_EXISTS',
+  'NOT_ENOUGH',
+  'USER_ACCOUNT_ABNORMAL',
+  'NO_AUTH',
+  'MCH_NOT_EXISTS',
 ]);
 
 /** WeChat's reason is string(80). */
@@ -413,7 +419,7 @@ const REFUND_ID_RE = /^[A-Za-z0-9]{1,32}$/;
 export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentGateway {
   const keys = loadKeys(config);
   const baseUrl = config.baseUrl.replace(/\/+$/, '');
-  const timeoutMs = config.timeoutMs ?? 5000;
+  const timeoutMs = config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS;
   const pollWindowMs = config.pollWindowMs ?? 2000;
 
   function authorization(method: string, url: URL, body: string): string {
@@ -428,10 +434,9 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
   async function call(method: 'GET' | 'POST', path: string, payload?: Json): Promise<Exchange> {
     const url = new URL(`${baseUrl}${path}`);
     const body = payload === undefined ? '' : JSON.stringify(payload);
-    let response: Response;
-    let text: string;
-    try {
-      response = await fetch(url, {
+    const response = await exchangeHttp(
+      url,
+      {
         method,
         headers: {
           authorization: authorization(method, url, body),
@@ -441,15 +446,12 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
         },
         ...(payload === undefined ? {} : { body }),
         redirect: 'manual',
-        // Covers the whole exchange, body included.
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      text = await response.text();
-    } catch (err) {
-      return classifyTransportError(err);
-    }
+      },
+      timeoutMs,
+    );
+    if (response.kind !== 'received') return response;
+    const { status, text } = response;
     const parsed = parseJson(text);
-    const status = response.status;
     if (status === 401 || status === 429 || status >= 500) {
       return {
         kind: 'refused',
@@ -787,8 +789,10 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
   function mismatch(refund: WechatRefund, request: RefundQuery & { amountMinor?: number }): string | null {
     if (refund.outRefundNo !== request.refundId) return `answered for refund ${refund.outRefundNo}`;
     if (refund.outTradeNo !== request.outTradeNo) return `answered for order ${refund.outTradeNo}`;
-    if (request.gatewayTradeNo && refund.transactionId !== request.gatewayTradeNo) return `answered for transaction ${refund.transactionId}`;
-    if (request.amountMinor !== undefined && refund.refund !== request.amountMinor) return `refund of ${refund.refund}, asked ${request.amountMinor}`;
+    if (request.gatewayTradeNo && refund.transactionId !== request.gatewayTradeNo)
+      return `answered for transaction ${refund.transactionId}`;
+    if (request.amountMinor !== undefined && refund.refund !== request.amountMinor)
+      return `refund of ${refund.refund}, asked ${request.amountMinor}`;
     return null;
   }
 

@@ -10,6 +10,7 @@
 import { isIP } from 'node:net';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/client';
+import { envFrom, type RawEnv } from '../env';
 
 export interface RateLimitPolicy {
   /** Mutations per window per session (customer id); 0 switches the session limit off. */
@@ -36,27 +37,19 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = {
   trustProxy: 0,
 };
 
-export function rateLimitPolicyFromEnv(env: Record<string, string | undefined> = process.env): RateLimitPolicy {
-  return {
-    sessionPerWindow: limitFromEnv(env, 'RATE_LIMIT_SESSION_PER_MINUTE', DEFAULT_RATE_LIMIT_POLICY.sessionPerWindow),
-    addressPerWindow: limitFromEnv(env, 'RATE_LIMIT_ADDRESS_PER_MINUTE', DEFAULT_RATE_LIMIT_POLICY.addressPerWindow),
-    windowSeconds: 60,
-    trustProxy: limitFromEnv(env, 'TRUST_PROXY', DEFAULT_RATE_LIMIT_POLICY.trustProxy),
-  };
-}
-
 /**
- * A whole number ≥ 0 from the environment (0 = off). A typo keeps the default, loudly: it must
- * neither switch a protection off silently (Number('thirty') is NaN, and NaN > 0 is false) nor turn
- * every request into a 500.
+ * RATE_LIMIT_SESSION_PER_MINUTE, RATE_LIMIT_ADDRESS_PER_MINUTE and TRUST_PROXY (server/env.ts): a
+ * typo stops the server's start, so it can neither switch a protection off silently nor turn every
+ * request into a 500.
  */
-export function limitFromEnv(env: Record<string, string | undefined>, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = Number(raw);
-  if (Number.isInteger(value) && value >= 0) return value;
-  console.error(`[payonce] ${name}="${raw}" is not a whole number ≥ 0 (0 = off): using ${fallback}`);
-  return fallback;
+export function rateLimitPolicyFromEnv(env?: RawEnv): RateLimitPolicy {
+  const config = envFrom(env);
+  return {
+    sessionPerWindow: config.RATE_LIMIT_SESSION_PER_MINUTE,
+    addressPerWindow: config.RATE_LIMIT_ADDRESS_PER_MINUTE,
+    windowSeconds: 60,
+    trustProxy: config.TRUST_PROXY,
+  };
 }
 
 /**
@@ -104,8 +97,7 @@ export function normalizeAddress(raw: string): string | undefined {
 }
 
 export type RateLimitVerdict =
-  | { limited: false }
-  | { limited: true; bucket: 'session' | 'address'; limit: number; retryAfterSeconds: number };
+  { limited: false } | { limited: true; bucket: 'session' | 'address'; limit: number; retryAfterSeconds: number };
 
 /**
  * Counts one mutation against its session's and its address's buckets and says whether either is

@@ -34,7 +34,7 @@ export class EndpointRefusal extends Error {
 /** Our domain errors, as the TRPCError with the status the contract promises. */
 export function toTRPCError(error: unknown): TRPCError | undefined {
   if (error instanceof TRPCError) {
-    return error.cause instanceof Error && !(error.cause instanceof TRPCError) ? toTRPCError(error.cause) ?? error : error;
+    return error.cause instanceof Error && !(error.cause instanceof TRPCError) ? (toTRPCError(error.cause) ?? error) : error;
   }
   if (error instanceof CheckoutError || error instanceof IdempotencyError || error instanceof EndpointRefusal) {
     return new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });

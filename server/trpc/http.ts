@@ -11,12 +11,12 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { getTRPCErrorShape } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
-import { MAX_BODY_BYTES, readBodyWithin } from '../http/read-body';
+import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
 import { EndpointRefusal, toTRPCError } from './errors';
 import { isSecureRequest } from '../session';
 import { createTRPCContext, type TRPCContext } from './init';
 import { MAX_QUERY_BATCH_SIZE } from './limits';
-import { appRouter } from './root';
+import { createAppRouter, type AppRouter } from './root';
 
 export const TRPC_ENDPOINT = '/api/trpc';
 
@@ -27,16 +27,18 @@ export interface TrpcHandlerOptions {
 
 export function createTrpcHandler(options: TrpcHandlerOptions) {
   return async (req: Request): Promise<Response> => {
+    const appRouter = createAppRouter();
     const url = new URL(req.url);
     const procedurePath = procedurePathOf(url);
-    const refusal = batchRefusal(url, procedurePath);
-    if (refusal) return refusalResponse(refusal, procedurePath);
+    const refusal = batchRefusal(appRouter, url, procedurePath);
+    if (refusal) return refusalResponse(appRouter, refusal, procedurePath);
 
     let request = req;
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       const body = await readBodyWithin(req, MAX_BODY_BYTES);
       if (body.kind === 'too_large') {
         return refusalResponse(
+          appRouter,
           new EndpointRefusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
           procedurePath,
         );
@@ -85,7 +87,7 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
  * Queries may batch, up to a bound. Read from the URL (`?batch=1`, comma-separated paths), so a
  * refused batch costs no body read and no procedure call.
  */
-function batchRefusal(url: URL, procedurePath: string): EndpointRefusal | undefined {
+function batchRefusal(appRouter: AppRouter, url: URL, procedurePath: string): EndpointRefusal | undefined {
   if (url.searchParams.get('batch') !== '1') return undefined;
   const paths = procedurePath.split(',');
   // Flat at run time ('checkout.pay' → procedure), though typed as the nested router record.
@@ -117,7 +119,7 @@ function procedurePathOf(url: URL): string {
 }
 
 /** A refusal in the same tRPC error body every procedure error has (data.httpStatus, data.reason). */
-function refusalResponse(refusal: EndpointRefusal, path: string): Response {
+function refusalResponse(appRouter: AppRouter, refusal: EndpointRefusal, path: string): Response {
   const error = toTRPCError(refusal) as TRPCError;
   const shape = getTRPCErrorShape({
     config: appRouter._def._config,

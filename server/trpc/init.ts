@@ -10,7 +10,6 @@ import { issueSession, verifySession } from '../session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 import type { ResponseMetaHolder } from './idempotency';
 
-
 export interface CreateContextOptions {
   headers: Headers;
   resHeaders: Headers;
@@ -40,8 +39,7 @@ export type TRPCContext = ReturnType<typeof createTRPCContext>;
 const t = initTRPC.context<TRPCContext>().create({
   errorFormatter({ shape, error }) {
     const { reason, details } = reasonOf(error);
-    const issues =
-      error.code === 'BAD_REQUEST' && error.cause && 'issues' in error.cause ? error.cause.issues : undefined;
+    const issues = error.code === 'BAD_REQUEST' && error.cause && 'issues' in error.cause ? error.cause.issues : undefined;
     // No stack traces on the wire, in any environment: bodies are stored and replayed verbatim.
     const { stack: _stack, ...data } = shape.data;
     const message = publicMessageOf(error, shape.message);

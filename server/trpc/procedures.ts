@@ -66,8 +66,7 @@ function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
      */
     async onOutcome(request, outcome, status, body) {
       const orderId =
-        (request.input as { orderId?: unknown } | undefined)?.orderId ??
-        (body as { orderId?: unknown } | null | undefined)?.orderId;
+        (request.input as { orderId?: unknown } | undefined)?.orderId ?? (body as { orderId?: unknown } | null | undefined)?.orderId;
       if (typeof orderId !== 'string' || outcome === 'refused') return;
       const gateway = (request.input as { gateway?: unknown } | undefined)?.gateway;
       await journalRequest(ctx.services.db, ctx.customerId, orderId, {

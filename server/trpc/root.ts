@@ -9,7 +9,10 @@ const productRouter = createTRPCRouter({
 /** The public API. */
 export type AppRouter = typeof productRouter;
 
-const globalForRouter = globalThis as unknown as { __payonceRouterExtension?: Record<string, AnyRouter> };
+const globalForRouter = globalThis as unknown as {
+  __payonceRouterExtension?: Record<string, AnyRouter>;
+  __payonceExtendedRouter?: AppRouter;
+};
 
 /**
  * Tools that run the app for measurement (the benchmark: bench/app-extension.ts, under BENCH=1) add
@@ -18,14 +21,14 @@ const globalForRouter = globalThis as unknown as { __payonceRouterExtension?: Re
  */
 export function extendAppRouter(routers: Record<string, AnyRouter>): void {
   globalForRouter.__payonceRouterExtension = routers;
-}
-
-/** The router the app serves: the product's, plus any tool's extension. */
-export function createAppRouter(): AppRouter {
-  const extension = globalForRouter.__payonceRouterExtension;
-  if (!extension) return productRouter;
   // Typed as the product's API: the extension's paths are reached by name, never through the client.
-  return createTRPCRouter({ ...extension, checkout: checkoutRouter }) as unknown as AppRouter;
+  globalForRouter.__payonceExtendedRouter = createTRPCRouter({ ...routers, checkout: checkoutRouter }) as unknown as AppRouter;
 }
 
-export const appRouter = createAppRouter();
+/**
+ * The router the app serves: the product's, or the product's plus a tool's extension. Asked per
+ * request, never at module load: `next build` evaluates route modules before any extension exists.
+ */
+export function createAppRouter(): AppRouter {
+  return globalForRouter.__payonceExtendedRouter ?? productRouter;
+}

@@ -10,7 +10,8 @@ import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
 import { openDatabase } from '../../db/client';
 import { GET as healthRoute } from '../../app/api/health/route';
-import { MAX_BODY_BYTES } from '../../server/http/read-body';
+import { MAX_BODY_BYTES } from '../../server/idempotency/read-body';
+import { GATEWAY_IDS } from '../../server/payments/gateway-ids';
 import { INTERNAL_ERROR_MESSAGE } from '../../server/trpc/errors';
 import { MAX_QUERY_BATCH_SIZE } from '../../server/trpc/limits';
 import { startTestStack, type TestStack } from '../support/stack';
@@ -24,8 +25,6 @@ before(async () => {
 after(async () => {
   await stack?.close();
 });
-
-const GATEWAYS = ['alipay', 'wechatpay', 'stripe', '2c2p'] as const;
 
 /** A createOrder body just over the limit: valid JSON, a real SKU, padded with an unknown field. */
 function oversizedOrderBody(bytes = MAX_BODY_BYTES + 1024): string {
@@ -134,7 +133,7 @@ describe('body size limit (64 KiB) on procedures', () => {
 });
 
 describe('body size limit (64 KiB) on the four webhooks', () => {
-  for (const gateway of GATEWAYS) {
+  for (const gateway of GATEWAY_IDS) {
     it(`refuses an oversized ${gateway} notification with a plain 413 and records nothing`, async () => {
       const before = await footprint(stack);
       const ledgerBefore = (await stack.ledger()).notifications.length;
@@ -184,11 +183,10 @@ describe('batching: none for mutations, bounded for queries', () => {
     await customer.query('checkout.products');
     const before = await footprint(stack);
     const input = { items: [{ sku: 'MUG-CELADON', quantity: 1 }] };
-    const response = await postJson(
-      '/api/trpc/checkout.createOrder,checkout.createOrder?batch=1',
-      JSON.stringify({ 0: input, 1: input }),
-      { cookie: customer.cookie!, 'idempotency-key': randomUUID() },
-    );
+    const response = await postJson('/api/trpc/checkout.createOrder,checkout.createOrder?batch=1', JSON.stringify({ 0: input, 1: input }), {
+      cookie: customer.cookie!,
+      'idempotency-key': randomUUID(),
+    });
     assert.equal(response.status, 400, response.text);
     const body = JSON.parse(response.text);
     assert.equal(body.error.data.httpStatus, 400);

@@ -34,7 +34,16 @@ describe('hostile input to checkout.createOrder', () => {
     ['an unknown SKU', { items: [{ sku: 'NO-SUCH-THING', quantity: 1 }] }, 'UNKNOWN_SKU'],
     ['a 1,000-character SKU', { items: [{ sku: 'X'.repeat(1000), quantity: 1 }] }, 'INVALID_INPUT'],
     ['a SQL-looking SKU', { items: [{ sku: "MUG'; drop table orders; --", quantity: 1 }] }, 'UNKNOWN_SKU'],
-    ['one SKU twice', { items: [{ sku: 'MUG-CELADON', quantity: 1 }, { sku: 'MUG-CELADON', quantity: 1 }] }, 'DUPLICATE_SKU'],
+    [
+      'one SKU twice',
+      {
+        items: [
+          { sku: 'MUG-CELADON', quantity: 1 },
+          { sku: 'MUG-CELADON', quantity: 1 },
+        ],
+      },
+      'DUPLICATE_SKU',
+    ],
     ['21 lines', { items: Array.from({ length: 21 }, (_, i) => ({ sku: `S${i}`, quantity: 1 })) }, 'INVALID_INPUT'],
     ['no lines', { items: [] }, 'INVALID_INPUT'],
     ['items not an array', { items: { sku: 'MUG-CELADON', quantity: 1 } }, 'INVALID_INPUT'],
@@ -93,7 +102,10 @@ describe('hostile input to checkout.createOrder', () => {
       const response = await leavesNoTrace(stack, async () => {
         if (key === '幂等-key') {
           // fetch refuses a non-ByteString header; send it percent-encoded as a client would have to.
-          return customer.send('POST', 'checkout.createOrder', { input: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, key: `${encodeURIComponent(key)}\u00a0x` });
+          return customer.send('POST', 'checkout.createOrder', {
+            input: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] },
+            key: `${encodeURIComponent(key)}\u00a0x`,
+          });
         }
         return customer.send('POST', 'checkout.createOrder', { input: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, key });
       });
@@ -121,9 +133,7 @@ describe('hostile input to checkout.pay and the order views', () => {
     ['an order that does not exist', { gateway: 'alipay', orderId: randomUUID() }],
   ] as const) {
     it(`pay with ${name} → 4xx, nothing changed`, async () => {
-      const response = await leavesNoTrace(stack, () =>
-        victim.mutate('checkout.pay', { orderId: victimOrder.orderId, ...input }),
-      );
+      const response = await leavesNoTrace(stack, () => victim.mutate('checkout.pay', { orderId: victimOrder.orderId, ...input }));
       assert.ok(response.status === 400 || response.status === 404, `${response.status} ${response.text}`);
       assert.ok(reasonOf(response));
     });

@@ -9,12 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
-import {
-  clientAddress,
-  DEFAULT_RATE_LIMIT_POLICY,
-  deleteEndedRateLimitWindows,
-  rateLimitPolicyFromEnv,
-} from '../../server/rate-limit';
+import { clientAddress, DEFAULT_RATE_LIMIT_POLICY, deleteEndedRateLimitWindows, rateLimitPolicyFromEnv } from '../../server/rate-limit';
 import { ApiCustomer, startTestStack, type ApiResponse, type TestStack } from '../support/stack';
 
 // The production defaults (30 a minute per session, 300 per address), behind one trusted proxy so
@@ -135,7 +130,13 @@ describe('rate limits on the mutations', () => {
       sessions.map(async (customer, s) => {
         for (let i = 0; i < 30; i++) {
           // Without a key: the guard answers 400 and stores nothing, but the request was counted.
-          const response = await mutateFrom(customer, `198.51.100.${s * 30 + i}, ${address}`, 'checkout.createOrder', { items: [{ sku: SKU, quantity: 1 }] }, null);
+          const response = await mutateFrom(
+            customer,
+            `198.51.100.${s * 30 + i}, ${address}`,
+            'checkout.createOrder',
+            { items: [{ sku: SKU, quantity: 1 }] },
+            null,
+          );
           assert.equal(response.status, 400, response.text);
           assert.equal(response.json.error.data.reason, 'IDEMPOTENCY_KEY_MISSING');
         }
@@ -153,7 +154,7 @@ describe('rate limits on the mutations', () => {
     assert.equal((await createOrderFrom(first.customer(), `192.0.2.99, 203.0.113.21`)).status, 201);
   });
 
-  it('counts in PostgreSQL: two app instances share one session\'s limit', async () => {
+  it("counts in PostgreSQL: two app instances share one session's limit", async () => {
     await roomInWindow(20);
     const onFirst = first.customer();
     await onFirst.query('checkout.products');
@@ -202,7 +203,10 @@ describe('rate limits on the mutations', () => {
     assert.ok((await deleteEndedRateLimitWindows(first.db, { batchSize: 1 })) >= 1);
     const left = await first.sql<{ bucket: string }[]>`
       select bucket from rate_limits where bucket in ('session:ended-test', 'session:live-test')`;
-    assert.deepEqual(left.map((row) => row.bucket), ['session:live-test']);
+    assert.deepEqual(
+      left.map((row) => row.bucket),
+      ['session:live-test'],
+    );
   });
 });
 
@@ -238,7 +242,10 @@ describe('caps on what one customer holds in unpaid orders', () => {
     const mugBefore = await stockOf(capped, SKU);
 
     for (const items of [
-      [{ sku: SKU, quantity: 1 }, { sku: 'TEA-LONGJING', quantity: 6 }],
+      [
+        { sku: SKU, quantity: 1 },
+        { sku: 'TEA-LONGJING', quantity: 6 },
+      ],
       [{ sku: SKU, quantity: 21 }],
     ]) {
       const refused = await customer.mutate('checkout.createOrder', { items });
@@ -250,7 +257,10 @@ describe('caps on what one customer holds in unpaid orders', () => {
     assert.equal(await stockOf(capped, SKU), mugBefore);
 
     // Up to the cap exactly is fine.
-    await customer.createOrder([{ sku: 'TEA-LONGJING', quantity: 5 }, { sku: SKU, quantity: 20 }]);
+    await customer.createOrder([
+      { sku: 'TEA-LONGJING', quantity: 5 },
+      { sku: SKU, quantity: 20 },
+    ]);
   });
 
   it('holds under concurrency: ten parallel createOrders of one customer create exactly five', async () => {

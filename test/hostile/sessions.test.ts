@@ -55,8 +55,7 @@ async function call(
 
 const createOrder = (cookie: string, options: { key?: string; https?: boolean } = {}) =>
   call('checkout.createOrder', { cookie, input: { items: MUG }, mutation: true, ...options });
-const readOrder = (cookie: string, orderId: string, https = false) =>
-  call('checkout.order', { cookie, input: { orderId }, https });
+const readOrder = (cookie: string, orderId: string, https = false) => call('checkout.order', { cookie, input: { orderId }, https });
 
 /** A customer with a session and one order, as the page leaves them. */
 async function customerWithOrder(https = false) {
@@ -176,7 +175,10 @@ describe('hostile session cookies', () => {
     const first = await call('checkout.products', { https: true });
     const setCookie = first.setCookies[0]!;
     assert.match(setCookie, /^__Host-payonce_session=[0-9a-f-]{36}\.\d+\.[\w-]{43};/);
-    const attributes = setCookie.split(';').slice(1).map((a) => a.trim());
+    const attributes = setCookie
+      .split(';')
+      .slice(1)
+      .map((a) => a.trim());
     assert.ok(attributes.includes('Secure') && attributes.includes('Path=/') && attributes.includes('HttpOnly'), setCookie);
     assert.ok(attributes.includes(`Max-Age=${DEFAULT_SESSION_MAX_AGE_SECONDS}`), setCookie);
     assert.ok(!attributes.some((a) => /^domain=/i.test(a)), setCookie);

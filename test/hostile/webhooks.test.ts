@@ -64,17 +64,24 @@ for (const gateway of Object.keys(ATTACKS) as GatewayId[]) {
       order = await customer.createOrder();
       assert.equal((await customer.pay(order.orderId, { gateway, buyer: 'ok' })).status, 201);
       // The gateway's own notification first, so nothing arrives on its own during the attacks.
-      await eventually(async () => {
-        const [row] = await stack.sql<{ n: number }[]>`
+      await eventually(
+        async () => {
+          const [row] = await stack.sql<{ n: number }[]>`
           select count(*)::int as n from payment_events where order_id = ${order.orderId} and kind = 'notification.processed'`;
-        return row!.n > 0 ? true : undefined;
-      }, 15_000, 'the genuine notification');
+          return row!.n > 0 ? true : undefined;
+        },
+        15_000,
+        'the genuine notification',
+      );
     });
 
     for (const [name, overrides] of ATTACKS[gateway]) {
       it(`${name} → 4xx, not acknowledged, nothing recorded`, async () => {
         const delivery = await leavesNoTrace(stack, () => deliver(gateway, order.outTradeNo, overrides()));
-        assert.ok(delivery.status !== null && delivery.status >= 400 && delivery.status < 500, `status ${delivery.status}: ${delivery.body}`);
+        assert.ok(
+          delivery.status !== null && delivery.status >= 400 && delivery.status < 500,
+          `status ${delivery.status}: ${delivery.body}`,
+        );
       });
     }
 

@@ -53,7 +53,9 @@ before(async () => {
   stack = await startTestStack();
   // A pool on the benchmark's counting socket, as the app opens it under BENCH=1; one connection
   // keeps the count exact.
-  counted = postgres(requireDatabaseUrl(), { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<{}>);
+  counted = postgres(requireDatabaseUrl(), { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<
+    Record<string, postgres.PostgresType>
+  >);
   const db = drizzle(withPreparedStatements(counted), { casing: 'snake_case' });
   await ensureBenchTables(db);
   await counted`select 1`; // connect (and load types) before anything is counted

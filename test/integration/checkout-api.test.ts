@@ -131,7 +131,16 @@ describe('checkout.products and checkout.createOrder', () => {
     const unknown = await customer.mutate('checkout.createOrder', { items: [{ sku: 'NO-SUCH-SKU', quantity: 1 }] }, key);
     assert.equal(unknown.status, 400);
     assert.equal(unknown.json.error.data.reason, 'UNKNOWN_SKU');
-    const tooMany = await customer.mutate('checkout.createOrder', { items: [{ sku: 'MUG-CELADON', quantity: 1 }, { sku: 'MUG-CELADON', quantity: 1 }] }, key);
+    const tooMany = await customer.mutate(
+      'checkout.createOrder',
+      {
+        items: [
+          { sku: 'MUG-CELADON', quantity: 1 },
+          { sku: 'MUG-CELADON', quantity: 1 },
+        ],
+      },
+      key,
+    );
     assert.equal(tooMany.json.error.data.reason, 'DUPLICATE_SKU');
     const [keys] = await stack.sql<{ n: number }[]>`select count(*)::int as n from idempotency_keys where key = ${key}`;
     assert.equal(keys!.n, 0, 'a refused request leaves no key behind');
@@ -146,7 +155,7 @@ describe('checkout.products and checkout.createOrder', () => {
     const a = await alice.mutate('checkout.createOrder', { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, key);
     const b = await bob.mutate('checkout.createOrder', { items: [{ sku: 'MUG-CELADON', quantity: 1 }] }, key);
     assert.equal(b.status, 201);
-    assert.equal(b.headers.get('idempotency-replayed'), null, 'not Alice\'s stored answer');
+    assert.equal(b.headers.get('idempotency-replayed'), null, "not Alice's stored answer");
     assert.notEqual(b.json.result.data.orderId, a.json.result.data.orderId);
 
     const peek = await bob.query('checkout.order', { orderId: a.json.result.data.orderId });
@@ -189,10 +198,14 @@ describe('checkout.pay with Alipay through the sandbox', () => {
     assert.equal(await emailsFor(order.orderId), 1);
 
     // The gateway's own notification arrives too, and is acknowledged without a second effect.
-    await eventually(async () => {
-      const ledger = await stack.ledger(order.outTradeNo);
-      return ledger.notifications.some((n) => n.acknowledged) ? true : undefined;
-    }, 10_000, 'the notification to be acknowledged');
+    await eventually(
+      async () => {
+        const ledger = await stack.ledger(order.outTradeNo);
+        return ledger.notifications.some((n) => n.acknowledged) ? true : undefined;
+      },
+      10_000,
+      'the notification to be acknowledged',
+    );
     assert.equal(await paymentsFor(order.orderId), 1);
     assert.equal(await emailsFor(order.orderId), 1);
 
@@ -246,7 +259,10 @@ describe('checkout.pay with Alipay through the sandbox', () => {
     const key = randomUUID();
     const responses = await Promise.all(Array.from({ length: 50 }, () => customer.pay(order.orderId, { key })));
     const statuses = responses.map((r) => r.status);
-    assert.ok(statuses.every((s) => s === 201 || s === 409), statuses.join(','));
+    assert.ok(
+      statuses.every((s) => s === 201 || s === 409),
+      statuses.join(','),
+    );
     for (const conflict of responses.filter((r) => r.status === 409)) {
       assert.equal(conflict.json.error.data.reason, 'REQUEST_IN_PROGRESS');
       assert.ok(Number(conflict.headers.get('retry-after')) >= 1);
@@ -271,7 +287,7 @@ describe('checkout.pay with Alipay through the sandbox', () => {
     assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 1);
   });
 
-  it('6. answers 409 REQUEST_IN_PROGRESS with Retry-After while the key\'s lease is held', async () => {
+  it("6. answers 409 REQUEST_IN_PROGRESS with Retry-After while the key's lease is held", async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
@@ -436,7 +452,10 @@ describe('Alipay notifications at /api/webhooks/alipay', () => {
       trade_status: 'TRADE_SUCCESS',
       version: '1.0',
     };
-    const content = Object.keys(params).sort().map((k) => `${k}=${params[k]}`).join('&');
+    const content = Object.keys(params)
+      .sort()
+      .map((k) => `${k}=${params[k]}`)
+      .join('&');
     const sign = createSign('RSA-SHA256').update(content).sign(privateKey, 'base64');
     const response = await fetch(`${stack.appUrl}/api/webhooks/alipay`, {
       method: 'POST',

@@ -78,7 +78,10 @@ describe('checkout flow (page and simulated customers)', () => {
     assert.equal(result.kind, 'paid');
     if (result.kind !== 'paid') return;
     const paying = progress.slice(progress.findIndex((p) => p.phase === 'paying'));
-    assert.deepEqual(paying.filter((p) => p.phase === 'retrying').map((p) => (p.phase === 'retrying' ? p.retry : 0)), [1, 2]);
+    assert.deepEqual(
+      paying.filter((p) => p.phase === 'retrying').map((p) => (p.phase === 'retrying' ? p.retry : 0)),
+      [1, 2],
+    );
     assert.equal((await stack.succeededCharges(result.order.outTradeNo)).length, 1);
   });
 
@@ -87,7 +90,10 @@ describe('checkout flow (page and simulated customers)', () => {
     // The tab closes right after the answer arrives and before the page records it: every save but
     // the final "all done" one sticks.
     const storage = memoryStorage();
-    const closingTab: CheckoutStorage = { load: storage.load, save: (next) => (Object.keys(next).length > 0 ? storage.save(next) : undefined) };
+    const closingTab: CheckoutStorage = {
+      load: storage.load,
+      save: (next) => (Object.keys(next).length > 0 ? storage.save(next) : undefined),
+    };
     const first = await payForCart({ client, storage: closingTab, cart, gateway: 'alipay', sleep: noWait });
     assert.equal(first.kind, 'paid');
     if (first.kind !== 'paid') return;

@@ -89,6 +89,8 @@ describe('emails to the shopper', () => {
       values ('email.order_paid', ${`order-paid-email:legacy:${order.orderId}`},
               ${JSON.stringify({ orderId: order.orderId, customerId: null, outTradeNo: order.outTradeNo, amountMinor: 16800, currency: 'CNY', gateway: '2c2p' })}::jsonb)`;
     const confirmations = await mailFor(order.orderId, 'email.order_paid');
-    assert.ok(confirmations.some((m) => m.body === `您的订单 ${order.outTradeNo} 已支付成功，感谢惠顾！\n支付金额：¥168.00\n支付方式：2C2P`));
+    assert.ok(
+      confirmations.some((m) => m.body === `您的订单 ${order.outTradeNo} 已支付成功，感谢惠顾！\n支付金额：¥168.00\n支付方式：2C2P`),
+    );
   });
 });

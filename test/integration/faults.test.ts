@@ -129,7 +129,7 @@ describe('sandbox faults: a flaky gateway', () => {
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
   });
 
-  it('connection dropped after charging: still one charge, settled by the gateway\'s own dedupe', async () => {
+  it("connection dropped after charging: still one charge, settled by the gateway's own dedupe", async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();

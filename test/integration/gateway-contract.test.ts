@@ -157,7 +157,9 @@ async function count(sqlText: 'payments' | 'emails', orderId: string): Promise<n
   const rows =
     sqlText === 'payments'
       ? await stack.sql<{ n: number }[]>`select count(*)::int as n from payments where order_id = ${orderId} and status = 'succeeded'`
-      : await stack.sql<{ n: number }[]>`select count(*)::int as n from outbox where topic = 'email.order_paid' and payload->>'orderId' = ${orderId}`;
+      : await stack.sql<
+          { n: number }[]
+        >`select count(*)::int as n from outbox where topic = 'email.order_paid' and payload->>'orderId' = ${orderId}`;
   return rows[0]!.n;
 }
 async function status(orderId: string) {
@@ -230,7 +232,15 @@ for (const fixture of FIXTURES) {
 
     it('3. the same out_trade_no charged twice is one charge: the second answer is the first payment', async () => {
       const outTradeNo = `PO${randomUUID().replaceAll('-', '').slice(0, 18).toUpperCase()}`;
-      const request = { outTradeNo, amountMinor: 6800, currency: 'CNY', subject: 'twice', attempt: 1, buyer: 'ok' as const, notifyUrl: 'http://127.0.0.1:9/x' };
+      const request = {
+        outTradeNo,
+        amountMinor: 6800,
+        currency: 'CNY',
+        subject: 'twice',
+        attempt: 1,
+        buyer: 'ok' as const,
+        notifyUrl: 'http://127.0.0.1:9/x',
+      };
       const first = await gateway().charge(request);
       const second = await gateway().charge(request);
       assert.equal(first.kind, 'succeeded', JSON.stringify(first));
@@ -262,13 +272,21 @@ for (const fixture of FIXTURES) {
       // Change one digit of the signed body: the signature no longer matches.
       const forgedBody = genuine.body.replace(/[0-8]/, (d) => String(Number(d) + 1));
       assert.notEqual(forgedBody, genuine.body);
-      const response = await fetch(`${stack.appUrl}/api/webhooks/${fixture.id}`, { method: 'POST', headers: genuine.headers, body: forgedBody });
+      const response = await fetch(`${stack.appUrl}/api/webhooks/${fixture.id}`, {
+        method: 'POST',
+        headers: genuine.headers,
+        body: forgedBody,
+      });
       assert.ok(response.status >= 400 && response.status < 500, `status ${response.status}`);
       assert.equal(await status(order.orderId), 'paying');
       assert.equal(await webhookKeys(), keysBefore, 'no dedupe key was written for the forgery');
 
       // The genuine one, replayed as captured, is accepted: the forgery failed only on its signature.
-      const real = await fetch(`${stack.appUrl}/api/webhooks/${fixture.id}`, { method: 'POST', headers: genuine.headers, body: genuine.body });
+      const real = await fetch(`${stack.appUrl}/api/webhooks/${fixture.id}`, {
+        method: 'POST',
+        headers: genuine.headers,
+        body: genuine.body,
+      });
       assert.ok(real.status >= 200 && real.status < 300, `status ${real.status}`);
       assert.equal(await status(order.orderId), 'paid');
     });
@@ -287,7 +305,10 @@ for (const fixture of FIXTURES) {
       // Not acknowledged (the gateway keeps it and retries), and never dropped without trace.
       const exceptions = await stack.sql<{ kind: string; occurrences: number }[]>`
         select kind, occurrences from payment_exceptions where order_id = ${victim.orderId}`;
-      assert.deepEqual(exceptions.map((e) => e.kind), ['amount_mismatch']);
+      assert.deepEqual(
+        exceptions.map((e) => e.kind),
+        ['amount_mismatch'],
+      );
     });
 
     it('8. the reconciler settles an order whose response was never recorded', async () => {
@@ -334,10 +355,14 @@ for (const fixture of FIXTURES) {
       assert.ok(first.kind === 'succeeded' || first.kind === 'pending', JSON.stringify(first));
       const again = await gateway().refund(refund);
       assert.ok(again.kind === 'succeeded' || again.kind === 'pending', JSON.stringify(again));
-      const found = await eventually(async () => {
-        const answer = await gateway().queryRefund(refund);
-        return answer.kind === 'answered' && answer.refund.kind === 'succeeded' ? answer.refund : undefined;
-      }, 10_000, 'the refund to succeed');
+      const found = await eventually(
+        async () => {
+          const answer = await gateway().queryRefund(refund);
+          return answer.kind === 'answered' && answer.refund.kind === 'succeeded' ? answer.refund : undefined;
+        },
+        10_000,
+        'the refund to succeed',
+      );
       assert.equal(found.amountMinor, order.amountMinor);
       const ledger = (await stack.ledger(order.outTradeNo)) as Awaited<ReturnType<TestStack['ledger']>> & {
         refunds: { status: string; amountMinor: number }[];

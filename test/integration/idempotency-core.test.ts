@@ -41,13 +41,15 @@ const keyRow = async (s: string, key: string) =>
   (await db.execute<Record<string, any>>(sql`select * from idempotency_keys where scope = ${s} and key = ${key}`))[0];
 
 /** A handler that writes one effect row and completes in the same transaction. */
-const writeEffectAndComplete = (tag: string, status = 201, body: unknown = { ok: true, tag }) => async (key: OwnedKey<Transaction>) =>
-  (
-    await key.atomicPhase(async (tx) => {
-      await tx.execute(sql`insert into core_test_effects (tag) values (${tag})`);
-      return respond(status, body);
-    })
-  ).response;
+const writeEffectAndComplete =
+  (tag: string, status = 201, body: unknown = { ok: true, tag }) =>
+  async (key: OwnedKey<Transaction>) =>
+    (
+      await key.atomicPhase(async (tx) => {
+        await tx.execute(sql`insert into core_test_effects (tag) values (${tag})`);
+        return respond(status, body);
+      })
+    ).response;
 
 before(async () => {
   await runMigrations(url);
@@ -97,8 +99,18 @@ describe('idempotency core', () => {
 
   it('3. treats key order and whitespace as the same request, another input or path as 422', async () => {
     const tag = randomUUID();
-    await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: JSON.parse('{"a":1,"b":[1,2]}') }, writeEffectAndComplete(tag), options);
-    const replay = await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: JSON.parse('{ "b": [1, 2], "a": 1 }') }, writeEffectAndComplete(tag), options);
+    await executeIdempotent(
+      store,
+      { scope: s, key: 'k', path: 'p', input: JSON.parse('{"a":1,"b":[1,2]}') },
+      writeEffectAndComplete(tag),
+      options,
+    );
+    const replay = await executeIdempotent(
+      store,
+      { scope: s, key: 'k', path: 'p', input: JSON.parse('{ "b": [1, 2], "a": 1 }') },
+      writeEffectAndComplete(tag),
+      options,
+    );
     assert.equal(replay.replayed, true);
     await assert.rejects(
       executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: { a: 2, b: [1, 2] } }, writeEffectAndComplete(tag), options),
@@ -231,7 +243,12 @@ describe('idempotency core', () => {
     await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: { v: 1 } }, writeEffectAndComplete(tag), options);
     await db.execute(sql`update idempotency_keys set expires_at = now() - interval '1 second' where scope = ${s}`);
     // Even a different request may use the key once its record has expired.
-    const again = await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: { v: 2 } }, writeEffectAndComplete(tag, 201, { second: true }), options);
+    const again = await executeIdempotent(
+      store,
+      { scope: s, key: 'k', path: 'p', input: { v: 2 } },
+      writeEffectAndComplete(tag, 201, { second: true }),
+      options,
+    );
     assert.deepEqual(again, { status: 201, body: { second: true }, replayed: false });
     assert.equal(await effects(tag), 2);
     const row = await keyRow(s, 'k');
@@ -241,21 +258,31 @@ describe('idempotency core', () => {
   it('8. releases the key on a transient failure: forgotten before any effect, kept at its recovery point after', async () => {
     const tag = randomUUID();
     await assert.rejects(
-      executeIdempotent(store, { scope: s, key: 'early', path: 'p', input: {} }, async () => {
-        throw new Error('PSP 503');
-      }, options),
+      executeIdempotent(
+        store,
+        { scope: s, key: 'early', path: 'p', input: {} },
+        async () => {
+          throw new Error('PSP 503');
+        },
+        options,
+      ),
       /PSP 503/,
     );
     assert.equal(await keyRow(s, 'early'), undefined, 'nothing durable happened: the key is forgotten');
 
     await assert.rejects(
-      executeIdempotent(store, { scope: s, key: 'late', path: 'p', input: {} }, async (key) => {
-        await key.atomicPhase(async (tx) => {
-          await tx.execute(sql`insert into core_test_effects (tag) values (${`${tag}:started`})`);
-          return recoveryPoint('charge_started');
-        });
-        throw new Error('gateway timeout');
-      }, options),
+      executeIdempotent(
+        store,
+        { scope: s, key: 'late', path: 'p', input: {} },
+        async (key) => {
+          await key.atomicPhase(async (tx) => {
+            await tx.execute(sql`insert into core_test_effects (tag) values (${`${tag}:started`})`);
+            return recoveryPoint('charge_started');
+          });
+          throw new Error('gateway timeout');
+        },
+        options,
+      ),
       /gateway timeout/,
     );
     const row = await keyRow(s, 'late');
@@ -265,10 +292,15 @@ describe('idempotency core', () => {
 
     // The retry runs at once (no lease to wait out) and resumes at the recovery point.
     const seen: string[] = [];
-    const retry = await executeIdempotent(store, { scope: s, key: 'late', path: 'p', input: {} }, async (key) => {
-      seen.push(key.recoveryPoint);
-      return writeEffectAndComplete(tag)(key);
-    }, options);
+    const retry = await executeIdempotent(
+      store,
+      { scope: s, key: 'late', path: 'p', input: {} },
+      async (key) => {
+        seen.push(key.recoveryPoint);
+        return writeEffectAndComplete(tag)(key);
+      },
+      options,
+    );
     assert.deepEqual(seen, ['charge_started']);
     assert.equal(retry.status, 201);
     assert.equal(await effects(`${tag}:started`), 1);
@@ -277,7 +309,12 @@ describe('idempotency core', () => {
   it('9. stores a terminal failure (402) and replays it without running again', async () => {
     const tag = randomUUID();
     const declined = { reason: 'PAYMENT_DECLINED', declineCode: 'ACQ.BUYER_BALANCE_NOT_ENOUGH' };
-    const first = await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: {} }, writeEffectAndComplete(tag, 402, declined), options);
+    const first = await executeIdempotent(
+      store,
+      { scope: s, key: 'k', path: 'p', input: {} },
+      writeEffectAndComplete(tag, 402, declined),
+      options,
+    );
     const second = await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: {} }, writeEffectAndComplete(tag, 201), options);
     assert.deepEqual(first, { status: 402, body: declined, replayed: false });
     assert.deepEqual(second, { status: 402, body: declined, replayed: true });
@@ -287,23 +324,38 @@ describe('idempotency core', () => {
   it('10. commits completion with the business effects or not at all', async () => {
     const tag = randomUUID();
     await assert.rejects(
-      executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: {} }, async (key) => {
-        await key.atomicPhase(async (tx) => {
-          await tx.execute(sql`insert into core_test_effects (tag) values (${tag})`);
-          if (tag) throw new Error('serialization failure');
-          return respond(201, {});
-        });
-      }, options),
+      executeIdempotent(
+        store,
+        { scope: s, key: 'k', path: 'p', input: {} },
+        async (key) => {
+          await key.atomicPhase(async (tx) => {
+            await tx.execute(sql`insert into core_test_effects (tag) values (${tag})`);
+            if (tag) throw new Error('serialization failure');
+            return respond(201, {});
+          });
+        },
+        options,
+      ),
       /serialization failure/,
     );
     assert.equal(await effects(tag), 0);
     assert.equal(await keyRow(s, 'k'), undefined);
   });
 
-  it('11. scopes keys: two customers using the same key never see each other\'s answer', async () => {
+  it("11. scopes keys: two customers using the same key never see each other's answer", async () => {
     const other = scope();
-    const a = await executeIdempotent(store, { scope: s, key: 'shared', path: 'p', input: {} }, writeEffectAndComplete('a', 201, { who: 'a' }), options);
-    const b = await executeIdempotent(store, { scope: other, key: 'shared', path: 'p', input: { different: true } }, writeEffectAndComplete('b', 201, { who: 'b' }), options);
+    const a = await executeIdempotent(
+      store,
+      { scope: s, key: 'shared', path: 'p', input: {} },
+      writeEffectAndComplete('a', 201, { who: 'a' }),
+      options,
+    );
+    const b = await executeIdempotent(
+      store,
+      { scope: other, key: 'shared', path: 'p', input: { different: true } },
+      writeEffectAndComplete('b', 201, { who: 'b' }),
+      options,
+    );
     assert.deepEqual(a.body, { who: 'a' });
     assert.deepEqual(b, { status: 201, body: { who: 'b' }, replayed: false });
   });
@@ -316,9 +368,12 @@ describe('idempotency core', () => {
       // A new connection first reads the server's array types once; that is not per request.
       await counting`select 1`;
       statements.length = 0;
-      await executeIdempotent(countingStore, { scope: s, key: 'rt', path: 'p', input: {} }, async (key) =>
-        (await key.atomicPhase(async () => respond(201, { ok: 1 }))).response,
-      options);
+      await executeIdempotent(
+        countingStore,
+        { scope: s, key: 'rt', path: 'p', input: {} },
+        async (key) => (await key.atomicPhase(async () => respond(201, { ok: 1 }))).response,
+        options,
+      );
       const work = statements.filter((q) => !/^\s*(begin|commit)\s*$/i.test(q));
       assert.equal(work.length, 2, work.join('\n---\n'));
       assert.match(work[0]!, /insert into idempotency_keys/);
@@ -339,15 +394,19 @@ describe('idempotency core', () => {
     try {
       const singleStore = createCheckoutIdempotencyStore(single.sql);
       let insidePhase = '';
-      await executeIdempotent(singleStore, { scope: s, key: 'sync', path: 'p', input: {} }, async (key) =>
-        (
-          await key.atomicPhase(async (tx) => {
-            const [row] = await tx.execute<{ setting: string }>(sql`select current_setting('synchronous_commit') as setting`);
-            insidePhase = row!.setting;
-            return respond(201, { ok: 1 });
-          })
-        ).response,
-      options);
+      await executeIdempotent(
+        singleStore,
+        { scope: s, key: 'sync', path: 'p', input: {} },
+        async (key) =>
+          (
+            await key.atomicPhase(async (tx) => {
+              const [row] = await tx.execute<{ setting: string }>(sql`select current_setting('synchronous_commit') as setting`);
+              insidePhase = row!.setting;
+              return respond(201, { ok: 1 });
+            })
+          ).response,
+        options,
+      );
       const [after] = await single.sql<{ setting: string }[]>`select current_setting('synchronous_commit') as setting`;
       assert.equal(insidePhase, 'on', 'the atomic phase after the claim commits synchronously');
       assert.equal(after!.setting, 'on', 'the connection keeps its setting');

@@ -139,11 +139,15 @@ describe('the job queue', () => {
     try {
       const order = await orderChargedButNeverRecorded();
       await eventually(async () => ((await orderStatus(order.orderId)) === 'paid' ? true : undefined), 20_000, 'the reconciler');
-      const mail = await eventually(async () => {
-        const rows = await stack.sql<{ subject: string }[]>`
+      const mail = await eventually(
+        async () => {
+          const rows = await stack.sql<{ subject: string }[]>`
           select m.subject from mail_sink m join outbox o on o.id = m.outbox_id where o.payload->>'orderId' = ${order.orderId}`;
-        return rows.length > 0 ? rows : undefined;
-      }, 20_000, 'the email');
+          return rows.length > 0 ? rows : undefined;
+        },
+        20_000,
+        'the email',
+      );
       assert.equal(mail.length, 1);
       assert.match(mail[0]!.subject, new RegExp(order.outTradeNo));
     } finally {

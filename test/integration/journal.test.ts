@@ -128,12 +128,17 @@ describe('the payment journal', () => {
 
     const [target] = await stack.sql<{ id: string; seq: number }[]>`
       select id::text, seq from payment_events where order_id = ${orderId} and kind = 'payment.succeeded'`;
-    await asAdministrator((sql) => sql`
-      update payment_events set data = jsonb_set(data, '{amountMinor}', '1') where id = ${target!.id}`);
+    await asAdministrator(
+      (sql) => sql`
+      update payment_events set data = jsonb_set(data, '{amountMinor}', '1') where id = ${target!.id}`,
+    );
 
     const tampered = runAudit();
     assert.equal(tampered.status, 1, tampered.output);
-    assert.match(tampered.output, new RegExp(`BROKEN: payment_events id ${target!.id}, stream order:${orderId}, seq ${target!.seq}: hash_mismatch`));
+    assert.match(
+      tampered.output,
+      new RegExp(`BROKEN: payment_events id ${target!.id}, stream order:${orderId}, seq ${target!.seq}: hash_mismatch`),
+    );
 
     const customerView = await auditJournal(stack.sql);
     assert.equal(customerView.broken?.id, Number(target!.id));
@@ -158,9 +163,13 @@ describe('the payment journal', () => {
     const headsFile = path.join(os.tmpdir(), `payonce-heads-${randomUUID()}.json`);
     const saved = runAudit('--heads', headsFile);
     assert.match(saved.output, /heads of \d+ streams written/);
-    await asAdministrator((sql) => sql`
-      delete from payment_events where id = (select max(id) from payment_events where order_id = ${order.orderId})`);
-    const heads = new Map(Object.entries(JSON.parse(await fs.readFile(headsFile, 'utf8')) as Record<string, { seq: number; hash: string }>));
+    await asAdministrator(
+      (sql) => sql`
+      delete from payment_events where id = (select max(id) from payment_events where order_id = ${order.orderId})`,
+    );
+    const heads = new Map(
+      Object.entries(JSON.parse(await fs.readFile(headsFile, 'utf8')) as Record<string, { seq: number; hash: string }>),
+    );
     const stream = `order:${order.orderId}`;
     // Without the saved heads, a shorter chain is still a valid chain: only the heads reveal the cut.
     assert.equal((await auditJournal(stack.sql, { streams: [stream] })).broken, undefined);

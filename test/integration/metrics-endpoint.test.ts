@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import { GET } from '../../app/api/metrics/route';
 import { closeDatabase } from '../../db/client';
+import { resetServerEnv } from '../../server/env';
 
 const SWITCHES = ['METRICS_TOKEN', 'METRICS_PUBLIC', 'PAYONCE_DEMO'] as const;
 const saved = Object.fromEntries(SWITCHES.map((name) => [name, process.env[name]]));
@@ -17,6 +18,8 @@ function setSwitches(values: Partial<Record<(typeof SWITCHES)[number], string>>)
     if (value === undefined) delete process.env[name];
     else process.env[name] = value;
   }
+  // The server reads its environment once; this one changes between requests.
+  resetServerEnv();
 }
 
 const scrape = (authorization?: string) =>

@@ -11,10 +11,11 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { processDueRefunds } from '../../server/checkout/refunds';
 import { relayOutbox } from '../../server/jobs/outbox-relay';
 import { expireUnpaidOrders, reconcilePayments } from '../../server/jobs/reconciler';
-import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
+import type { TestBuyer } from '../../server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { eventually, startTestStack, type TestStack } from '../support/stack';
 
-const GATEWAYS: GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
+const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;
 const PAIRS = GATEWAYS.flatMap((a) => GATEWAYS.filter((b) => b !== a).map((b) => [a, b] as const));
 
 interface LedgerRefund {
@@ -224,7 +225,10 @@ describe('expiry: the trade is closed before the stock goes back; a payment that
       const mails = await stack.sql<{ subject: string }[]>`
         select m.subject from mail_sink m join outbox o on o.id = m.outbox_id
          where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.orderId}`;
-      assert.deepEqual(mails.map((m) => m.subject), [`退款通知：订单 ${order.outTradeNo}`]);
+      assert.deepEqual(
+        mails.map((m) => m.subject),
+        [`退款通知：订单 ${order.outTradeNo}`],
+      );
     });
   }
 });
@@ -263,8 +267,13 @@ describe('refunds exactly once, whatever fails', () => {
       assert.equal(money.refunds.length, 1);
       assert.equal(money.refunds[0]!.gateway, second);
       assert.equal((await orderRow(order.orderId)).status, 'paid');
-      const view = await stack.sql<{ role: string }[]>`select role from payments where order_id = ${order.orderId} and status = 'succeeded' order by created_at`;
-      assert.deepEqual(view.map((p) => p.role), ['payment', 'excess']);
+      const view = await stack.sql<
+        { role: string }[]
+      >`select role from payments where order_id = ${order.orderId} and status = 'succeeded' order by created_at`;
+      assert.deepEqual(
+        view.map((p) => p.role),
+        ['payment', 'excess'],
+      );
     });
   }
 
@@ -280,7 +289,11 @@ describe('refunds exactly once, whatever fails', () => {
       const [row] = await stack.sql<{ status: string }[]>`select status from refunds where order_id = ${order.orderId}`;
       assert.equal(row!.status, 'sent');
       const settled = await settleRefunds(order.orderId);
-      assert.deepEqual(settled.map((r) => r.status), ['succeeded'], 'our books: the refund succeeded (not refused as exceeding)');
+      assert.deepEqual(
+        settled.map((r) => r.status),
+        ['succeeded'],
+        'our books: the refund succeeded (not refused as exceeding)',
+      );
       const money = await moneyKept(order.outTradeNo);
       assert.equal(money.refunds.length, 1, JSON.stringify(money.refunds));
       assert.equal(money.kept, order.amountMinor);
@@ -295,7 +308,10 @@ describe('refunds exactly once, whatever fails', () => {
       // The dead worker's lease runs out; the next run finds the refund `sent` and asks first.
       await stack.sql`update refunds set lease_until = now() where order_id = ${order.orderId}`;
       const settled = await settleRefunds(order.orderId);
-      assert.deepEqual(settled.map((r) => r.status), ['succeeded']);
+      assert.deepEqual(
+        settled.map((r) => r.status),
+        ['succeeded'],
+      );
       const money = await moneyKept(order.outTradeNo);
       assert.equal(money.refunds.length, 1);
       assert.equal(money.kept, order.amountMinor);

@@ -4,24 +4,45 @@
  * round trip, runs after the COMMIT, or stops rolling a phase back.
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { countingSocket, statementCount } from '../../bench/wire-count';
-import { runMigrations } from '../../db/migrate';
+import { applyIdempotencySchema } from '../../server/idempotency';
 import { startBeforeCommit } from '../../server/idempotency/postgres-pipelining';
-import { requireDatabaseUrl } from '../support/stack';
 
-const url = requireDatabaseUrl();
+// Self-contained (postgres.js and the core only), so it travels with the core into another app.
+const url = process.env.DATABASE_URL;
+if (!url) throw new Error('DATABASE_URL is not set');
 let sql: postgres.Sql;
 
+/** Exchanges the client waited on: socket writes ending in Sync (S), Flush (H) or a simple Query (Q). */
+let roundTrips = 0;
+function countingSocket(options: { host: string[]; port: number[]; path?: string | false }): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = options.path ? net.connect(options.path) : net.connect(options.port[0]!, options.host[0]!);
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      const write = socket.write.bind(socket) as (chunk: unknown, ...rest: unknown[]) => boolean;
+      socket.write = ((chunk: unknown, ...rest: unknown[]) => {
+        if (Buffer.isBuffer(chunk)) {
+          let last: number | undefined;
+          for (let i = 0; i + 5 <= chunk.length; i += 1 + chunk.readInt32BE(i + 1)) last = chunk[i];
+          if (last === 0x53 || last === 0x48 || last === 0x51) roundTrips++;
+        }
+        return write(chunk, ...rest);
+      }) as typeof socket.write;
+      resolve(socket);
+    });
+  });
+}
 const tag = () => `pipelining-${Math.random().toString(36).slice(2)}`;
 const rowsTagged = async (value: string) =>
   (await sql<{ n: number }[]>`select count(*)::int as n from pipelining_probe where tag = ${value}`)[0]!.n;
 
 before(async () => {
-  await runMigrations(url); // the fence function, idempotency_assert_owned
   // One connection on the counting socket, so every statement of a test is on the wire we watch.
-  sql = postgres(url, { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<{}>);
+  sql = postgres(url, { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<Record<string, postgres.PostgresType>>);
+  await applyIdempotencySchema(sql); // the fence function, idempotency_assert_owned
   await sql`create table if not exists pipelining_probe (id serial primary key, tag text not null)`;
 });
 after(async () => {
@@ -52,14 +73,11 @@ describe('postgres.js behaviour the idempotency store relies on', () => {
   it('2. it leaves in one write with the COMMIT: one round trip for both', async () => {
     const closing: [string, (string | number | null)[]] = ['select $1::int as n', [1]];
     await phase(tag(), closing); // every statement prepared on the connection
-    const before = { ...statementCount() };
+    const before = roundTrips;
     const { started } = await phase(tag(), closing);
     await started;
-    const after = statementCount();
     // BEGIN, INSERT, SELECT, then the closing statement and the COMMIT together.
-    assert.equal(after.roundTrips - before.roundTrips, 4);
-    assert.equal(after.total - before.total, 5);
-    assert.equal(after.commit - before.commit, 1);
+    assert.equal(roundTrips - before, 4);
   });
 
   it('3. when it fails, the COMMIT rolls the transaction back and its promise carries the SQLSTATE', async () => {

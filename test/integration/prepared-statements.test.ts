@@ -17,7 +17,9 @@ import { requireDatabaseUrl } from '../support/stack';
 let pool: postgres.Sql;
 
 before(async () => {
-  pool = postgres(requireDatabaseUrl(), { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<{}>);
+  pool = postgres(requireDatabaseUrl(), { max: 1, onnotice: () => {}, socket: countingSocket } as postgres.Options<
+    Record<string, postgres.PostgresType>
+  >);
   await pool`select 1`;
 });
 after(async () => {
@@ -32,8 +34,7 @@ async function warmRoundTrips(fn: () => Promise<unknown>): Promise<number> {
   return statementCount().roundTrips - before;
 }
 
-const select = (db: { execute: (query: ReturnType<typeof q>) => Promise<unknown> }) =>
-  db.execute(q`select ${42}::int as answer`);
+const select = (db: { execute: (query: ReturnType<typeof q>) => Promise<unknown> }) => db.execute(q`select ${42}::int as answer`);
 
 describe('named prepared statements for Drizzle', () => {
   it('1. a parameterised Drizzle statement costs two round trips on the plain client, one through the view', async () => {

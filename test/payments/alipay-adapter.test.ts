@@ -111,10 +111,11 @@ describe('charge', () => {
 
   it('declines both test buyers, then succeeds with the ok buyer on the same out_trade_no', async () => {
     const outTradeNo = newOutTradeNo();
-    assert.deepEqual(
-      await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })),
-      { kind: 'declined', code: 'ACQ.BUYER_BALANCE_NOT_ENOUGH', message: '买家余额不足' },
-    );
+    assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })), {
+      kind: 'declined',
+      code: 'ACQ.BUYER_BALANCE_NOT_ENOUGH',
+      message: '买家余额不足',
+    });
     const restricted = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 }));
     assert.equal(restricted.kind, 'declined');
     assert.ok(restricted.kind === 'declined', "restricted.kind === 'declined'");
@@ -124,7 +125,10 @@ describe('charge', () => {
     const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
     assert.equal(ok.kind, 'succeeded');
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('reports a repeated charge of a paid order as succeeded (TRADE_HAS_SUCCESS + query), charging once', async () => {
@@ -169,10 +173,16 @@ describe('charge', () => {
     const outTradeNo = newOutTradeNo();
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
     const tradeNos = new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : o.kind)));
-    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'succeeded'),
+      [],
+    );
     assert.equal(tradeNos.size, 1);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 4200]],
+    );
   });
 
   it('is refused (retryable, nothing charged) when signing with the wrong key or app id', async () => {
@@ -190,7 +200,11 @@ describe('charge', () => {
   });
 
   it('accepts keys as bare base64, the way Alipay’s key tool prints them', async () => {
-    const bare = (pem: string) => pem.split('\n').filter((l) => !l.startsWith('-----')).join('');
+    const bare = (pem: string) =>
+      pem
+        .split('\n')
+        .filter((l) => !l.startsWith('-----'))
+        .join('');
     const g = createAlipayGateway(config({ appPrivateKey: bare(creds.appPrivateKey), alipayPublicKey: bare(creds.alipayPublicKey) }));
     assert.equal((await g.charge(chargeRequest(newOutTradeNo()))).kind, 'succeeded');
     assert.throws(() => createAlipayGateway(config({ appPrivateKey: 'not a key' })), /appPrivateKey/);
@@ -263,7 +277,10 @@ describe('charge transport failures', () => {
     // It did charge: exactly the case that must be settled by a query, never by guessing.
     assert.equal((await ledger(outTradeNo)).charges[0]?.status, 'succeeded');
     const settled = await gateway.query(outTradeNo);
-    assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded', "settled.kind === 'answered' && settled.trade.kind === 'succeeded'");
+    assert.ok(
+      settled.kind === 'answered' && settled.trade.kind === 'succeeded',
+      "settled.kind === 'answered' && settled.trade.kind === 'succeeded'",
+    );
   });
 });
 
@@ -282,7 +299,12 @@ describe('query', () => {
 
     const closing = newOutTradeNo();
     await gateway.charge(chargeRequest(closing, { buyer: 'account_restricted' }));
-    const sdk = new AlipaySdk({ appId: creds.appId, privateKey: creds.appPrivateKey, alipayPublicKey: creds.alipayPublicKey, gateway: creds.gateway });
+    const sdk = new AlipaySdk({
+      appId: creds.appId,
+      privateKey: creds.appPrivateKey,
+      alipayPublicKey: creds.alipayPublicKey,
+      gateway: creds.gateway,
+    });
     const closed = await sdk.exec('alipay.trade.close', { bizContent: { out_trade_no: closing } }, { validateSign: true });
     assert.equal(closed.code, '10000');
     assert.deepEqual(await gateway.query(closing), { kind: 'answered', trade: { kind: 'closed' } });
@@ -315,7 +337,10 @@ describe('notifications', () => {
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const next = script.length > 1 ? script.shift() : script[0];
-          const reply = next === undefined || next === 'success' ? gateway.notificationReply(verdict.kind === 'verified') : { status: 200, headers: {}, body: next };
+          const reply =
+            next === undefined || next === 'success'
+              ? gateway.notificationReply(verdict.kind === 'verified')
+              : { status: 200, headers: {}, body: next };
           res.writeHead(reply.status, reply.headers);
           res.end(reply.body);
         });
@@ -336,7 +361,14 @@ describe('notifications', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     const received = verdicts.get(outTradeNo) ?? [];
     assert.equal(received.length, 3);
     for (const verdict of received) {
@@ -367,7 +399,10 @@ describe('notifications', () => {
     });
     assert.equal(res.status, 200);
     const { deliveries } = (await res.json()) as { deliveries: { status: number; body: string }[] };
-    assert.deepEqual(deliveries, Array.from({ length: 5 }, () => ({ status: 200, body: 'success' })));
+    assert.deepEqual(
+      deliveries,
+      Array.from({ length: 5 }, () => ({ status: 200, body: 'success' })),
+    );
     const tampered = (verdicts.get(outTradeNo) ?? []).slice(1);
     assert.equal(tampered.length, 5);
     for (const verdict of tampered) {
@@ -375,7 +410,10 @@ describe('notifications', () => {
       assert.equal(verdict.notification.amountMinor, 1);
     }
     const { notifications } = await ledger(outTradeNo);
-    assert.deepEqual(notifications.map((n) => n.attempt), [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(
+      notifications.map((n) => n.attempt),
+      [1, 2, 3, 4, 5, 6],
+    );
   });
 
   it('rejects a notification signed by another key, a tampered one and one missing a field', async () => {
@@ -394,14 +432,20 @@ describe('notifications', () => {
       subject: 'x',
     };
     const sign = (data: Record<string, string>, privateKeyPem: string) => {
-      const content = Object.keys(data).sort().map((k) => `${k}=${data[k]}`).join('&');
+      const content = Object.keys(data)
+        .sort()
+        .map((k) => `${k}=${data[k]}`)
+        .join('&');
       return createSign('RSA-SHA256').update(content, 'utf8').sign(privateKeyPem, 'base64');
     };
     const body = (data: Record<string, string>) => new URLSearchParams(data).toString();
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const forgerPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 
-    const forged = await gateway.verifyNotification({ headers: new Headers(), rawBody: body({ ...fields, sign_type: 'RSA2', sign: sign(fields, forgerPem) }) });
+    const forged = await gateway.verifyNotification({
+      headers: new Headers(),
+      rawBody: body({ ...fields, sign_type: 'RSA2', sign: sign(fields, forgerPem) }),
+    });
     assert.deepEqual(forged, { kind: 'rejected', reason: 'invalid signature' });
     const unsigned = await gateway.verifyNotification({ headers: new Headers(), rawBody: body(fields) });
     assert.deepEqual(unsigned, { kind: 'rejected', reason: 'missing sign' });
@@ -417,7 +461,7 @@ describe('notifications', () => {
         body: JSON.stringify({ outTradeNo, overrides }),
       });
       assert.equal(res.status, 200);
-      return ((verdicts.get(outTradeNo) ?? []).at(-1)) as NotificationVerdict;
+      return (verdicts.get(outTradeNo) ?? []).at(-1) as NotificationVerdict;
     };
     assert.deepEqual(await tool({ trade_no: '' }), { kind: 'rejected', reason: 'missing trade_no' });
     assert.deepEqual(await tool({ sign: 'AAAA' }), { kind: 'rejected', reason: 'invalid signature' });
@@ -426,7 +470,11 @@ describe('notifications', () => {
   });
 
   it('replies exactly what Alipay expects', () => {
-    assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: 'success' });
+    assert.deepEqual(gateway.notificationReply(true), {
+      status: 200,
+      headers: { 'content-type': 'text/plain; charset=utf-8' },
+      body: 'success',
+    });
     const nack = gateway.notificationReply(false);
     assert.notEqual(nack.body, 'success');
     assert.equal(nack.status, 503);
@@ -495,7 +543,10 @@ describe('close', () => {
     const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
     assert.ok(again.kind === 'declined', "again.kind === 'declined'");
     assert.equal(again.code, 'ACQ.TRADE_HAS_CLOSE');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('blocks an out_trade_no that has no trade yet (trade.cancel), so a late charge cannot land', async () => {
@@ -624,7 +675,10 @@ describe('refund', () => {
     // 3. Repeating the same refundId answers the same refund.
     assert.equal((await gateway.refund(request)).kind, 'succeeded');
     const { refunds } = await ledger(outTradeNo);
-    assert.deepEqual(refunds.map((r) => [r.refundId, r.status]), [[request.refundId, 'succeeded']]);
+    assert.deepEqual(
+      refunds.map((r) => [r.refundId, r.status]),
+      [[request.refundId, 'succeeded']],
+    );
   });
 
   it('absorbs the HTTP client’s silent re-send after one dropped answer: succeeded, one refund', async () => {
@@ -738,6 +792,9 @@ describe('refund notifications', () => {
       const list = (await ledger(outTradeNo)).notifications;
       return list.length >= 3 ? list : undefined;
     });
-    assert.deepEqual(notifications.map((n) => n.acknowledged), [true, true, true]);
+    assert.deepEqual(
+      notifications.map((n) => n.acknowledged),
+      [true, true, true],
+    );
   });
 });

@@ -101,7 +101,10 @@ describe('charge', () => {
     assert.equal(outcome.amountMinor, 1999);
     assert.equal(outcome.currency, 'CNY');
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]), [['succeeded', 1999, outcome.gatewayTradeNo]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]),
+      [['succeeded', 1999, outcome.gatewayTradeNo]],
+    );
   });
 
   it('declines both test buyers, then a new attempt with the ok buyer pays the same order once', async () => {
@@ -119,7 +122,10 @@ describe('charge', () => {
     assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
     const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
     assert.equal(ok.kind, 'succeeded');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('replays a retry of the same attempt — the decline too — without charging again', async () => {
@@ -128,7 +134,10 @@ describe('charge', () => {
     assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' })), declined);
     const paid = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
     assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 })), paid);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'succeeded'],
+    );
   });
 
   it('reports an order that is already paid as succeeded when a new attempt is started, charging nothing', async () => {
@@ -139,7 +148,10 @@ describe('charge', () => {
     const other = await gateway.charge(chargeRequest(outTradeNo, { attempt: 3, amountMinor: 1231 }));
     assert.ok(other.kind === 'indeterminate');
     assert.equal(other.code, 'AMOUNT_MISMATCH');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['succeeded'],
+    );
   });
 
   it('finds a payment search does not show yet: no second charge on a lagging index', async () => {
@@ -166,19 +178,34 @@ describe('charge', () => {
     const changed = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok' })); // same attempt, other card
     assert.ok(changed.kind === 'indeterminate', JSON.stringify(changed));
     assert.equal(changed.code, 'idempotency_error');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('turns 50 concurrent charges of one attempt into exactly one charge', async () => {
     const outTradeNo = newOutTradeNo();
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
-    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'succeeded'),
+      [],
+    );
     assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : o.kind))).size, 1);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 4200]],
+    );
   });
 
   it('refuses to send what cannot be right', async () => {
-    for (const overrides of [{ currency: 'yuan' }, { amountMinor: 0 }, { amountMinor: 12.5 }, { amountMinor: 100_000_000 }, { attempt: 0 }]) {
+    for (const overrides of [
+      { currency: 'yuan' },
+      { amountMinor: 0 },
+      { amountMinor: 12.5 },
+      { amountMinor: 100_000_000 },
+      { attempt: 0 },
+    ]) {
       const outcome = await gateway.charge(chargeRequest(newOutTradeNo(), overrides));
       assert.equal(outcome.kind, 'declined', JSON.stringify(overrides));
     }
@@ -267,8 +294,7 @@ describe('charge transport failures', () => {
   it('is indeterminate when a refused retry follows a try that reached Stripe', async () => {
     // The first POST gets a 500 (maybe executed); the server is then gone, so the SDK's retry is
     // refused. The SDK's error only tells of the refusal — the adapter remembers the first try.
-    let server: { url: string; close(): Promise<void> } | undefined;
-    server = await startServer((req, res) => {
+    const server: { url: string; close(): Promise<void> } = await startServer((req, res) => {
       req.resume();
       req.on('end', () => {
         if (req.method !== 'POST') {
@@ -301,11 +327,13 @@ describe('query', () => {
 
     const closing = newOutTradeNo();
     await gateway.charge(chargeRequest(closing, { buyer: 'account_restricted' }));
-    const [intent] = ((await (
-      await fetch(`${sandbox.url}/v1/payment_intents/search?query=${encodeURIComponent(`metadata['out_trade_no']:'${closing}'`)}`, {
-        headers: { authorization: `Bearer ${creds.secretKey}` },
-      })
-    ).json()) as { data: { id: string }[] }).data;
+    const [intent] = (
+      (await (
+        await fetch(`${sandbox.url}/v1/payment_intents/search?query=${encodeURIComponent(`metadata['out_trade_no']:'${closing}'`)}`, {
+          headers: { authorization: `Bearer ${creds.secretKey}` },
+        })
+      ).json()) as { data: { id: string }[] }
+    ).data;
     assert.ok(intent);
     const canceled = await fetch(`${sandbox.url}/v1/payment_intents/${intent.id}/cancel`, {
       method: 'POST',
@@ -374,7 +402,14 @@ describe('notifications', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     const received = verdicts.get(outTradeNo) ?? [];
     assert.equal(received.length, 3);
     const [first] = received;
@@ -420,7 +455,8 @@ describe('notifications', () => {
 
     assert.deepEqual(await tool(outTradeNo, { signature: 'ab'.repeat(32) }), {
       kind: 'rejected',
-      reason: 'invalid signature: No signatures found matching the expected signature for payload. Are you passing the raw request body you received from Stripe? ',
+      reason:
+        'invalid signature: No signatures found matching the expected signature for payload. Are you passing the raw request body you received from Stripe? ',
     });
     const stale = await tool(outTradeNo, { timestamp: String(Math.floor(Date.now() / 1000) - 301) });
     assert.deepEqual(stale, { kind: 'rejected', reason: 'invalid signature: Timestamp outside the tolerance zone' });
@@ -437,10 +473,18 @@ describe('notifications', () => {
     assert.deepEqual(await tool(outTradeNo, { amount: '12.30' }), { kind: 'rejected', reason: 'invalid amount "12.30"' });
 
     // Signed with another secret, or not signed at all.
-    const body = JSON.stringify({ id: 'evt_forged', object: 'event', type: 'payment_intent.succeeded', data: { object: { object: 'payment_intent' } } });
+    const body = JSON.stringify({
+      id: 'evt_forged',
+      object: 'event',
+      type: 'payment_intent.succeeded',
+      data: { object: { object: 'payment_intent' } },
+    });
     const t = Math.floor(Date.now() / 1000);
     const otherSecret = createHmac('sha256', 'whsec_not_the_right_one').update(`${t}.${body}`).digest('hex');
-    const forged = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${otherSecret}` }), rawBody: body });
+    const forged = await gateway.verifyNotification({
+      headers: new Headers({ 'stripe-signature': `t=${t},v1=${otherSecret}` }),
+      rawBody: body,
+    });
     assert.equal(forged.kind, 'rejected');
     assert.deepEqual(await gateway.verifyNotification({ headers: new Headers(), rawBody: body }), {
       kind: 'rejected',
@@ -449,7 +493,12 @@ describe('notifications', () => {
   });
 
   it('acknowledges events that are not about one of our orders, so Stripe stops sending them', async () => {
-    const body = JSON.stringify({ id: 'evt_other', object: 'event', type: 'charge.refunded', data: { object: { id: 'ch_1', object: 'charge' } } });
+    const body = JSON.stringify({
+      id: 'evt_other',
+      object: 'event',
+      type: 'charge.refunded',
+      data: { object: { id: 'ch_1', object: 'charge' } },
+    });
     const t = Math.floor(Date.now() / 1000);
     const v1 = createHmac('sha256', creds.webhookSecret).update(`${t}.${body}`).digest('hex');
     const verdict = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${v1}` }), rawBody: body });
@@ -482,19 +531,25 @@ describe('notifications', () => {
     const [verdict] = refundVerdicts;
     assert.ok(verdict?.kind === 'refund');
     assert.match(verdict.notification.eventId, /^evt_/);
-    assert.deepEqual({ ...verdict.notification, eventId: '' }, {
-      gateway: 'stripe',
-      eventId: '',
-      merchantId: creds.accountId,
-      outTradeNo,
-      refundId,
-      gatewayRefundId: refunded.gatewayRefundId,
-      status: 'succeeded',
-      amountMinor: 1230,
-      currency: 'CNY',
-    });
+    assert.deepEqual(
+      { ...verdict.notification, eventId: '' },
+      {
+        gateway: 'stripe',
+        eventId: '',
+        merchantId: creds.accountId,
+        outTradeNo,
+        refundId,
+        gatewayRefundId: refunded.gatewayRefundId,
+        status: 'succeeded',
+        amountMinor: 1230,
+        currency: 'CNY',
+      },
+    );
     // payment_intent.succeeded and charge.refunded: payment notifications; only the first settles.
-    assert.deepEqual(received.filter((v) => v.kind === 'verified').map((v) => v.kind === 'verified' && v.notification.status), ['succeeded', 'other']);
+    assert.deepEqual(
+      received.filter((v) => v.kind === 'verified').map((v) => v.kind === 'verified' && v.notification.status),
+      ['succeeded', 'other'],
+    );
     await waitFor('every delivery acknowledged', async () => {
       const l = await ledger(outTradeNo);
       return l.notifications.filter((n) => n.acknowledged).length >= 3 ? true : undefined;
@@ -510,7 +565,10 @@ describe('notifications', () => {
     });
     const t = Math.floor(Date.now() / 1000);
     const sign = (secret: string) => `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')}`;
-    const verdict = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': sign(creds.webhookSecret) }), rawBody: body });
+    const verdict = await gateway.verifyNotification({
+      headers: new Headers({ 'stripe-signature': sign(creds.webhookSecret) }),
+      rawBody: body,
+    });
     assert.ok(verdict.kind === 'refund', JSON.stringify(verdict));
     assert.equal(verdict.notification.status, 'other');
     assert.equal(verdict.notification.refundId, '');
@@ -520,7 +578,11 @@ describe('notifications', () => {
   });
 
   it('replies exactly what Stripe expects', () => {
-    assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'application/json' }, body: '{"received":true}' });
+    assert.deepEqual(gateway.notificationReply(true), {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: '{"received":true}',
+    });
     assert.equal(gateway.notificationReply(false).status, 503);
   });
 });
@@ -540,8 +602,14 @@ async function api<T>(method: 'GET' | 'POST', path: string, body = ''): Promise<
 
 /** The order's PaymentIntents with their statuses, oldest first (the list is strongly consistent). */
 async function intentsOf(outTradeNo: string): Promise<{ id: string; status: string }[]> {
-  const { body } = await api<{ data: { id: string; status: string; metadata: Record<string, string> }[] }>('GET', '/v1/payment_intents?limit=100');
-  return body.data.filter((p) => p.metadata.out_trade_no === outTradeNo).map(({ id, status }) => ({ id, status })).reverse();
+  const { body } = await api<{ data: { id: string; status: string; metadata: Record<string, string> }[] }>(
+    'GET',
+    '/v1/payment_intents?limit=100',
+  );
+  return body.data
+    .filter((p) => p.metadata.out_trade_no === outTradeNo)
+    .map(({ id, status }) => ({ id, status }))
+    .reverse();
 }
 
 async function buyerPays(outTradeNo: string, buyer = 'ok'): Promise<{ status: number; body: { code?: string; status?: string } }> {
@@ -596,10 +664,16 @@ describe('close', () => {
     // 1. Two declined attempts: both PaymentIntents stay payable, as on Stripe.
     await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
     await gateway.charge(chargeRequest(outTradeNo, { buyer: 'account_restricted', attempt: 2 }));
-    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['requires_payment_method', 'requires_payment_method']);
+    assert.deepEqual(
+      (await intentsOf(outTradeNo)).map((p) => p.status),
+      ['requires_payment_method', 'requires_payment_method'],
+    );
     // 2. Closed: every one of them canceled.
     assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
-    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled', 'canceled']);
+    assert.deepEqual(
+      (await intentsOf(outTradeNo)).map((p) => p.status),
+      ['canceled', 'canceled'],
+    );
     // 3. The buyer comes back to pay: refused.
     const late = await buyerPays(outTradeNo);
     assert.equal(late.status, 409);
@@ -607,7 +681,10 @@ describe('close', () => {
     // 4. Closing again changes nothing.
     assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
     assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'closed' } });
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'declined'],
+    );
   });
 
   it('answers already_paid with the charge when the buyer paid first, and cancels the rest', async () => {
@@ -660,9 +737,15 @@ describe('close', () => {
     } finally {
       await clearFaults();
     }
-    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['requires_payment_method']);
+    assert.deepEqual(
+      (await intentsOf(outTradeNo)).map((p) => p.status),
+      ['requires_payment_method'],
+    );
     assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
-    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+    assert.deepEqual(
+      (await intentsOf(outTradeNo)).map((p) => p.status),
+      ['canceled'],
+    );
   });
 
   it('is indeterminate when the cancel’s answer is lost, and the next close finds it closed', async () => {
@@ -676,7 +759,10 @@ describe('close', () => {
     } finally {
       await clearFaults();
     }
-    assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+    assert.deepEqual(
+      (await intentsOf(outTradeNo)).map((p) => p.status),
+      ['canceled'],
+    );
     assert.deepEqual(await gateway.close(closeRequest(outTradeNo)), { kind: 'closed' });
   });
 
@@ -704,7 +790,10 @@ describe('close', () => {
       const outTradeNo = newOutTradeNo();
       await g.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
       assert.deepEqual(await g.close(closeRequest(outTradeNo)), { kind: 'closed' });
-      assert.deepEqual((await intentsOf(outTradeNo)).map((p) => p.status), ['canceled']);
+      assert.deepEqual(
+        (await intentsOf(outTradeNo)).map((p) => p.status),
+        ['canceled'],
+      );
     } finally {
       await lagging.close();
     }
@@ -757,9 +846,15 @@ describe('refund and queryRefund', () => {
     const { outTradeNo, gatewayTradeNo } = await paidOrder();
     const request = refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 500 });
     const outcomes = await Promise.all(Array.from({ length: 10 }, () => gateway.refund(request)));
-    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'succeeded'),
+      [],
+    );
     assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayRefundId : o.kind))).size, 1);
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[request.refundId, 500]]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]),
+      [[request.refundId, 500]],
+    );
   });
 
   it('fails for good when the refund exceeds what is left, or the trade is unpaid or unknown', async () => {
@@ -785,7 +880,10 @@ describe('refund and queryRefund', () => {
       assert.equal((await gateway.refund(refundRequest(unpaidOrder, unpaid.id, overrides))).kind, 'failed', JSON.stringify(overrides));
     }
     assert.deepEqual((await ledger(unpaidOrder)).refunds, []);
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [1000]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => r.amountMinor),
+      [1000],
+    );
   });
 
   it('is indeterminate when the answer is lost; queryRefund finds it, and the same refundId again refunds nothing more', async () => {
@@ -810,8 +908,15 @@ describe('refund and queryRefund', () => {
     const found = await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId });
     assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
     // 4. The same refundId again: the stored answer, no second refund.
-    assert.deepEqual(await gateway.refund(request), { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: 1230 });
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.refundId), [request.refundId]);
+    assert.deepEqual(await gateway.refund(request), {
+      kind: 'succeeded',
+      gatewayRefundId: found.refund.gatewayRefundId,
+      amountMinor: 1230,
+    });
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => r.refundId),
+      [request.refundId],
+    );
   });
 
   it('recovers a lost answer by itself with the SDK’s retries under the same key', async () => {
@@ -837,11 +942,18 @@ describe('refund and queryRefund', () => {
       await clearFaults();
     }
     assert.deepEqual((await ledger(outTradeNo)).refunds, []);
-    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
     const refused = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).refund(request);
     assert.ok(refused.kind === 'retryable');
     assert.equal(refused.code, 'ECONNREFUSED');
-    const unreachable = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId });
+    const unreachable = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).queryRefund({
+      outTradeNo,
+      gatewayTradeNo,
+      refundId: request.refundId,
+    });
     assert.equal(unreachable.kind, 'unavailable');
     assert.equal((await gateway.refund(request)).kind, 'succeeded');
   });

@@ -33,7 +33,15 @@ interface Credentials {
 interface Ledger {
   charges: { outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null }[];
   notifications: { outTradeNo: string; attempt: number; acknowledged: boolean }[];
-  refunds: { outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
+  refunds: {
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    refundId: string;
+    gatewayRefundId: string;
+    gatewayTradeNo: string;
+  }[];
 }
 
 let sandbox: RunningSandbox;
@@ -65,7 +73,11 @@ function ledger(outTradeNo: string): Promise<Ledger> {
   return readLedger<Ledger>(sandbox.url, outTradeNo);
 }
 
-type Misbehaviour = (req: http.IncomingMessage, res: http.ServerResponse, forward: () => Promise<{ status: number; body: string }>) => void | Promise<void>;
+type Misbehaviour = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  forward: () => Promise<{ status: number; body: string }>,
+) => void | Promise<void>;
 
 /**
  * A proxy to the sandbox's API: `misbehave[api]` decides what happens to that API's requests (it may
@@ -115,7 +127,10 @@ describe('charge', () => {
     assert.equal(outcome.currency, 'CNY');
     assert.match(outcome.gatewayTradeNo, /^\d+$/);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor, c.currency, c.gatewayTradeNo]), [['succeeded', 1999, 'CNY', outcome.gatewayTradeNo]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor, c.currency, c.gatewayTradeNo]),
+      [['succeeded', 1999, 'CNY', outcome.gatewayTradeNo]],
+    );
   });
 
   it('charges other currencies with their own exponent (JPY has none)', async () => {
@@ -123,7 +138,10 @@ describe('charge', () => {
     const outcome = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1500, currency: 'JPY' }));
     assert.ok(outcome.kind === 'succeeded', JSON.stringify(outcome));
     assert.deepEqual([outcome.amountMinor, outcome.currency], [1500, 'JPY']);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => [c.amountMinor, c.currency]), [[1500, 'JPY']]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => [c.amountMinor, c.currency]),
+      [[1500, 'JPY']],
+    );
     const big = await gateway.charge(chargeRequest(newOutTradeNo(), { amountMinor: 99_999_999_999_999 }));
     assert.ok(big.kind === 'succeeded', JSON.stringify(big)); // 999,999,999,999.99: 12 integer digits
   });
@@ -144,7 +162,10 @@ describe('charge', () => {
     const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
     assert.equal(ok.kind, 'succeeded');
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('reports a repeated charge of a paid order as succeeded, charging once (same attempt and a new one)', async () => {
@@ -156,7 +177,10 @@ describe('charge', () => {
     // A new attempt: paymentToken itself says 9015, the inquiry settles it.
     assert.deepEqual(await gateway.charge(chargeRequest(outTradeNo, { attempt: 2, buyer: 'insufficient_funds' })), first);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['succeeded'],
+    );
   });
 
   it('does not call a paid order succeeded for another amount, and declines another amount on an open one', async () => {
@@ -171,7 +195,10 @@ describe('charge', () => {
     const changed = await gateway.charge(chargeRequest(open, { amountMinor: 17000, attempt: 2 }));
     assert.ok(changed.kind === 'declined', JSON.stringify(changed));
     assert.equal(changed.code, '9015');
-    assert.deepEqual((await ledger(open)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(open)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('has a hyphenated invoice number refused by the gateway (nothing recorded)', async () => {
@@ -185,10 +212,16 @@ describe('charge', () => {
   it('turns 50 concurrent charges of one order into exactly one charge', async () => {
     const outTradeNo = newOutTradeNo();
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
-    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'succeeded'),
+      [],
+    );
     assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : ''))).size, 1);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 4200]],
+    );
   });
 
   it('is refused (retryable, nothing charged) with the wrong secret or merchant', async () => {
@@ -211,10 +244,12 @@ describe('charge', () => {
       req.on('end', () => {
         const api = (req.url ?? '').split('/').pop() ?? '';
         seen[api] = [...(seen[api] ?? []), body];
-        void fetch(`${creds.baseUrl}/${api}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(async (upstream) => {
-          res.writeHead(upstream.status, { 'content-type': 'application/json' });
-          res.end(await upstream.text());
-        });
+        void fetch(`${creds.baseUrl}/${api}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(
+          async (upstream) => {
+            res.writeHead(upstream.status, { 'content-type': 'application/json' });
+            res.end(await upstream.text());
+          },
+        );
       });
     });
     try {
@@ -243,23 +278,36 @@ describe('charge', () => {
           backendReturnUrl: 'http://127.0.0.1:9/unused',
         })),
       );
-      const payments = (seen.payment ?? []).map((body) => JSON.parse(body) as { paymentToken: string; payment: { code: unknown; data: Record<string, unknown> } });
-      assert.deepEqual(payments.map((p) => [p.payment.code, p.payment.data.cardNo]), [
-        [{ channelCode: 'CC' }, creds.testBuyers.insufficient_funds],
-        [{ channelCode: 'CC' }, creds.testBuyers.ok],
-      ]);
+      const payments = (seen.payment ?? []).map(
+        (body) => JSON.parse(body) as { paymentToken: string; payment: { code: unknown; data: Record<string, unknown> } },
+      );
+      assert.deepEqual(
+        payments.map((p) => [p.payment.code, p.payment.data.cardNo]),
+        [
+          [{ channelCode: 'CC' }, creds.testBuyers.insufficient_funds],
+          [{ channelCode: 'CC' }, creds.testBuyers.ok],
+        ],
+      );
       assert.ok(payments.every((p) => p.paymentToken.startsWith('kSA')));
-      assert.deepEqual((seen.paymentInquiry ?? []).map((body) => JSON.parse(jwtText(body)) as unknown), [
-        { merchantID: creds.merchantId, invoiceNo: outTradeNo, locale: 'en' },
-        { merchantID: creds.merchantId, invoiceNo: outTradeNo, locale: 'en' },
-      ]);
+      assert.deepEqual(
+        (seen.paymentInquiry ?? []).map((body) => JSON.parse(jwtText(body)) as unknown),
+        [
+          { merchantID: creds.merchantId, invoiceNo: outTradeNo, locale: 'en' },
+          { merchantID: creds.merchantId, invoiceNo: outTradeNo, locale: 'en' },
+        ],
+      );
     } finally {
       await proxy.close();
     }
   });
 
   it('refuses to send what cannot be right', async () => {
-    for (const overrides of [{ currency: 'cny' }, { amountMinor: 0 }, { amountMinor: 12.5 }, { amountMinor: 100_000_000_000_000 }] as Partial<ChargeRequest>[]) {
+    for (const overrides of [
+      { currency: 'cny' },
+      { amountMinor: 0 },
+      { amountMinor: 12.5 },
+      { amountMinor: 100_000_000_000_000 },
+    ] as Partial<ChargeRequest>[]) {
       const outcome = await gateway.charge(chargeRequest(newOutTradeNo(), overrides));
       assert.equal(outcome.kind, 'declined', JSON.stringify(overrides));
     }
@@ -284,25 +332,33 @@ describe('charge transport failures', () => {
       req.setEncoding('utf8');
       req.on('data', (chunk: string) => (body += chunk));
       req.on('end', () => {
-        void fetch(`${creds.baseUrl}/paymentToken`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(async (upstream) => {
-          const text = await upstream.text();
-          server.close();
-          res.writeHead(upstream.status, { 'content-type': 'application/json', connection: 'close' });
-          res.end(text);
-        });
+        void fetch(`${creds.baseUrl}/paymentToken`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(
+          async (upstream) => {
+            const text = await upstream.text();
+            server.close();
+            res.writeHead(upstream.status, { 'content-type': 'application/json', connection: 'close' });
+            res.end(text);
+          },
+        );
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     const outTradeNo = newOutTradeNo();
-    const outcome = await createTwoC2pGateway(config({ baseUrl: `http://127.0.0.1:${port}/payment/4.3` })).charge(chargeRequest(outTradeNo));
+    const outcome = await createTwoC2pGateway(config({ baseUrl: `http://127.0.0.1:${port}/payment/4.3` })).charge(
+      chargeRequest(outTradeNo),
+    );
     assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
     assert.equal(outcome.code, 'ECONNREFUSED');
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 
   it('is retryable on HTTP 5xx and 429, before or at Do Payment', async () => {
-    for (const [api, status] of [['paymentToken', 502], ['payment', 503], ['payment', 429]] as const) {
+    for (const [api, status] of [
+      ['paymentToken', 502],
+      ['payment', 503],
+      ['payment', 429],
+    ] as const) {
       const proxy = await startProxy({
         [api]: (_req, res) => {
           res.writeHead(status, { 'content-type': 'text/html' });
@@ -324,7 +380,9 @@ describe('charge transport failures', () => {
   it('is retryable when paymentToken times out (a token moves no money), indeterminate when Do Payment does', async () => {
     const slowToken = await startProxy({ paymentToken: () => {} });
     try {
-      const outcome = await createTwoC2pGateway(config({ baseUrl: slowToken.baseUrl, timeoutMs: 200 })).charge(chargeRequest(newOutTradeNo()));
+      const outcome = await createTwoC2pGateway(config({ baseUrl: slowToken.baseUrl, timeoutMs: 200 })).charge(
+        chargeRequest(newOutTradeNo()),
+      );
       assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
       assert.equal(outcome.code, 'TIMEOUT');
     } finally {
@@ -360,12 +418,16 @@ describe('charge transport failures', () => {
   });
 
   it('is indeterminate when a response JWT does not verify, even for a success', async () => {
-    const forgedJwt = await new SignJWT({ respCode: '0000', respDesc: 'Success' }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode('E'.repeat(64)));
-    const resign = (payload: string) => async (_req: http.IncomingMessage, res: http.ServerResponse, forward: () => Promise<{ status: number; body: string }>) => {
-      await forward(); // the sandbox processes it; the answer is replaced on the way back
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ payload }));
-    };
+    const forgedJwt = await new SignJWT({ respCode: '0000', respDesc: 'Success' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode('E'.repeat(64)));
+    const resign =
+      (payload: string) =>
+      async (_req: http.IncomingMessage, res: http.ServerResponse, forward: () => Promise<{ status: number; body: string }>) => {
+        await forward(); // the sandbox processes it; the answer is replaced on the way back
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ payload }));
+      };
     for (const payload of [forgedJwt, new UnsecuredJWT({ respCode: '0000' }).encode(), 'garbage']) {
       const proxy = await startProxy({ paymentInquiry: resign(payload) });
       try {
@@ -416,7 +478,9 @@ describe('charge transport failures', () => {
     const plainInquiry = await startProxy({
       paymentInquiry: (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ respCode: '0000', respDesc: 'Success', invoiceNo: outTradeNo, tranRef: '1', amount: 168, currencyCode: 'CNY' }));
+        res.end(
+          JSON.stringify({ respCode: '0000', respDesc: 'Success', invoiceNo: outTradeNo, tranRef: '1', amount: 168, currencyCode: 'CNY' }),
+        );
       },
     });
     try {
@@ -469,7 +533,10 @@ describe('notifications', () => {
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const next = script.length > 1 ? script.shift() : script[0];
-          const reply = next === undefined || next === 200 ? gateway.notificationReply(verdict.kind === 'verified') : { status: next, headers: {}, body: 'no' };
+          const reply =
+            next === undefined || next === 200
+              ? gateway.notificationReply(verdict.kind === 'verified')
+              : { status: next, headers: {}, body: 'no' };
           res.writeHead(reply.status, reply.headers);
           res.end(reply.body);
         });
@@ -490,7 +557,14 @@ describe('notifications', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     const received = verdicts.get(outTradeNo) ?? [];
     assert.equal(received.length, 3);
     for (const verdict of received) {
@@ -515,12 +589,19 @@ describe('notifications', () => {
     await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: `${receiver.url}/2c2p/${outTradeNo}` }));
     await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
     const tool = async (body: unknown) => {
-      const res = await fetch(`${sandbox.url}/sandbox/2c2p/notify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const res = await fetch(`${sandbox.url}/sandbox/2c2p/notify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       assert.equal(res.status, 200);
       return (await res.json()) as { deliveries: { status: number; body: string }[] };
     };
     const { deliveries } = await tool({ outTradeNo, copies: 5, overrides: { amount: '0.01' } });
-    assert.deepEqual(deliveries, Array.from({ length: 5 }, () => ({ status: 200, body: '' })));
+    assert.deepEqual(
+      deliveries,
+      Array.from({ length: 5 }, () => ({ status: 200, body: '' })),
+    );
     const tampered = (verdicts.get(outTradeNo) ?? []).slice(1);
     assert.equal(tampered.length, 5);
     for (const verdict of tampered) {
@@ -531,7 +612,10 @@ describe('notifications', () => {
     const failed = (verdicts.get(outTradeNo) ?? []).at(-1);
     assert.ok(failed?.kind === 'verified');
     assert.equal(failed.notification.status, 'other');
-    assert.deepEqual((await ledger(outTradeNo)).notifications.map((n) => n.attempt), [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).notifications.map((n) => n.attempt),
+      [1, 2, 3, 4, 5, 6, 7],
+    );
   });
 
   it('rejects every forgery and malformed notification, before reading it', async () => {
@@ -551,25 +635,43 @@ describe('notifications', () => {
     const signWith = (secret: string, alg: 'HS256' | 'HS512' = 'HS256', c: Record<string, unknown> = claims) =>
       new SignJWT(c).setProtectedHeader({ alg }).sign(new TextEncoder().encode(secret));
 
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith('F'.repeat(64)) })), { kind: 'rejected', reason: 'invalid signature' });
+    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith('F'.repeat(64)) })), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
     // The right secret, another algorithm: 2C2P only signs HS256.
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS512') })), { kind: 'rejected', reason: 'invalid signature' });
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: new UnsecuredJWT(claims).encode() })), { kind: 'rejected', reason: 'invalid signature' });
+    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS512') })), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
+    assert.deepEqual(await verifyBody(JSON.stringify({ payload: new UnsecuredJWT(claims).encode() })), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
     const genuine = await signWith(creds.secretKey);
     const [h, p, s] = genuine.split('.');
     const tamperedPayload = Buffer.from(JSON.stringify({ ...claims, amount: 1 })).toString('base64url');
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: `${h}.${tamperedPayload}.${s}` })), { kind: 'rejected', reason: 'invalid signature' });
+    assert.deepEqual(await verifyBody(JSON.stringify({ payload: `${h}.${tamperedPayload}.${s}` })), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
     assert.ok(p);
     assert.deepEqual(await verifyBody('payload=x'), { kind: 'rejected', reason: 'body is not JSON' });
     assert.deepEqual(await verifyBody('{}'), { kind: 'rejected', reason: 'missing payload' });
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS256', { ...claims, amount: 1.001 }) })), {
-      kind: 'rejected',
-      reason: 'invalid amount 1.001',
-    });
-    assert.deepEqual(await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS256', { ...claims, tranRef: undefined }) })), {
-      kind: 'rejected',
-      reason: 'missing tranRef',
-    });
+    assert.deepEqual(
+      await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS256', { ...claims, amount: 1.001 }) })),
+      {
+        kind: 'rejected',
+        reason: 'invalid amount 1.001',
+      },
+    );
+    assert.deepEqual(
+      await verifyBody(JSON.stringify({ payload: await signWith(creds.secretKey, 'HS256', { ...claims, tranRef: undefined }) })),
+      {
+        kind: 'rejected',
+        reason: 'missing tranRef',
+      },
+    );
     assert.equal((await verifyBody(JSON.stringify({ payload: genuine }))).kind, 'verified');
 
     // From the sandbox's tool: a field removed before signing, and a payload that is no JWT.
@@ -661,7 +763,10 @@ describe('close', () => {
     assert.deepEqual([tool.status, tool.body.code], [409, 'TRADE_NOT_PAYABLE']);
     const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
     assert.deepEqual(again, { kind: 'declined', code: '9015', message: 'Existing invoice number: the invoice is cancelled' });
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('is idempotent: a closed invoice and one never created answer closed', async () => {
@@ -679,7 +784,10 @@ describe('close', () => {
       charges: [{ gatewayTradeNo: order.gatewayTradeNo, amountMinor: 16800, currency: 'CNY' }],
     });
     assert.equal((await gateway.query(order.outTradeNo)).kind, 'answered');
-    assert.deepEqual((await ledger(order.outTradeNo)).charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual(
+      (await ledger(order.outTradeNo)).charges.map((c) => c.status),
+      ['succeeded'],
+    );
     assert.deepEqual((await ledger(order.outTradeNo)).refunds, []); // close never refunds
   });
 
@@ -765,10 +873,13 @@ describe('refund', () => {
       refunds.map((r) => [r.amountMinor, r.currency, r.status, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]),
       [[16800, 'CNY', 'succeeded', request.refundId, first.gatewayRefundId, order.gatewayTradeNo]],
     );
-    assert.deepEqual(await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }), {
-      kind: 'answered',
-      refund: { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 16800 },
-    });
+    assert.deepEqual(
+      await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }),
+      {
+        kind: 'answered',
+        refund: { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 16800 },
+      },
+    );
   });
 
   it('refunds in parts up to the charge and fails for more, for an unpaid and for an unknown invoice', async () => {
@@ -783,7 +894,10 @@ describe('refund', () => {
     assert.equal((await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }))).kind, 'succeeded');
     const full = await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }));
     assert.ok(full.kind === 'failed' && full.code === '49', JSON.stringify(full));
-    assert.deepEqual((await ledger(order.outTradeNo)).refunds.map((r) => r.amountMinor), [999, 1]);
+    assert.deepEqual(
+      (await ledger(order.outTradeNo)).refunds.map((r) => r.amountMinor),
+      [999, 1],
+    );
 
     const open = newOutTradeNo();
     await gateway.charge(chargeRequest(open, { buyer: 'insufficient_funds' }));
@@ -805,11 +919,18 @@ describe('refund', () => {
       await disarm();
     }
     assert.equal(lost.kind, 'indeterminate', JSON.stringify(lost));
-    const found = await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId });
+    const found = await gateway.queryRefund({
+      outTradeNo: order.outTradeNo,
+      gatewayTradeNo: order.gatewayTradeNo,
+      refundId: request.refundId,
+    });
     assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
     const repeat = await gateway.refund(request);
     assert.deepEqual(repeat, { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: 16800 });
-    assert.deepEqual((await ledger(order.outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[request.refundId, 16800]]);
+    assert.deepEqual(
+      (await ledger(order.outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]),
+      [[request.refundId, 16800]],
+    );
   });
 
   it('is retryable when the refund fails before processing (fail_before_charge): queryRefund says not_found, the retry refunds once', async () => {
@@ -823,10 +944,13 @@ describe('refund', () => {
       await disarm();
     }
     assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
-    assert.deepEqual(await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }), {
-      kind: 'answered',
-      refund: { kind: 'not_found' },
-    });
+    assert.deepEqual(
+      await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }),
+      {
+        kind: 'answered',
+        refund: { kind: 'not_found' },
+      },
+    );
     assert.equal((await gateway.refund(request)).kind, 'succeeded');
     assert.equal((await ledger(order.outTradeNo)).refunds.length, 1);
   });

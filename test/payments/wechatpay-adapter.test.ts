@@ -154,7 +154,10 @@ describe('charge', () => {
     assert.equal(outcome.currency, 'CNY');
     assert.match(outcome.gatewayTradeNo, /^\d{28,32}$/);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]), [['succeeded', 1999, outcome.gatewayTradeNo]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor, c.gatewayTradeNo]),
+      [['succeeded', 1999, outcome.gatewayTradeNo]],
+    );
     assert.equal(gateway.id, 'wechatpay');
     assert.equal(gateway.merchantId, creds.mchid);
   });
@@ -175,7 +178,10 @@ describe('charge', () => {
     const ok = await gateway.charge(chargeRequest(outTradeNo, { buyer: 'ok', attempt: 3 }));
     assert.equal(ok.kind, 'succeeded');
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('reports a repeated charge of a paid order as succeeded (OUT_TRADE_NO_USED + query), charging once', async () => {
@@ -187,7 +193,10 @@ describe('charge', () => {
     assert.deepEqual(second, first);
     assert.deepEqual(third, first);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['succeeded'],
+    );
   });
 
   it('does not call a paid order succeeded for another amount', async () => {
@@ -209,7 +218,10 @@ describe('charge', () => {
     assert.ok(closed.kind === 'declined');
     assert.equal(closed.code, 'OUT_TRADE_NO_USED');
     assert.match(closed.message, /CLOSED/);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('has an out_trade_no WeChat refuses declined with PARAM_ERROR, recording nothing', async () => {
@@ -224,10 +236,16 @@ describe('charge', () => {
   it('turns 50 concurrent charges of one order into exactly one charge', async () => {
     const outTradeNo = newOutTradeNo();
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
-    assert.deepEqual(outcomes.filter((o) => o.kind !== 'succeeded'), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'succeeded'),
+      [],
+    );
     assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : ''))).size, 1);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 4200]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 4200]],
+    );
   });
 
   it('is indeterminate while nobody has paid, and the order can still be paid and found later', async () => {
@@ -273,7 +291,11 @@ describe('charge', () => {
   });
 
   it('accepts keys as bare base64 or with escaped newlines; refuses bad configuration at construction', async () => {
-    const bare = (text: string) => text.split('\n').filter((l) => !l.startsWith('-----')).join('');
+    const bare = (text: string) =>
+      text
+        .split('\n')
+        .filter((l) => !l.startsWith('-----'))
+        .join('');
     const g = createWechatPayGateway(
       config({ merchantPrivateKey: bare(creds.merchantPrivateKey), platformPublicKey: creds.platformPublicKey.replaceAll('\n', '\\n') }),
     );
@@ -310,9 +332,17 @@ describe('charge transport and trust failures', () => {
 
   it('is retryable on 429 FREQUENCY_LIMITED and 500 SYSTEM_ERROR from the gateway, and on a proxy’s 502', async () => {
     const outTradeNo = newOutTradeNo();
-    const limited = createWechatPayGateway(config({ testBuyers: { ...creds.testBuyers, ok: 'sandbox_buyer=ok&sandbox_fault=FREQUENCY_LIMITED' } }));
-    assert.deepEqual(await limited.charge(chargeRequest(outTradeNo)), { kind: 'retryable', code: 'FREQUENCY_LIMITED', message: '频率超限，请降低请求频率' });
-    const failing = createWechatPayGateway(config({ testBuyers: { ...creds.testBuyers, ok: 'sandbox_buyer=ok&sandbox_fault=SYSTEM_ERROR' } }));
+    const limited = createWechatPayGateway(
+      config({ testBuyers: { ...creds.testBuyers, ok: 'sandbox_buyer=ok&sandbox_fault=FREQUENCY_LIMITED' } }),
+    );
+    assert.deepEqual(await limited.charge(chargeRequest(outTradeNo)), {
+      kind: 'retryable',
+      code: 'FREQUENCY_LIMITED',
+      message: '频率超限，请降低请求频率',
+    });
+    const failing = createWechatPayGateway(
+      config({ testBuyers: { ...creds.testBuyers, ok: 'sandbox_buyer=ok&sandbox_fault=SYSTEM_ERROR' } }),
+    );
     const failed = await failing.charge(chargeRequest(outTradeNo));
     assert.ok(failed.kind === 'retryable');
     assert.equal(failed.code, 'SYSTEM_ERROR');
@@ -369,7 +399,9 @@ describe('charge transport and trust failures', () => {
     const settled = await gateway.query(outTradeNo);
     assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded');
 
-    const otherSerial = await createWechatPayGateway(config({ platformSerialNo: 'PUB_KEY_ID_0000' })).charge(chargeRequest(newOutTradeNo()));
+    const otherSerial = await createWechatPayGateway(config({ platformSerialNo: 'PUB_KEY_ID_0000' })).charge(
+      chargeRequest(newOutTradeNo()),
+    );
     assert.ok(otherSerial.kind === 'indeterminate');
     assert.match(otherSerial.message, /unknown platform key/);
   });
@@ -380,7 +412,10 @@ describe('charge transport and trust failures', () => {
     const fake = await startServer((req, res) => {
       req.resume();
       req.on('end', () => {
-        const body = mode === 'odd' ? JSON.stringify({ code: 'SOMETHING_NEW', message: '?' }) : JSON.stringify({ code_url: 'weixin://wxpay/bizpayurl?pr=abcdefg' });
+        const body =
+          mode === 'odd'
+            ? JSON.stringify({ code: 'SOMETHING_NEW', message: '?' })
+            : JSON.stringify({ code_url: 'weixin://wxpay/bizpayurl?pr=abcdefg' });
         const ts = String(Math.floor(Date.now() / 1000) - (mode === 'stale' ? 600 : 0));
         const nonce = 'n'.repeat(32);
         const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -396,7 +431,11 @@ describe('charge transport and trust failures', () => {
     });
     try {
       const g = createWechatPayGateway(
-        config({ baseUrl: fake.url, platformSerialNo: 'FAKE', platformPublicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString() }),
+        config({
+          baseUrl: fake.url,
+          platformSerialNo: 'FAKE',
+          platformPublicKey: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+        }),
       );
       const unsigned = await g.charge(chargeRequest(newOutTradeNo()));
       assert.ok(unsigned.kind === 'indeterminate');
@@ -459,7 +498,10 @@ describe('notifications', () => {
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const next = script.length > 1 ? script.shift() : script[0];
-          const reply = next === undefined || next === 'reply' ? gateway.notificationReply(verdict.kind !== 'rejected') : { status: next, headers: {}, body: '' };
+          const reply =
+            next === undefined || next === 'reply'
+              ? gateway.notificationReply(verdict.kind !== 'rejected')
+              : { status: next, headers: {}, body: '' };
           res.writeHead(reply.status, reply.headers);
           res.end(reply.body);
         });
@@ -483,14 +525,23 @@ describe('notifications', () => {
   it('verifies and decrypts the sandbox’s notification, which is retried until the adapter acknowledges it', async () => {
     const outTradeNo = newOutTradeNo();
     scripts.set(outTradeNo, [500, 503, 'reply']);
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: `${receiver.url}/wechatpay/${outTradeNo}` }));
+    const paid = await gateway.charge(
+      chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: `${receiver.url}/wechatpay/${outTradeNo}` }),
+    );
     assert.ok(paid.kind === 'succeeded');
 
     const { notifications } = await waitFor('the acknowledgement', async () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     const received = verdicts.get(outTradeNo) ?? [];
     assert.equal(received.length, 3);
     for (const verdict of received) {
@@ -530,37 +581,67 @@ describe('notifications', () => {
     await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: `${receiver.url}/wechatpay/${outTradeNo}` }));
     await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
 
-    assert.deepEqual(await tool(outTradeNo, { 'Wechatpay-Signature': 'WECHATPAY/SIGNTEST/AAAA' }), { kind: 'rejected', reason: 'invalid signature' });
+    assert.deepEqual(await tool(outTradeNo, { 'Wechatpay-Signature': 'WECHATPAY/SIGNTEST/AAAA' }), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
     const stale = await tool(outTradeNo, { 'Wechatpay-Timestamp': String(Math.floor(Date.now() / 1000) - 301) });
     assert.ok(stale.kind === 'rejected');
     assert.match(stale.reason, /more than 300 s/);
-    assert.deepEqual(await tool(outTradeNo, { 'Wechatpay-Serial': 'PUB_KEY_ID_OTHER' }), { kind: 'rejected', reason: 'unknown platform key PUB_KEY_ID_OTHER' });
-    assert.deepEqual(await tool(outTradeNo, { 'resource.algorithm': 'AES_128' }), { kind: 'rejected', reason: 'unsupported algorithm AES_128' });
-    assert.deepEqual(await tool(outTradeNo, { 'resource.nonce': 'short' }), { kind: 'rejected', reason: 'malformed resource ciphertext or nonce' });
+    assert.deepEqual(await tool(outTradeNo, { 'Wechatpay-Serial': 'PUB_KEY_ID_OTHER' }), {
+      kind: 'rejected',
+      reason: 'unknown platform key PUB_KEY_ID_OTHER',
+    });
+    assert.deepEqual(await tool(outTradeNo, { 'resource.algorithm': 'AES_128' }), {
+      kind: 'rejected',
+      reason: 'unsupported algorithm AES_128',
+    });
+    assert.deepEqual(await tool(outTradeNo, { 'resource.nonce': 'short' }), {
+      kind: 'rejected',
+      reason: 'malformed resource ciphertext or nonce',
+    });
     assert.deepEqual(await tool(outTradeNo, { transaction_id: '' }), { kind: 'rejected', reason: 'SUCCESS without transaction_id' });
     assert.deepEqual(await tool(outTradeNo, { 'amount.total': '' }), { kind: 'rejected', reason: 'invalid amount.total undefined' });
 
     // Hand-made: a body encrypted with the right APIv3 key but signed by someone else, and a body
     // signed by nobody.
-    const transaction = JSON.stringify({ mchid: creds.mchid, out_trade_no: outTradeNo, transaction_id: '4200000000000000000000000001', trade_state: 'SUCCESS', amount: { total: 1230, currency: 'CNY' } });
+    const transaction = JSON.stringify({
+      mchid: creds.mchid,
+      out_trade_no: outTradeNo,
+      transaction_id: '4200000000000000000000000001',
+      trade_state: 'SUCCESS',
+      amount: { total: 1230, currency: 'CNY' },
+    });
     const nonce = 'abcdefghijkl';
     const cipher = createCipheriv('aes-256-gcm', Buffer.from(creds.apiV3Key), Buffer.from(nonce));
     cipher.setAAD(Buffer.from('transaction'));
     const ciphertext = Buffer.concat([cipher.update(transaction), cipher.final(), cipher.getAuthTag()]).toString('base64');
     const rawBody = JSON.stringify({
-      id: 'x', create_time: '2024-01-01T00:00:00+08:00', resource_type: 'encrypt-resource', event_type: 'TRANSACTION.SUCCESS', summary: '支付成功',
+      id: 'x',
+      create_time: '2024-01-01T00:00:00+08:00',
+      resource_type: 'encrypt-resource',
+      event_type: 'TRANSACTION.SUCCESS',
+      summary: '支付成功',
       resource: { original_type: 'transaction', algorithm: 'AEAD_AES_256_GCM', ciphertext, associated_data: 'transaction', nonce },
     });
     const ts = String(Math.floor(Date.now() / 1000));
-    const forgedSignature = createSign('RSA-SHA256').update(`${ts}\n${'n'.repeat(32)}\n${rawBody}\n`).sign(pem('private'), 'base64');
+    const forgedSignature = createSign('RSA-SHA256')
+      .update(`${ts}\n${'n'.repeat(32)}\n${rawBody}\n`)
+      .sign(pem('private'), 'base64');
     const forgedHeaders = new Headers({
       'wechatpay-timestamp': ts,
       'wechatpay-nonce': 'n'.repeat(32),
       'wechatpay-serial': creds.platformSerialNo,
       'wechatpay-signature': forgedSignature,
     });
-    assert.deepEqual(await gateway.verifyNotification({ headers: forgedHeaders, rawBody }), { kind: 'rejected', reason: 'invalid signature' });
-    assert.deepEqual(await gateway.verifyNotification({ headers: new Headers(), rawBody }), { kind: 'rejected', reason: 'missing Wechatpay-* signature headers' });
+    assert.deepEqual(await gateway.verifyNotification({ headers: forgedHeaders, rawBody }), {
+      kind: 'rejected',
+      reason: 'invalid signature',
+    });
+    assert.deepEqual(await gateway.verifyNotification({ headers: new Headers(), rawBody }), {
+      kind: 'rejected',
+      reason: 'missing Wechatpay-* signature headers',
+    });
 
     // A genuine delivery is verified by a merchant holding another APIv3 key only as far as the signature.
     const otherKey = createWechatPayGateway(config({ apiV3Key: 'K'.repeat(32) }));
@@ -582,7 +663,10 @@ describe('notifications', () => {
       assert.equal(replay.kind, 'succeeded');
       const delivery = await waitFor('a captured delivery', async () => captured);
       assert.equal((await gateway.verifyNotification(delivery)).kind, 'verified');
-      assert.deepEqual(await otherKey.verifyNotification(delivery), { kind: 'rejected', reason: 'resource does not decrypt with the APIv3 key' });
+      assert.deepEqual(await otherKey.verifyNotification(delivery), {
+        kind: 'rejected',
+        reason: 'resource does not decrypt with the APIv3 key',
+      });
       // One changed byte of the body breaks the signature.
       const altered = { headers: delivery.headers, rawBody: delivery.rawBody.replace('"TRANSACTION.SUCCESS"', '"TRANSACTION.SUCCESs"') };
       assert.deepEqual(await gateway.verifyNotification(altered), { kind: 'rejected', reason: 'invalid signature' });
@@ -623,7 +707,10 @@ describe('notifications', () => {
       const current = await ledger(outTradeNo);
       return current.notifications.some((n) => n.acknowledged) ? current : undefined;
     });
-    assert.deepEqual(l.refunds.map((r) => [r.status, r.refundId]), [['succeeded', request.refundId]]);
+    assert.deepEqual(
+      l.refunds.map((r) => [r.status, r.refundId]),
+      [['succeeded', request.refundId]],
+    );
   });
 
   it('replies exactly what WeChat Pay expects', () => {
@@ -663,7 +750,10 @@ describe('close', () => {
     assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
     assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
     assert.equal((await buyerPays(outTradeNo, 'ok')).status, 409);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('answers already_paid with the charge for an order the buyer paid first, closing nothing', async () => {
@@ -709,7 +799,11 @@ describe('close', () => {
     const paying = await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
     assert.ok(paying.kind === 'indeterminate' && paying.code === 'USERPAYING', JSON.stringify(paying));
     assert.equal((await buyerPays(outTradeNo)).status, 200, 'the close was not sent: the payment goes through');
-    const unreachable = await createWechatPayGateway(config({ baseUrl: 'http://127.0.0.1:9' })).close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
+    const unreachable = await createWechatPayGateway(config({ baseUrl: 'http://127.0.0.1:9' })).close({
+      outTradeNo,
+      amountMinor: 1230,
+      currency: 'CNY',
+    });
     assert.equal(unreachable.kind, 'indeterminate');
   });
 
@@ -735,15 +829,19 @@ describe('refund and queryRefund', () => {
     // 3. The same refundId again: the same refund.
     assert.deepEqual(await gateway.refund(request), { kind: 'succeeded', gatewayRefundId: first.gatewayRefundId, amountMinor: 1230 });
     const { refunds } = await ledger(outTradeNo);
-    assert.deepEqual(refunds.map((r) => [r.status, r.amountMinor, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]), [
-      ['succeeded', 1230, request.refundId, first.gatewayRefundId, transactionId],
-    ]);
+    assert.deepEqual(
+      refunds.map((r) => [r.status, r.amountMinor, r.refundId, r.gatewayRefundId, r.gatewayTradeNo]),
+      [['succeeded', 1230, request.refundId, first.gatewayRefundId, transactionId]],
+    );
   });
 
   it('fails for good when the refund exceeds the charge, or the order is unknown or unpaid', async () => {
     const outTradeNo = newOutTradeNo();
     const transactionId = await paidCharge(outTradeNo, 1000);
-    assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 700, chargeAmountMinor: 1000 }))).kind, 'pending');
+    assert.equal(
+      (await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 700, chargeAmountMinor: 1000 }))).kind,
+      'pending',
+    );
     const exceeding = await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 301, chargeAmountMinor: 1000 }));
     assert.deepEqual(exceeding, { kind: 'failed', code: 'INVALID_REQUEST', message: '申请退款金额超过订单可退金额' });
     const unknown = await gateway.refund(refundRequest(newOutTradeNo(), '4200000000202401010000000000'));
@@ -754,8 +852,14 @@ describe('refund and queryRefund', () => {
     assert.ok(notPaid.kind === 'failed' && notPaid.code === 'RESOURCE_NOT_EXISTS', JSON.stringify(notPaid));
     // Never sent: a refund id WeChat would refuse, an amount beyond the charge.
     assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { refundId: 'has-dash' }))).kind, 'failed');
-    assert.equal((await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 1001, chargeAmountMinor: 1000 }))).kind, 'failed');
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [700]);
+    assert.equal(
+      (await gateway.refund(refundRequest(outTradeNo, transactionId, { amountMinor: 1001, chargeAmountMinor: 1000 }))).kind,
+      'failed',
+    );
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => r.amountMinor),
+      [700],
+    );
     assert.deepEqual((await ledger(unpaid)).refunds, []);
   });
 
@@ -803,7 +907,9 @@ describe('refund and queryRefund', () => {
     await closedServer.close();
     const refused = await createWechatPayGateway(config({ baseUrl: closedServer.url })).refund(refundRequest(outTradeNo, transactionId));
     assert.ok(refused.kind === 'retryable' && refused.code === 'ECONNREFUSED', JSON.stringify(refused));
-    const forged = await createWechatPayGateway(config({ platformPublicKey: pem('public') })).refund(refundRequest(outTradeNo, transactionId));
+    const forged = await createWechatPayGateway(config({ platformPublicKey: pem('public') })).refund(
+      refundRequest(outTradeNo, transactionId),
+    );
     assert.ok(forged.kind === 'indeterminate' && forged.code === 'INVALID_RESPONSE_SIGNATURE');
   });
 });

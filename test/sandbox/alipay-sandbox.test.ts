@@ -29,9 +29,26 @@ interface Credentials {
 }
 
 interface Ledger {
-  charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
+  charges: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    gatewayTradeNo: string | null;
+    createdAt: string;
+  }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
+  refunds: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    refundId: string;
+    gatewayRefundId: string;
+    gatewayTradeNo: string;
+  }[];
 }
 
 type Response = Record<string, unknown>;
@@ -54,13 +71,22 @@ function makeSdk(overrides: Partial<{ appId: string; privateKey: string; alipayP
   });
 }
 
-async function exec(method: string, bizContent: Record<string, unknown>, extra: Record<string, string> = {}, client = sdk): Promise<Response> {
+async function exec(
+  method: string,
+  bizContent: Record<string, unknown>,
+  extra: Record<string, string> = {},
+  client = sdk,
+): Promise<Response> {
   // validateSign: every answer, errors included, must carry a platform signature the SDK accepts.
   return (await client.exec(method, { ...extra, bizContent }, { validateSign: true })) as unknown as Response;
 }
 
 function pay(outTradeNo: string, authCode: string, totalAmount = '12.30', extra: Record<string, string> = {}, subject = 'PayOnce 订单') {
-  return exec('alipay.trade.pay', { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: authCode, total_amount: totalAmount, subject }, extra);
+  return exec(
+    'alipay.trade.pay',
+    { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: authCode, total_amount: totalAmount, subject },
+    extra,
+  );
 }
 
 function ledger(outTradeNo: string): Promise<Ledger> {
@@ -196,7 +222,10 @@ describe('alipay.trade.pay', () => {
     assert.equal(again.sub_code, 'ACQ.TRADE_HAS_SUCCESS');
 
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'declined', 'succeeded'],
+    );
   });
 
   it('refuses a changed amount or subject for the same out_trade_no', async () => {
@@ -243,7 +272,12 @@ describe('gateway public checks', () => {
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const forger = makeSdk({ privateKey: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString().trim() });
     const outTradeNo = newOutTradeNo();
-    const res = await exec('alipay.trade.pay', { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: creds.testBuyers.ok, total_amount: '1.00', subject: 's' }, {}, forger);
+    const res = await exec(
+      'alipay.trade.pay',
+      { out_trade_no: outTradeNo, scene: 'bar_code', auth_code: creds.testBuyers.ok, total_amount: '1.00', subject: 's' },
+      {},
+      forger,
+    );
     assert.equal(res.code, '40002');
     assert.equal(res.sub_code, 'isv.invalid-signature');
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
@@ -256,18 +290,24 @@ describe('gateway public checks', () => {
   });
 
   it('refuses missing public parameters and unknown methods', async () => {
-    const raw = await fetch(`${creds.gateway}?method=alipay.trade.query&app_id=${creds.appId}&charset=utf-8&version=1.0&sign_type=RSA2&timestamp=2024-01-01%2000:00:00`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'biz_content=%7B%7D',
-    });
+    const raw = await fetch(
+      `${creds.gateway}?method=alipay.trade.query&app_id=${creds.appId}&charset=utf-8&version=1.0&sign_type=RSA2&timestamp=2024-01-01%2000:00:00`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'biz_content=%7B%7D',
+      },
+    );
     const text = await raw.text();
     const body = JSON.parse(text) as { alipay_trade_query_response: Response; sign: string };
     assert.equal(body.alipay_trade_query_response.code, '40001');
     assert.equal(body.alipay_trade_query_response.sub_code, 'isv.missing-signature');
     // The signature covers the exact inner JSON text of the body.
     const inner = text.slice(text.indexOf(':') + 1, text.lastIndexOf(',"sign"'));
-    assert.ok(createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64'), "createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64')");
+    assert.ok(
+      createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64'),
+      "createVerify('RSA-SHA256').update(inner).verify(creds.alipayPublicKey, body.sign, 'base64')",
+    );
 
     const unknown = await exec('alipay.trade.nonexistent', {});
     assert.equal(unknown.code, '40002');
@@ -295,7 +335,10 @@ describe('trade.create, trade.query, trade.close', () => {
     assert.equal((await exec('alipay.trade.close', { out_trade_no: outTradeNo })).code, '10000');
     assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_CLOSED');
     assert.equal((await pay(outTradeNo, creds.testBuyers.ok, '5.00', {}, 's')).sub_code, 'ACQ.TRADE_HAS_CLOSE');
-    assert.equal((await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.00', subject: 's' })).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.equal(
+      (await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '5.00', subject: 's' })).sub_code,
+      'ACQ.TRADE_HAS_CLOSE',
+    );
   });
 
   it('binds a trade to the buyer it was created for', async () => {
@@ -305,7 +348,12 @@ describe('trade.create, trade.query, trade.close', () => {
     await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '3.00', subject: 's', buyer_id: poorBuyerId });
     const other = await pay(outTradeNo, creds.testBuyers.ok, '3.00', {}, 's');
     assert.equal(other.sub_code, 'ACQ.TRADE_BUYER_NOT_MATCH');
-    const rebind = await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '3.00', subject: 's', buyer_id: '2088102000000001' });
+    const rebind = await exec('alipay.trade.create', {
+      out_trade_no: outTradeNo,
+      total_amount: '3.00',
+      subject: 's',
+      buyer_id: '2088102000000001',
+    });
     assert.equal(rebind.sub_code, 'ACQ.TRADE_BUYER_NOT_MATCH');
     assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'WAIT_BUYER_PAY');
   });
@@ -340,9 +388,25 @@ describe('asynchronous notifications', () => {
     const [first, second] = deliveries;
     assert.ok(first && second, 'first && second');
     assert.deepEqual(Object.keys(first).sort(), [
-      'app_id', 'buyer_id', 'buyer_pay_amount', 'charset', 'gmt_create', 'gmt_payment', 'notify_id', 'notify_time',
-      'notify_type', 'out_trade_no', 'receipt_amount', 'seller_id', 'sign', 'sign_type', 'subject', 'total_amount',
-      'trade_no', 'trade_status', 'version',
+      'app_id',
+      'buyer_id',
+      'buyer_pay_amount',
+      'charset',
+      'gmt_create',
+      'gmt_payment',
+      'notify_id',
+      'notify_time',
+      'notify_type',
+      'out_trade_no',
+      'receipt_amount',
+      'seller_id',
+      'sign',
+      'sign_type',
+      'subject',
+      'total_amount',
+      'trade_no',
+      'trade_status',
+      'version',
     ]);
     for (const [key, value] of Object.entries(first)) assert.notEqual(value, '', `${key} is empty`);
     assert.equal(first.notify_type, 'trade_status_sync');
@@ -359,7 +423,13 @@ describe('asynchronous notifications', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, true],
+      ],
+    );
     await new Promise((resolve) => setTimeout(resolve, 400)); // past the next retry: none comes
     assert.equal((receiver.received.get(path) ?? []).length, 2);
   });
@@ -401,7 +471,14 @@ describe('asynchronous notifications', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     // The trade survived as well.
     creds = restartedCreds;
     sdk = makeSdk();
@@ -463,7 +540,10 @@ describe('alipay.trade.close', () => {
     assert.equal(late.status, 409);
     assert.equal(late.body.code, 'TRADE_NOT_PAYABLE');
     assert.equal((await pay(outTradeNo, creds.testBuyers.ok)).sub_code, 'ACQ.TRADE_HAS_CLOSE');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('refuses a paid trade with ACQ.TRADE_STATUS_ERROR and an unknown one with ACQ.TRADE_NOT_EXIST', async () => {
@@ -494,7 +574,10 @@ describe('alipay.trade.cancel', () => {
     assert.equal(cancelled.retry_flag, 'N');
     assert.equal((await exec('alipay.trade.cancel', { out_trade_no: outTradeNo })).action, 'close'); // idempotent
     assert.equal((await pay(outTradeNo, creds.testBuyers.ok)).sub_code, 'ACQ.TRADE_HAS_CLOSE');
-    assert.equal((await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '12.30', subject: 's' })).sub_code, 'ACQ.TRADE_HAS_CLOSE');
+    assert.equal(
+      (await exec('alipay.trade.create', { out_trade_no: outTradeNo, total_amount: '12.30', subject: 's' })).sub_code,
+      'ACQ.TRADE_HAS_CLOSE',
+    );
     assert.equal((await buyerPays({ outTradeNo })).status, 409);
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
@@ -595,7 +678,10 @@ describe('alipay.trade.refund', () => {
     await pay(other, creds.testBuyers.ok, '9.99');
     const id = newRefundId();
     const copies = await Promise.all(Array.from({ length: 20 }, () => refund(other, '4.00', id)));
-    assert.deepEqual(copies.map((r) => r.code), Array.from({ length: 20 }, () => '10000'));
+    assert.deepEqual(
+      copies.map((r) => r.code),
+      Array.from({ length: 20 }, () => '10000'),
+    );
     assert.equal(copies.filter((r) => r.fund_change === 'Y').length, 1);
     assert.equal((await ledger(outTradeNo)).refunds.length, 1);
     assert.equal((await ledger(other)).refunds.length, 1);
@@ -680,7 +766,10 @@ describe('POST /sandbox/alipay/buyer-pays', () => {
     // 3. Paid: not payable again.
     assert.equal((await buyerPays({ outTradeNo })).status, 409);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('answers 409 for an unknown trade and 400 for bad input', async () => {

@@ -32,9 +32,26 @@ interface Credentials {
 }
 
 interface Ledger {
-  charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
+  charges: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    gatewayTradeNo: string | null;
+    createdAt: string;
+  }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
+  refunds: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    refundId: string;
+    gatewayRefundId: string;
+    gatewayTradeNo: string;
+  }[];
 }
 
 let sandbox: RunningSandbox;
@@ -52,7 +69,12 @@ function client(secretKey = creds.secretKey, url = sandbox.url): Stripe {
 }
 
 /** A create+confirm of one card, as a server-side integration sends it. */
-function pay(outTradeNo: string, paymentMethod: string, extra: Partial<Stripe.PaymentIntentCreateParams> = {}, options: Stripe.RequestOptions = {}) {
+function pay(
+  outTradeNo: string,
+  paymentMethod: string,
+  extra: Partial<Stripe.PaymentIntentCreateParams> = {},
+  options: Stripe.RequestOptions = {},
+) {
   return stripe.paymentIntents.create(
     {
       amount: 1230,
@@ -252,41 +274,78 @@ describe('PaymentIntents', () => {
     assert.equal(cancel.code, 'payment_intent_unexpected_state');
 
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.gatewayTradeNo]), [
-      ['declined', intent.id],
-      ['declined', intent.id],
-      ['succeeded', intent.id],
-    ]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.gatewayTradeNo]),
+      [
+        ['declined', intent.id],
+        ['declined', intent.id],
+        ['succeeded', intent.id],
+      ],
+    );
   });
 
   it('takes raw test card numbers as payment_method_data and refuses other numbers without charging', async () => {
     const outTradeNo = newOutTradeNo();
     const card = (number: string) => ({ type: 'card' as const, card: { number, exp_month: 12, exp_year: 2040, cvc: '123' } });
     const declined = await failure(
-      stripe.paymentIntents.create(
-        { amount: 500, currency: 'cny', confirm: true, allowed_payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo }, payment_method_data: card('4000000000009995') } as Stripe.PaymentIntentCreateParams,
-      ),
+      stripe.paymentIntents.create({
+        amount: 500,
+        currency: 'cny',
+        confirm: true,
+        allowed_payment_method_types: ['card'],
+        metadata: { out_trade_no: outTradeNo },
+        payment_method_data: card('4000000000009995'),
+      } as Stripe.PaymentIntentCreateParams),
     );
     assert.equal(declined.decline_code, 'insufficient_funds');
     const wrong = await failure(
-      stripe.paymentIntents.create(
-        { amount: 500, currency: 'cny', confirm: true, allowed_payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo }, payment_method_data: card('4242424242424241') } as Stripe.PaymentIntentCreateParams,
-      ),
+      stripe.paymentIntents.create({
+        amount: 500,
+        currency: 'cny',
+        confirm: true,
+        allowed_payment_method_types: ['card'],
+        metadata: { out_trade_no: outTradeNo },
+        payment_method_data: card('4242424242424241'),
+      } as Stripe.PaymentIntentCreateParams),
     );
     assert.ok(wrong instanceof Stripe.errors.StripeCardError);
     assert.equal(wrong.code, 'incorrect_number');
-    const ok = await stripe.paymentIntents.create(
-      { amount: 500, currency: 'cny', confirm: true, allowed_payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo }, payment_method_data: card('4242 4242 4242 4242') } as Stripe.PaymentIntentCreateParams,
-    );
+    const ok = await stripe.paymentIntents.create({
+      amount: 500,
+      currency: 'cny',
+      confirm: true,
+      allowed_payment_method_types: ['card'],
+      metadata: { out_trade_no: outTradeNo },
+      payment_method_data: card('4242 4242 4242 4242'),
+    } as Stripe.PaymentIntentCreateParams);
     assert.equal(ok.status, 'succeeded');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'succeeded'],
+    );
   });
 
   it('refuses invalid requests with invalid_request_error before creating or charging anything', async () => {
     const outTradeNo = newOutTradeNo();
-    const expect = async (params: Record<string, unknown>, code: string | undefined, param: string | undefined, options: Stripe.RequestOptions = {}) => {
+    const expect = async (
+      params: Record<string, unknown>,
+      code: string | undefined,
+      param: string | undefined,
+      options: Stripe.RequestOptions = {},
+    ) => {
       const err = await failure(
-        stripe.paymentIntents.create({ amount: 1230, currency: 'cny', confirm: true, payment_method: 'pm_card_visa', allowed_payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo }, ...params } as Stripe.PaymentIntentCreateParams, options),
+        stripe.paymentIntents.create(
+          {
+            amount: 1230,
+            currency: 'cny',
+            confirm: true,
+            payment_method: 'pm_card_visa',
+            allowed_payment_method_types: ['card'],
+            metadata: { out_trade_no: outTradeNo },
+            ...params,
+          } as Stripe.PaymentIntentCreateParams,
+          options,
+        ),
       );
       assert.ok(err instanceof Stripe.errors.StripeInvalidRequestError, `${JSON.stringify(params)}: ${err.type}`);
       assert.equal(err.code, code, JSON.stringify(params));
@@ -302,9 +361,20 @@ describe('PaymentIntents', () => {
     await expect({ metadata: { out_trade_no: outTradeNo, notify_url: 'not a url' } }, undefined, 'metadata[notify_url]');
     await expect({ metadata: { ['k'.repeat(41)]: 'v' } }, undefined, `metadata[${'k'.repeat(41)}]`);
     // Removed as a parameter in API version 2026-09-30.endive; still accepted by older versions.
-    await expect({ allowed_payment_method_types: undefined, payment_method_types: ['card'] }, 'payment_method_types_no_longer_supported', 'payment_method_types');
+    await expect(
+      { allowed_payment_method_types: undefined, payment_method_types: ['card'] },
+      'payment_method_types_no_longer_supported',
+      'payment_method_types',
+    );
     const old = await stripe.paymentIntents.create(
-      { amount: 1230, currency: 'cny', confirm: true, payment_method: 'pm_card_visa', payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo } } as Stripe.PaymentIntentCreateParams,
+      {
+        amount: 1230,
+        currency: 'cny',
+        confirm: true,
+        payment_method: 'pm_card_visa',
+        payment_method_types: ['card'],
+        metadata: { out_trade_no: outTradeNo },
+      } as Stripe.PaymentIntentCreateParams,
       { apiVersion: '2024-06-20' },
     );
     assert.equal(old.status, 'succeeded');
@@ -322,7 +392,10 @@ describe('PaymentIntents', () => {
       metadata: { out_trade_no: newOutTradeNo() },
     });
     assert.equal(noRedirects.status, 'succeeded');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.gatewayTradeNo), [old.id]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.gatewayTradeNo),
+      [old.id],
+    );
 
     const json = await fetch(`${sandbox.url}/v1/payment_intents`, {
       method: 'POST',
@@ -342,13 +415,19 @@ describe('PaymentIntents', () => {
     const rows = await sql<{ payment_intent: string; status: string; in_shared_ledger: boolean }[]>`
       SELECT payment_intent, status, in_shared_ledger FROM psp_sandbox.stripe_charges
        WHERE out_trade_no = ${outTradeNo} ORDER BY created_at`;
-    assert.deepEqual(rows.map((r) => ({ ...r })), [
-      { payment_intent: first.id, status: 'succeeded', in_shared_ledger: true },
-      { payment_intent: second.id, status: 'succeeded', in_shared_ledger: true },
-    ]);
+    assert.deepEqual(
+      rows.map((r) => ({ ...r })),
+      [
+        { payment_intent: first.id, status: 'succeeded', in_shared_ledger: true },
+        { payment_intent: second.id, status: 'succeeded', in_shared_ledger: true },
+      ],
+    );
     // The ground truth the drills count shows the double charge.
     const succeeded = (await ledger(outTradeNo)).charges.filter((c) => c.status === 'succeeded');
-    assert.deepEqual(succeeded.map((c) => c.gatewayTradeNo), [first.id, second.id]);
+    assert.deepEqual(
+      succeeded.map((c) => c.gatewayTradeNo),
+      [first.id, second.id],
+    );
     const found = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}' AND status:'succeeded'` });
     assert.equal(found.data.length, 2);
   });
@@ -365,7 +444,10 @@ describe('PaymentIntents', () => {
     for (const r of results) {
       if (r.status === 'rejected') assert.equal((r.reason as Stripe.errors.StripeError).code, 'payment_intent_unexpected_state');
     }
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'succeeded'],
+    );
   });
 });
 
@@ -407,7 +489,9 @@ describe('idempotency', () => {
     assert.equal(otherAmount.statusCode, 400);
     assert.match(otherAmount.message, /^Keys for idempotent requests can only be used with the same parameters they were first used with/);
 
-    const otherEndpoint = await failure(stripe.paymentIntents.confirm(paid.id, { payment_method: 'pm_card_visa' }, { idempotencyKey: key }));
+    const otherEndpoint = await failure(
+      stripe.paymentIntents.confirm(paid.id, { payment_method: 'pm_card_visa' }, { idempotencyKey: key }),
+    );
     assert.ok(otherEndpoint instanceof Stripe.errors.StripeIdempotencyError);
     assert.match(otherEndpoint.message, /same endpoint/);
 
@@ -427,10 +511,19 @@ describe('idempotency', () => {
     assert.equal(valid.lastResponse.headers['idempotent-replayed'], undefined);
 
     const otherKey = client(`sk_test_${randomBytes(12).toString('hex')}`);
-    const elsewhere = await otherKey.paymentIntents.create(
-      { amount: 1230, currency: 'cny', confirm: true, payment_method: 'pm_card_chargeDeclined', allowed_payment_method_types: ['card'], metadata: { out_trade_no: newOutTradeNo() } },
-      { idempotencyKey: key },
-    ).catch((err: Stripe.errors.StripeError) => err);
+    const elsewhere = await otherKey.paymentIntents
+      .create(
+        {
+          amount: 1230,
+          currency: 'cny',
+          confirm: true,
+          payment_method: 'pm_card_chargeDeclined',
+          allowed_payment_method_types: ['card'],
+          metadata: { out_trade_no: newOutTradeNo() },
+        },
+        { idempotencyKey: key },
+      )
+      .catch((err: Stripe.errors.StripeError) => err);
     assert.ok(elsewhere instanceof Stripe.errors.StripeCardError, 'another secret key runs the same Idempotency-Key anew');
 
     const tooLong = await rawPost('/v1/payment_intents', 'amount=1&currency=cny', { 'idempotency-key': 'k'.repeat(256) });
@@ -469,18 +562,26 @@ describe('idempotency', () => {
     const results = await Promise.all(Array.from({ length: 50 }, () => pay(outTradeNo, creds.testBuyers.ok, {}, { idempotencyKey: key })));
     assert.equal(new Set(results.map((r) => r.id)).size, 1);
     assert.equal(results.filter((r) => r.lastResponse.headers['idempotent-replayed'] !== 'true').length, 1);
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['succeeded'],
+    );
   });
 
   it('forgets a key after 24 hours: the same key then runs anew', async () => {
     const outTradeNo = newOutTradeNo();
     const key = `payonce-${outTradeNo}-attempt-1`;
-    const first = await pay(outTradeNo, creds.testBuyers.insufficient_funds, {}, { idempotencyKey: key }).catch((e: Stripe.errors.StripeError) => e);
+    const first = await pay(outTradeNo, creds.testBuyers.insufficient_funds, {}, { idempotencyKey: key }).catch(
+      (e: Stripe.errors.StripeError) => e,
+    );
     assert.ok(first instanceof Stripe.errors.StripeCardError);
     await sql`UPDATE psp_sandbox.stripe_idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = ${key}`;
     const later = await pay(outTradeNo, creds.testBuyers.ok, {}, { idempotencyKey: key });
     assert.equal(later.status, 'succeeded');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'succeeded'],
+    );
   });
 });
 
@@ -491,19 +592,37 @@ describe('search and list', () => {
     const paid = await pay(outTradeNo, creds.testBuyers.ok);
     const byDouble = await stripe.paymentIntents.search({ query: `metadata["out_trade_no"]:"${outTradeNo}"` });
     assert.equal(byDouble.object, 'search_result');
-    assert.deepEqual(byDouble.data.map((p) => p.id), [paid.id, declined.payment_intent?.id]);
+    assert.deepEqual(
+      byDouble.data.map((p) => p.id),
+      [paid.id, declined.payment_intent?.id],
+    );
     const succeeded = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}' AND status:'succeeded'` });
-    assert.deepEqual(succeeded.data.map((p) => p.id), [paid.id]);
+    assert.deepEqual(
+      succeeded.data.map((p) => p.id),
+      [paid.id],
+    );
     const notSucceeded = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}' AND -status:'succeeded'` });
-    assert.deepEqual(notSucceeded.data.map((p) => p.id), [declined.payment_intent?.id]);
-    const amount = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}' AND amount>=1230 AND amount<1231` });
+    assert.deepEqual(
+      notSucceeded.data.map((p) => p.id),
+      [declined.payment_intent?.id],
+    );
+    const amount = await stripe.paymentIntents.search({
+      query: `metadata['out_trade_no']:'${outTradeNo}' AND amount>=1230 AND amount<1231`,
+    });
     assert.equal(amount.data.length, 2);
 
     const page1 = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}'`, limit: 1 });
     assert.equal(page1.has_more, true);
     assert.ok(page1.next_page);
-    const page2 = await stripe.paymentIntents.search({ query: `metadata['out_trade_no']:'${outTradeNo}'`, limit: 1, page: page1.next_page });
-    assert.deepEqual([...page1.data, ...page2.data].map((p) => p.id), byDouble.data.map((p) => p.id));
+    const page2 = await stripe.paymentIntents.search({
+      query: `metadata['out_trade_no']:'${outTradeNo}'`,
+      limit: 1,
+      page: page1.next_page,
+    });
+    assert.deepEqual(
+      [...page1.data, ...page2.data].map((p) => p.id),
+      byDouble.data.map((p) => p.id),
+    );
     assert.equal(page2.has_more, false);
 
     for (const query of [`metadata['out_trade_no']:'x' AND status:'y' OR status:'z'`, `customer:'cus_1'`, `metadata['x']`, '']) {
@@ -526,12 +645,25 @@ describe('search and list', () => {
       assert.equal(laggingCreds.secretKey, creds.secretKey); // the account survives restarts and is shared
       const lag = client(creds.secretKey, lagging.url);
       const outTradeNo = newOutTradeNo();
-      const paid = await lag.paymentIntents.create({ amount: 700, currency: 'cny', confirm: true, payment_method: 'pm_card_visa', allowed_payment_method_types: ['card'], metadata: { out_trade_no: outTradeNo } });
+      const paid = await lag.paymentIntents.create({
+        amount: 700,
+        currency: 'cny',
+        confirm: true,
+        payment_method: 'pm_card_visa',
+        allowed_payment_method_types: ['card'],
+        metadata: { out_trade_no: outTradeNo },
+      });
       const query = `metadata['out_trade_no']:'${outTradeNo}'`;
       assert.deepEqual((await lag.paymentIntents.search({ query })).data, []);
-      assert.equal((await lag.paymentIntents.list({ limit: 5 })).data.some((p) => p.id === paid.id), true);
+      assert.equal(
+        (await lag.paymentIntents.list({ limit: 5 })).data.some((p) => p.id === paid.id),
+        true,
+      );
       await new Promise((resolve) => setTimeout(resolve, 450));
-      assert.deepEqual((await lag.paymentIntents.search({ query })).data.map((p) => p.id), [paid.id]);
+      assert.deepEqual(
+        (await lag.paymentIntents.search({ query })).data.map((p) => p.id),
+        [paid.id],
+      );
     } finally {
       await lagging.close();
     }
@@ -551,7 +683,10 @@ describe('webhooks', () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
     receiver.script(path, [500, 404, 204]);
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, { amount: 2000, metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } });
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
+      amount: 2000,
+      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+    });
 
     const deliveries = await waitFor('three deliveries', async () => {
       const list = receiver.received.get(path) ?? [];
@@ -578,13 +713,23 @@ describe('webhooks', () => {
     for (const event of events) assert.equal(event.id, first.id); // one event, delivered again
     // The signature covers the exact bytes: a forged copy does not verify.
     const forged = deliveries[0]!.body.replace('2000', '1');
-    assert.throws(() => stripe.webhooks.constructEvent(forged, String(deliveries[0]!.headers['stripe-signature']), creds.webhookSecret), Stripe.errors.StripeSignatureVerificationError);
+    assert.throws(
+      () => stripe.webhooks.constructEvent(forged, String(deliveries[0]!.headers['stripe-signature']), creds.webhookSecret),
+      Stripe.errors.StripeSignatureVerificationError,
+    );
 
     const { notifications } = await waitFor('the ack in the ledger', async () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     await new Promise((resolve) => setTimeout(resolve, 400)); // past the next retry: none comes
     assert.equal((receiver.received.get(path) ?? []).length, 3);
   });
@@ -592,7 +737,11 @@ describe('webhooks', () => {
   it('POSTs payment_intent.payment_failed after a decline', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } }));
+    await failure(
+      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
+        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+      }),
+    );
     const [delivery] = await waitFor('the delivery', async () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 1 ? list : undefined;
@@ -609,23 +758,40 @@ describe('webhooks', () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
     const tool = (body: unknown) =>
-      fetch(`${sandbox.url}/sandbox/stripe/notify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      fetch(`${sandbox.url}/sandbox/stripe/notify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
 
-    await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } }));
+    await failure(
+      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
+        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+      }),
+    );
     const notPaid = await tool({ outTradeNo });
     assert.equal(notPaid.status, 409);
     assert.equal(((await notPaid.json()) as { error: { code: string } }).error.code, 'NOT_PAID');
 
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } });
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
+      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+    });
     await waitFor('the scheduled deliveries', async () => ((receiver.received.get(path) ?? []).length >= 2 ? true : undefined));
     const scheduled = receiver.received.get(path)!.at(-1)!;
-    const scheduledEvent = stripe.webhooks.constructEvent(scheduled.body, String(scheduled.headers['stripe-signature']), creds.webhookSecret);
+    const scheduledEvent = stripe.webhooks.constructEvent(
+      scheduled.body,
+      String(scheduled.headers['stripe-signature']),
+      creds.webhookSecret,
+    );
 
     const victim = newOutTradeNo();
     const res = await tool({ outTradeNo, copies: 4, overrides: { amount: '1', out_trade_no: victim } });
     assert.equal(res.status, 200);
     const { deliveries } = (await res.json()) as { deliveries: { status: number; body: string }[] };
-    assert.deepEqual(deliveries.map((d) => d.status), [200, 200, 200, 200]);
+    assert.deepEqual(
+      deliveries.map((d) => d.status),
+      [200, 200, 200, 200],
+    );
     const copies = receiver.received.get(path)!.slice(-4);
     for (const copy of copies) {
       const event = stripe.webhooks.constructEvent(copy.body, String(copy.headers['stripe-signature']), creds.webhookSecret);
@@ -642,10 +808,16 @@ describe('webhooks', () => {
     const stale = await tool({ outTradeNo, overrides: { timestamp: String(Math.floor(Date.now() / 1000) - 301) } });
     assert.equal(stale.status, 200);
     const old = receiver.received.get(path)!.at(-1)!;
-    assert.throws(() => stripe.webhooks.constructEvent(old.body, String(old.headers['stripe-signature']), creds.webhookSecret, 300), /tolerance/);
+    assert.throws(
+      () => stripe.webhooks.constructEvent(old.body, String(old.headers['stripe-signature']), creds.webhookSecret, 300),
+      /tolerance/,
+    );
     await tool({ outTradeNo, overrides: { signature: '' } });
     const unsigned = receiver.received.get(path)!.at(-1)!;
-    assert.throws(() => stripe.webhooks.constructEvent(unsigned.body, String(unsigned.headers['stripe-signature']), creds.webhookSecret), /No signatures found/);
+    assert.throws(
+      () => stripe.webhooks.constructEvent(unsigned.body, String(unsigned.headers['stripe-signature']), creds.webhookSecret),
+      /No signatures found/,
+    );
 
     const typo = await tool({ outTradeNo, overrides: { total_amount: '1' } });
     assert.equal(typo.status, 400);
@@ -669,7 +841,12 @@ async function buyerPays(body: unknown): Promise<{ status: number; body: Record<
 /** A refund as PayOnce's adapter sends it: its refund id in metadata and in the Idempotency-Key. */
 function refund(paymentIntent: string, amount: number | undefined, refundId: string, outTradeNo: string) {
   return stripe.refunds.create(
-    { payment_intent: paymentIntent, ...(amount !== undefined ? { amount } : {}), reason: 'requested_by_customer', metadata: { refund_id: refundId, out_trade_no: outTradeNo } },
+    {
+      payment_intent: paymentIntent,
+      ...(amount !== undefined ? { amount } : {}),
+      reason: 'requested_by_customer',
+      metadata: { refund_id: refundId, out_trade_no: outTradeNo },
+    },
     { idempotencyKey: `payonce-refund-${refundId}` },
   );
 }
@@ -707,7 +884,10 @@ describe('cancel (closing an abandoned attempt)', () => {
     const buyer = await buyerPays({ outTradeNo, buyer: 'ok' });
     assert.equal(buyer.status, 409);
     assert.equal(buyer.body.code, 'TRADE_NOT_PAYABLE');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('refuses to cancel a succeeded or processing PaymentIntent with Stripe’s error, and replays a cancel by its key', async () => {
@@ -759,7 +939,11 @@ describe('buyer-pays', () => {
   it('lets the buyer pay the PaymentIntent a decline left open: a ledger row and the usual webhook', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    const declined = await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } }));
+    const declined = await failure(
+      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
+        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+      }),
+    );
     const id = declined.payment_intent?.id;
     assert.ok(id);
 
@@ -780,17 +964,22 @@ describe('buyer-pays', () => {
     const paidTwice = await buyerPays({ outTradeNo });
     assert.equal(paidTwice.status, 409);
     assert.equal(paidTwice.body.code, 'TRADE_NOT_PAYABLE');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => [c.status, c.gatewayTradeNo]), [
-      ['declined', id],
-      ['declined', id],
-      ['succeeded', id],
-    ]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => [c.status, c.gatewayTradeNo]),
+      [
+        ['declined', id],
+        ['declined', id],
+        ['succeeded', id],
+      ],
+    );
     // 4. The webhooks a confirm sends: payment_failed ×2, then succeeded.
     const deliveries = await waitFor('three events', async () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 3 ? list : undefined;
     });
-    const types = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret).type);
+    const types = deliveries.map(
+      (d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret).type,
+    );
     assert.deepEqual(types.sort(), ['payment_intent.payment_failed', 'payment_intent.payment_failed', 'payment_intent.succeeded']);
   });
 
@@ -868,7 +1057,10 @@ describe('refunds', () => {
 
     // 5. The ledger nets the charge out; the PaymentIntent stays succeeded, as on Stripe.
     const { charges, refunds } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 1230]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 1230]],
+    );
     assert.deepEqual(
       refunds.map((r) => [r.gateway, r.refundId, r.gatewayRefundId, r.gatewayTradeNo, r.amountMinor, r.currency, r.status]),
       [
@@ -880,11 +1072,20 @@ describe('refunds', () => {
 
     // 6. List (newest first, strongly consistent) and retrieve.
     const listed = await stripe.refunds.list({ payment_intent: paid.id, limit: 100 });
-    assert.deepEqual(listed.data.map((r) => r.id), [rest.id, first.id]);
+    assert.deepEqual(
+      listed.data.map((r) => r.id),
+      [rest.id, first.id],
+    );
     assert.equal(listed.has_more, false);
     const page = await stripe.refunds.list({ payment_intent: paid.id, limit: 1, starting_after: rest.id });
-    assert.deepEqual(page.data.map((r) => r.id), [first.id]);
-    assert.deepEqual((await stripe.refunds.list({ charge: String(paid.latest_charge) })).data.map((r) => r.id), [rest.id, first.id]);
+    assert.deepEqual(
+      page.data.map((r) => r.id),
+      [first.id],
+    );
+    assert.deepEqual(
+      (await stripe.refunds.list({ charge: String(paid.latest_charge) })).data.map((r) => r.id),
+      [rest.id, first.id],
+    );
     assert.deepEqual(await stripe.refunds.retrieve(first.id), JSON.parse(JSON.stringify(first)));
     const missing = await failure(stripe.refunds.retrieve('re_missing'));
     assert.equal(missing.statusCode, 404);
@@ -923,7 +1124,10 @@ describe('refunds', () => {
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => refund(paid.id, 500, newRefundId(), outTradeNo)));
     assert.equal(results.filter((r) => r.status === 'fulfilled').length, 2);
     for (const r of results) if (r.status === 'rejected') assert.equal((r.reason as Stripe.errors.StripeError).code, 'amount_too_large');
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [500, 500]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => r.amountMinor),
+      [500, 500],
+    );
   });
 
   it('refunds a second charge of one order (Stripe does not dedupe on out_trade_no) and the ledger nets it out', async () => {
@@ -931,27 +1135,40 @@ describe('refunds', () => {
     const first = await pay(outTradeNo, creds.testBuyers.ok);
     const second = await pay(outTradeNo, creds.testBuyers.ok);
     await stripe.refunds.create(
-      { payment_intent: second.id, reason: 'duplicate', metadata: { refund_id: 'DUP1' + outTradeNo.slice(2, 20), out_trade_no: outTradeNo } },
+      {
+        payment_intent: second.id,
+        reason: 'duplicate',
+        metadata: { refund_id: 'DUP1' + outTradeNo.slice(2, 20), out_trade_no: outTradeNo },
+      },
       { idempotencyKey: `payonce-refund-DUP1${outTradeNo}` },
     );
     const { charges, refunds } = await ledger(outTradeNo);
-    const kept = charges.filter((c) => c.status === 'succeeded').reduce((sum, c) => sum + c.amountMinor, 0) - refunds.reduce((sum, r) => sum + r.amountMinor, 0);
+    const kept =
+      charges.filter((c) => c.status === 'succeeded').reduce((sum, c) => sum + c.amountMinor, 0) -
+      refunds.reduce((sum, r) => sum + r.amountMinor, 0);
     assert.equal(kept, 1230);
-    assert.deepEqual(refunds.map((r) => r.gatewayTradeNo), [second.id]);
+    assert.deepEqual(
+      refunds.map((r) => r.gatewayTradeNo),
+      [second.id],
+    );
     assert.notEqual(first.id, second.id);
   });
 
   it('sends refund.created and charge.refunded, signed like every event, where the PaymentIntent’s events go', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, { metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` } });
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
+      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
+    });
     const refundId = newRefundId();
     const created = await refund(paid.id, 1230, refundId, outTradeNo);
     const deliveries = await waitFor('three events', async () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 3 ? list : undefined;
     });
-    const events = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret));
+    const events = deliveries.map((d) =>
+      stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret),
+    );
     const byType = new Map(events.map((e) => [e.type, e]));
     const refundEvent = byType.get('refund.created');
     assert.ok(refundEvent);
@@ -986,7 +1203,10 @@ describe('refunds', () => {
     assert.equal(armed.status, 201);
     const body = `payment_intent=${paid.id}&amount=1230&reason=requested_by_customer&metadata[refund_id]=${refundId}&metadata[out_trade_no]=${outTradeNo}`;
     await assert.rejects(rawPost('/v1/refunds', body, { 'idempotency-key': `payonce-refund-${refundId}` }));
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]), [[refundId, 1230]]);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]),
+      [[refundId, 1230]],
+    );
     const retry = await rawPost('/v1/refunds', body, { 'idempotency-key': `payonce-refund-${refundId}` });
     assert.equal(retry.status, 200);
     assert.equal(retry.headers.get('idempotent-replayed'), 'true');

@@ -224,7 +224,10 @@ describe('paymentToken', () => {
     await paymentToken(newInvoiceNo(), { amount: '000000002500.90000' });
     await paymentToken(newInvoiceNo(), { amount: '999999999999.99' });
     await paymentToken(newInvoiceNo(), { amount: 1500, currencyCode: 'JPY' });
-    assert.equal(plainOf(await call('paymentToken', tokenClaims(newInvoiceNo(), { amount: 1500.5, currencyCode: 'JPY' }))).respCode, '9009');
+    assert.equal(
+      plainOf(await call('paymentToken', tokenClaims(newInvoiceNo(), { amount: 1500.5, currencyCode: 'JPY' }))).respCode,
+      '9009',
+    );
   });
 
   it('reopens an open invoice for the same amount, refuses another amount (9015) and a paid invoice (9015)', async () => {
@@ -298,8 +301,24 @@ describe('Do Payment and paymentInquiry', () => {
 
     const { charges } = await ledger(invoiceNo);
     assert.deepEqual(
-      charges.map(({ gateway, outTradeNo, amountMinor, currency, status, gatewayTradeNo }) => ({ gateway, outTradeNo, amountMinor, currency, status, gatewayTradeNo })),
-      [{ gateway: '2c2p', outTradeNo: invoiceNo, amountMinor: 199999, currency: 'CNY', status: 'succeeded', gatewayTradeNo: result.tranRef }],
+      charges.map(({ gateway, outTradeNo, amountMinor, currency, status, gatewayTradeNo }) => ({
+        gateway,
+        outTradeNo,
+        amountMinor,
+        currency,
+        status,
+        gatewayTradeNo,
+      })),
+      [
+        {
+          gateway: '2c2p',
+          outTradeNo: invoiceNo,
+          amountMinor: 199999,
+          currency: 'CNY',
+          status: 'succeeded',
+          gatewayTradeNo: result.tranRef,
+        },
+      ],
     );
   });
 
@@ -333,9 +352,17 @@ describe('Do Payment and paymentInquiry', () => {
     assert.equal(claimsOf(await inquiry({ invoiceNo })).tranRef, paid.tranRef);
 
     const { charges } = await ledger(invoiceNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [
-      ['declined', 16800], ['declined', 16800], ['declined', 16800], ['declined', 16800], ['declined', 16800], ['succeeded', 16800],
-    ]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [
+        ['declined', 16800],
+        ['declined', 16800],
+        ['declined', 16800],
+        ['declined', 16800],
+        ['declined', 16800],
+        ['succeeded', 16800],
+      ],
+    );
     assert.equal(new Set(charges.map((c) => c.gatewayTradeNo)).size, 6); // one tranRef per transaction
   });
 
@@ -349,7 +376,8 @@ describe('Do Payment and paymentInquiry', () => {
     assert.equal(approved.respCode, '0000');
     assert.equal(approved.invoiceNo, invoiceNo);
     assert.equal(approved.amount, 25);
-    for (const field of ['tranRef', 'referenceNo', 'approvalCode', 'transactionDateTime']) assert.equal(typeof approved[field], 'string', field);
+    for (const field of ['tranRef', 'referenceNo', 'approvalCode', 'transactionDateTime'])
+      assert.equal(typeof approved[field], 'string', field);
     // The JWT form is verified like any other: another secret is 9042.
     const other = await paymentToken(newInvoiceNo());
     assert.equal(plainOf(await call('payment', doPaymentBody(other, TWOC2P_TEST_CARDS.ok), 'B'.repeat(64))).respCode, '9042');
@@ -361,8 +389,19 @@ describe('Do Payment and paymentInquiry', () => {
     const token = await paymentToken(invoiceNo);
     assert.equal((await postRaw('payment', doPaymentBody('kSAnope', TWOC2P_TEST_CARDS.ok))).body.respCode, '9040');
     assert.equal((await postRaw('payment', { payment: {} })).body.respCode, '9005');
-    assert.equal((await postRaw('payment', { paymentToken: token, payment: { code: { channelCode: 'QR' }, data: { name: 'x' } } })).body.respCode, '9004');
-    assert.equal((await postRaw('payment', { paymentToken: token, payment: { code: { channelCode: 'CC' }, data: { name: 'x', securePayToken: 'abc' } } })).body.respCode, '9005');
+    assert.equal(
+      (await postRaw('payment', { paymentToken: token, payment: { code: { channelCode: 'QR' }, data: { name: 'x' } } })).body.respCode,
+      '9004',
+    );
+    assert.equal(
+      (
+        await postRaw('payment', {
+          paymentToken: token,
+          payment: { code: { channelCode: 'CC' }, data: { name: 'x', securePayToken: 'abc' } },
+        })
+      ).body.respCode,
+      '9005',
+    );
     assert.equal((await pay(token, '4111-1111')).respCode, '9004');
     assert.deepEqual((await ledger(invoiceNo)).charges, []);
   });
@@ -382,7 +421,10 @@ describe('Do Payment and paymentInquiry', () => {
     assert.equal(results.filter((r) => r.respCode === '2000').length, 1);
     assert.equal(results.filter((r) => r.respCode === '9015').length, 49);
     const { charges } = await ledger(invoiceNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 8888]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 8888]],
+    );
   });
 
   it('issues one token for 20 concurrent paymentToken calls with one idempotencyID', async () => {
@@ -464,7 +506,14 @@ describe('backend notifications', () => {
       const l = await ledger(invoiceNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, true],
+      ],
+    );
     await new Promise((resolve) => setTimeout(resolve, 400)); // past the next retry (5 min × 0.001): none comes
     assert.equal((received.get(path) ?? []).length, 3);
   });
@@ -489,7 +538,11 @@ describe('backend notifications', () => {
     await waitFor('the scheduled delivery', async () => ((received.get(path) ?? []).length >= 1 ? true : undefined));
 
     const tool = (body: unknown, type = 'application/json') =>
-      fetch(`${sandbox.url}/sandbox/2c2p/notify`, { method: 'POST', headers: { 'content-type': type }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+      fetch(`${sandbox.url}/sandbox/2c2p/notify`, {
+        method: 'POST',
+        headers: { 'content-type': type },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
     const res = await tool({ outTradeNo: invoiceNo, copies: 5, overrides: { amount: '0.01', approvalCode: '' } });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { deliveries: Array.from({ length: 5 }, () => ({ status: 200, body: '' })) });
@@ -503,7 +556,10 @@ describe('backend notifications', () => {
     assert.equal((await tool({ outTradeNo: invoiceNo, overrides: { payload: 'forged' } })).status, 200);
     assert.equal((received.get(path) ?? []).at(-1)?.payload, 'forged');
     const { notifications } = await ledger(invoiceNo);
-    assert.deepEqual(notifications.map((n) => n.attempt), [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(
+      notifications.map((n) => n.attempt),
+      [1, 2, 3, 4, 5, 6, 7],
+    );
 
     // Errors.
     assert.equal((await tool('{')).status, 400);
@@ -536,7 +592,13 @@ describe('backend notifications', () => {
       const l = await ledger(invoiceNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, true],
+      ],
+    );
     assert.equal(claimsOf(await inquiry({ invoiceNo })).respCode, '0000');
   });
 });
@@ -567,7 +629,11 @@ async function buyerPays(body: unknown): Promise<{ status: number; body: Claims 
 }
 
 async function arm(fault: Claims): Promise<void> {
-  const res = await fetch(`${sandbox.url}/sandbox/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ gateway: '2c2p', ...fault }) });
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ gateway: '2c2p', ...fault }),
+  });
   assert.equal(res.status, 201);
 }
 
@@ -613,7 +679,10 @@ describe('cancelTransaction', () => {
     assert.equal(claimsOf(await cancel(invoiceNo)).respCode, '0000');
 
     const { charges } = await ledger(invoiceNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('refuses to cancel a paid invoice (9015, signed) and answers 2002 for an unknown one', async () => {
@@ -625,7 +694,12 @@ describe('cancelTransaction', () => {
     assert.deepEqual([still.respCode, still.tranRef], ['0000', tranRef]);
 
     const unknown = newInvoiceNo();
-    assert.deepEqual(claimsOf(await cancel(unknown)), { merchantID: creds.merchantId, invoiceNo: unknown, respCode: '2002', respDesc: 'Transaction not found' });
+    assert.deepEqual(claimsOf(await cancel(unknown)), {
+      merchantID: creds.merchantId,
+      invoiceNo: unknown,
+      respCode: '2002',
+      respDesc: 'Transaction not found',
+    });
   });
 
   it('takes the documented plain form with a payment token (2000, then inquire) and refuses what it cannot authenticate', async () => {
@@ -675,7 +749,10 @@ describe('cancelTransaction', () => {
     for (let round = 0; round < 5; round += 1) {
       const invoiceNo = newInvoiceNo();
       const token = await paymentToken(invoiceNo);
-      const [cancelAnswer, ...payments] = await Promise.all([cancel(invoiceNo), ...Array.from({ length: 20 }, () => pay(token, TWOC2P_TEST_CARDS.ok))]);
+      const [cancelAnswer, ...payments] = await Promise.all([
+        cancel(invoiceNo),
+        ...Array.from({ length: 20 }, () => pay(token, TWOC2P_TEST_CARDS.ok)),
+      ]);
       const cancelCode = claimsOf(cancelAnswer as Answer).respCode;
       const paidCount = (payments as Claims[]).filter((p) => p.respCode === '2000').length;
       const { charges } = await ledger(invoiceNo);
@@ -686,7 +763,10 @@ describe('cancelTransaction', () => {
       } else {
         assert.equal(cancelCode, '9015');
         assert.equal(paidCount, 1);
-        assert.deepEqual(charges.map((c) => c.status), ['succeeded']);
+        assert.deepEqual(
+          charges.map((c) => c.status),
+          ['succeeded'],
+        );
       }
     }
   });
@@ -699,20 +779,23 @@ describe('refund (Payment Maintenance, processType R)', () => {
     const first = await call('refund', refundClaims(invoiceNo, 30.5, id1));
     const claims = claimsOf(first);
     assert.match(Buffer.from(first.signed ? (first.raw.split('.')[1] ?? '') : '', 'base64url').toString(), /"amount":30\.50,/);
-    assert.deepEqual({ ...claims, refundReferenceNo: undefined, transactionDateTime: undefined }, {
-      merchantID: creds.merchantId,
-      processType: 'R',
-      invoiceNo,
-      idempotencyID: id1,
-      refundReferenceNo: undefined,
-      tranRef,
-      amount: 30.5,
-      currencyCode: 'CNY',
-      status: 'RF',
-      transactionDateTime: undefined,
-      respCode: '00',
-      respDesc: 'Success',
-    });
+    assert.deepEqual(
+      { ...claims, refundReferenceNo: undefined, transactionDateTime: undefined },
+      {
+        merchantID: creds.merchantId,
+        processType: 'R',
+        invoiceNo,
+        idempotencyID: id1,
+        refundReferenceNo: undefined,
+        tranRef,
+        amount: 30.5,
+        currencyCode: 'CNY',
+        status: 'RF',
+        transactionDateTime: undefined,
+        respCode: '00',
+        respDesc: 'Success',
+      },
+    );
     assert.match(String(claims.refundReferenceNo), /^\d{7,}$/);
 
     const tooMuch = claimsOf(await call('refund', refundClaims(invoiceNo, '69.51', `R${newInvoiceNo()}`)));
@@ -731,7 +814,10 @@ describe('refund (Payment Maintenance, processType R)', () => {
       ],
     );
     assert.equal(refunds[0]?.gatewayRefundId, claims.refundReferenceNo);
-    assert.deepEqual(charges.map((c) => c.status), ['succeeded']); // the charge stays; money kept = 0
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['succeeded'],
+    ); // the charge stays; money kept = 0
   });
 
   it('answers the same idempotencyID with the first refund, refunding once (sequential and 10 at once)', async () => {
@@ -747,7 +833,10 @@ describe('refund (Payment Maintenance, processType R)', () => {
     const concurrentId = `R${newInvoiceNo()}`;
     const answers = await Promise.all(Array.from({ length: 10 }, () => call('refund', refundClaims(other.invoiceNo, 100, concurrentId))));
     assert.equal(new Set(answers.map((a) => claimsOf(a).refundReferenceNo)).size, 1);
-    assert.deepEqual((await ledger(other.invoiceNo)).refunds.map((r) => r.amountMinor), [10000]);
+    assert.deepEqual(
+      (await ledger(other.invoiceNo)).refunds.map((r) => r.amountMinor),
+      [10000],
+    );
     // The same key for another invoice is refused, and refunds nothing there.
     const reused = claimsOf(await call('refund', refundClaims(other.invoiceNo, 1, id)));
     assert.equal(reused.respCode, '11');
@@ -800,7 +889,10 @@ describe('refund (Payment Maintenance, processType R)', () => {
     assert.deepEqual([status.respCode, status.status, status.amount], ['00', 'RF', 168]);
     const repeat = claimsOf(await call('refund', refundClaims(invoiceNo, 168, id)));
     assert.equal(repeat.refundReferenceNo, status.refundReferenceNo);
-    assert.deepEqual((await ledger(invoiceNo)).refunds.map((r) => r.amountMinor), [16800]);
+    assert.deepEqual(
+      (await ledger(invoiceNo)).refunds.map((r) => r.amountMinor),
+      [16800],
+    );
   });
 });
 
@@ -830,7 +922,10 @@ describe('buyer-pays tool', () => {
     const paid = claimsOf(await inquiry({ invoiceNo }));
     assert.deepEqual(answer.body, { gateway: '2c2p', outTradeNo: invoiceNo, status: 'succeeded', gatewayTradeNo: paid.tranRef });
     const { charges } = await ledger(invoiceNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.gatewayTradeNo]), [['succeeded', paid.tranRef]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.gatewayTradeNo]),
+      [['succeeded', paid.tranRef]],
+    );
     const notification = await waitFor('the notification', async () => {
       for (const body of bodies) {
         const { payload } = await jwtVerify((JSON.parse(body) as { payload: string }).payload, key(), { algorithms: ['HS256'] });
@@ -855,7 +950,10 @@ describe('buyer-pays tool', () => {
     });
     assert.equal((await buyerPays({ outTradeNo: invoiceNo, buyer: 'account_restricted' })).body.status, 'declined');
     assert.equal((await buyerPays({ outTradeNo: invoiceNo })).body.status, 'succeeded');
-    assert.deepEqual((await ledger(invoiceNo)).charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(invoiceNo)).charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('answers 409 for an unknown invoice and 400 for bad input', async () => {

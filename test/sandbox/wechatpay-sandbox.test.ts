@@ -33,9 +33,26 @@ interface Credentials {
 }
 
 interface Ledger {
-  charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null; createdAt: string }[];
+  charges: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    gatewayTradeNo: string | null;
+    createdAt: string;
+  }[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string; gatewayRefundId: string; gatewayTradeNo: string }[];
+  refunds: {
+    gateway: string;
+    outTradeNo: string;
+    amountMinor: number;
+    currency: string;
+    status: string;
+    refundId: string;
+    gatewayRefundId: string;
+    gatewayTradeNo: string;
+  }[];
 }
 
 type Json = Record<string, any>;
@@ -113,7 +130,8 @@ function nativeOrder(outTradeNo: string, overrides: Json = {}): Json {
 const createNative = (order: Json) => api('POST', '/v3/pay/transactions/native', order);
 const queryOrder = (outTradeNo: string, mchid = creds.mchid) =>
   api('GET', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}?mchid=${mchid}`);
-const closeOrder = (outTradeNo: string) => api('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}/close`, { mchid: creds.mchid });
+const closeOrder = (outTradeNo: string) =>
+  api('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(outTradeNo)}/close`, { mchid: creds.mchid });
 const requestRefund = (refund: Json) => api('POST', '/v3/refund/domestic/refunds', refund);
 const queryRefund = (outRefundNo: string) => api('GET', `/v3/refund/domestic/refunds/${encodeURIComponent(outRefundNo)}`);
 
@@ -154,8 +172,15 @@ after(async () => {
 describe('credentials', () => {
   it('hands out exactly what the adapter needs', () => {
     assert.deepEqual(Object.keys(creds).sort(), [
-      'apiV3Key', 'appid', 'baseUrl', 'mchid', 'merchantPrivateKey', 'merchantSerialNo', 'platformPublicKey',
-      'platformSerialNo', 'testBuyers',
+      'apiV3Key',
+      'appid',
+      'baseUrl',
+      'mchid',
+      'merchantPrivateKey',
+      'merchantSerialNo',
+      'platformPublicKey',
+      'platformSerialNo',
+      'testBuyers',
     ]);
     assert.match(creds.mchid, /^\d{10}$/);
     assert.match(creds.appid, /^wx[0-9a-f]{16}$/);
@@ -222,7 +247,10 @@ describe('request authentication', () => {
     const wrongMethod = await api('GET', '/v3/pay/transactions/native');
     assert.equal(wrongMethod.status, 400);
     assert.equal(wrongMethod.body?.code, 'INVALID_REQUEST');
-    const notJson = await api('POST', '/v3/pay/transactions/native', undefined, { rawBody: 'a=b', contentType: 'application/x-www-form-urlencoded' });
+    const notJson = await api('POST', '/v3/pay/transactions/native', undefined, {
+      rawBody: 'a=b',
+      contentType: 'application/x-www-form-urlencoded',
+    });
     assert.equal(notJson.status, 400);
     assert.equal(notJson.body?.code, 'INVALID_REQUEST');
     assert.ok(platformSigned(notJson.headers, notJson.text)); // authenticated, so signed
@@ -294,7 +322,10 @@ describe('Native下单 and the test buyers', () => {
     assert.ok(platformSigned(again.headers, again.text));
 
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => c.status), ['declined', 'declined', 'succeeded']);
+    assert.deepEqual(
+      charges.map((c) => c.status),
+      ['declined', 'declined', 'succeeded'],
+    );
   });
 
   it('reopens an unpaid trade for identical parameters and refuses changed ones with 403 OUT_TRADE_NO_USED', async () => {
@@ -309,10 +340,7 @@ describe('Native下单 and the test buyers', () => {
     assert.equal(reopened.status, 200);
     assert.equal((await queryOrder(outTradeNo)).body?.attach, 'merchant-data');
 
-    for (const changed of [
-      { amount: { total: 1231, currency: 'CNY' } },
-      { description: 'another description' },
-    ]) {
+    for (const changed of [{ amount: { total: 1231, currency: 'CNY' } }, { description: 'another description' }]) {
       const res = await createNative(nativeOrder(outTradeNo, changed));
       assert.equal(res.status, 403, JSON.stringify(changed));
       assert.equal(res.body?.code, 'OUT_TRADE_NO_USED');
@@ -373,11 +401,16 @@ describe('Native下单 and the test buyers', () => {
 
   it('serializes 50 concurrent creates of one out_trade_no into exactly one charge', async () => {
     const outTradeNo = newOutTradeNo();
-    const results = await Promise.all(Array.from({ length: 50 }, () => createNative(nativeOrder(outTradeNo, { amount: { total: 8888, currency: 'CNY' } }))));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => createNative(nativeOrder(outTradeNo, { amount: { total: 8888, currency: 'CNY' } }))),
+    );
     assert.equal(results.filter((r) => r.status === 200).length, 1);
     assert.equal(results.filter((r) => r.status === 403 && r.body?.code === 'OUT_TRADE_NO_USED').length, 49);
     const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(charges.map((c) => [c.status, c.amountMinor]), [['succeeded', 8888]]);
+    assert.deepEqual(
+      charges.map((c) => [c.status, c.amountMinor]),
+      [['succeeded', 8888]],
+    );
   });
 
   it('injects 429 FREQUENCY_LIMITED and 500 SYSTEM_ERROR through attach, before anything happens', async () => {
@@ -453,7 +486,10 @@ describe('query and close', () => {
 
     const bodyMchid = await api('POST', `/v3/pay/transactions/out-trade-no/${outTradeNo}/close`, { mchid: '1900000000' });
     assert.equal(bodyMchid.body?.code, 'PARAM_ERROR');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 });
 
@@ -546,7 +582,10 @@ describe('notifications', () => {
     });
     const [first] = deliveries;
     assert.ok(first);
-    assert.ok(deliveries.every((d) => d.signed), 'every delivery verifies with the platform key');
+    assert.ok(
+      deliveries.every((d) => d.signed),
+      'every delivery verifies with the platform key',
+    );
     assert.equal(first.headers['wechatpay-serial'], creds.platformSerialNo);
     assert.equal(first.headers['content-type'], 'application/json');
     assert.deepEqual(Object.keys(first.envelope).sort(), ['create_time', 'event_type', 'id', 'resource', 'resource_type', 'summary']);
@@ -566,7 +605,15 @@ describe('notifications', () => {
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
     // 500, 201 and 404 are not acknowledgements; 204 is.
-    assert.deepEqual(notifications.map((n) => [n.attempt, n.acknowledged]), [[1, false], [2, false], [3, false], [4, true]]);
+    assert.deepEqual(
+      notifications.map((n) => [n.attempt, n.acknowledged]),
+      [
+        [1, false],
+        [2, false],
+        [3, false],
+        [4, true],
+      ],
+    );
     await new Promise((resolve) => setTimeout(resolve, 300)); // past the next retry (3 min × 0.001): none comes
     assert.equal((receiver.received.get(path) ?? []).length, 4);
   });
@@ -582,7 +629,10 @@ describe('notifications', () => {
     const res = await tool('notify', { outTradeNo, copies: 5, overrides: { 'amount.total': '1', out_trade_no: 'PO000000000000000000' } });
     assert.equal(res.status, 200);
     const { deliveries } = (await res.json()) as { deliveries: { status: number; body: string }[] };
-    assert.deepEqual(deliveries, Array.from({ length: 5 }, () => ({ status: 200, body: '' })));
+    assert.deepEqual(
+      deliveries,
+      Array.from({ length: 5 }, () => ({ status: 200, body: '' })),
+    );
     const copies = (receiver.received.get(path) ?? []).slice(1);
     assert.equal(copies.length, 5);
     for (const copy of copies) {
@@ -592,7 +642,10 @@ describe('notifications', () => {
       assert.equal(copy.transaction.out_trade_no, 'PO000000000000000000');
     }
     const { notifications } = await ledger(outTradeNo);
-    assert.deepEqual(notifications.map((n) => n.attempt), [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(
+      notifications.map((n) => n.attempt),
+      [1, 2, 3, 4, 5, 6],
+    );
 
     // Header overrides: a forged signature, and a stale timestamp that is validly signed.
     await tool('notify', { outTradeNo, overrides: { 'Wechatpay-Signature': 'AAAA' } });
@@ -638,16 +691,27 @@ describe('notifications', () => {
     await waitFor('the notification', async () => ((receiver.received.get(path) ?? []).length >= 1 ? true : undefined));
     assert.equal(receiver.received.get(path)?.[0]?.transaction.transaction_id, paid.gatewayTradeNo);
     // 3. Paid, unknown: not payable (409); bad input: 400.
-    for (const [name, body] of [['paid', { outTradeNo, buyer: 'ok' }], ['unknown', { outTradeNo: newOutTradeNo() }]] as const) {
+    for (const [name, body] of [
+      ['paid', { outTradeNo, buyer: 'ok' }],
+      ['unknown', { outTradeNo: newOutTradeNo() }],
+    ] as const) {
       const refused = await tool('buyer-pays', body);
       assert.equal(refused.status, 409, name);
       assert.equal(((await refused.json()) as Json).code, 'TRADE_NOT_PAYABLE', name);
     }
-    for (const bad of [await tool('buyer-pays', { outTradeNo, buyer: 'rich' }), await tool('buyer-pays', '{'), await tool('buyer-pays', {}), await tool('scan', 'x', 'text/plain')]) {
+    for (const bad of [
+      await tool('buyer-pays', { outTradeNo, buyer: 'rich' }),
+      await tool('buyer-pays', '{'),
+      await tool('buyer-pays', {}),
+      await tool('scan', 'x', 'text/plain'),
+    ]) {
       assert.equal(bad.status, 400);
       assert.equal(((await bad.json()) as Json).code, 'BAD_REQUEST');
     }
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined', 'succeeded']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined', 'succeeded'],
+    );
   });
 
   it('buyer-pays cannot pay a trade closed after a decline, nor can a new create reopen it', async () => {
@@ -661,7 +725,10 @@ describe('notifications', () => {
     assert.equal(reopen.status, 403);
     assert.equal(reopen.body?.code, 'OUT_TRADE_NO_USED');
     assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'CLOSED');
-    assert.deepEqual((await ledger(outTradeNo)).charges.map((c) => c.status), ['declined']);
+    assert.deepEqual(
+      (await ledger(outTradeNo)).charges.map((c) => c.status),
+      ['declined'],
+    );
   });
 
   it('sends REFUND.SUCCESS (signed, resource original_type refund) when the refund lands, the ledger settled first', async () => {
@@ -692,7 +759,10 @@ describe('notifications', () => {
     assert.equal(resource.associated_data, 'refund');
     // Settled by the notification's own schedule, before anyone queried the refund.
     const l = await ledger(outTradeNo);
-    assert.deepEqual(l.refunds.map((r) => [r.status, r.amountMinor, r.refundId]), [['succeeded', 3000, outRefundNo]]);
+    assert.deepEqual(
+      l.refunds.map((r) => [r.status, r.amountMinor, r.refundId]),
+      [['succeeded', 3000, outRefundNo]],
+    );
     const landed = (await queryRefund(outRefundNo)).body ?? {};
     assert.deepEqual(delivery.transaction, {
       mchid: creds.mchid,
@@ -720,7 +790,12 @@ describe('refunds (申请退款 and 查询单笔退款)', () => {
     const outTradeNo = newOutTradeNo();
     const transactionId = await paidOrder(outTradeNo);
     const outRefundNo = newOutRefundNo();
-    const refund = { transaction_id: transactionId, out_refund_no: outRefundNo, reason: '订单已在别处支付', amount: { refund: 1230, total: 1230, currency: 'CNY' } };
+    const refund = {
+      transaction_id: transactionId,
+      out_refund_no: outRefundNo,
+      reason: '订单已在别处支付',
+      amount: { refund: 1230, total: 1230, currency: 'CNY' },
+    };
     // 1. Accepted, not final.
     const first = await requestRefund(refund);
     assert.equal(first.status, 200);
@@ -760,20 +835,48 @@ describe('refunds (申请退款 and 查询单笔退款)', () => {
     const outTradeNo = newOutTradeNo();
     const transactionId = await paidOrder(outTradeNo, 1000);
     const part = newOutRefundNo();
-    assert.equal((await requestRefund({ transaction_id: transactionId, out_refund_no: part, amount: { refund: 600, total: 1000, currency: 'CNY' } })).status, 200);
-    const exceeding = await requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 401, total: 1000, currency: 'CNY' } });
+    assert.equal(
+      (await requestRefund({ transaction_id: transactionId, out_refund_no: part, amount: { refund: 600, total: 1000, currency: 'CNY' } }))
+        .status,
+      200,
+    );
+    const exceeding = await requestRefund({
+      transaction_id: transactionId,
+      out_refund_no: newOutRefundNo(),
+      amount: { refund: 401, total: 1000, currency: 'CNY' },
+    });
     assert.equal(exceeding.status, 400);
     assert.deepEqual(exceeding.body, { code: 'INVALID_REQUEST', message: '申请退款金额超过订单可退金额' });
     assert.ok(platformSigned(exceeding.headers, exceeding.text));
-    const changed = await requestRefund({ transaction_id: transactionId, out_refund_no: part, amount: { refund: 500, total: 1000, currency: 'CNY' } });
+    const changed = await requestRefund({
+      transaction_id: transactionId,
+      out_refund_no: part,
+      amount: { refund: 500, total: 1000, currency: 'CNY' },
+    });
     assert.equal(changed.status, 400);
     assert.equal(changed.body?.code, 'INVALID_REQUEST');
-    const wrongTotal = await requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 100, total: 999, currency: 'CNY' } });
+    const wrongTotal = await requestRefund({
+      transaction_id: transactionId,
+      out_refund_no: newOutRefundNo(),
+      amount: { refund: 100, total: 999, currency: 'CNY' },
+    });
     assert.equal(wrongTotal.status, 400);
     assert.equal(wrongTotal.body?.code, 'INVALID_REQUEST');
     // The rest of the order is still refundable.
-    assert.equal((await requestRefund({ out_trade_no: outTradeNo, out_refund_no: newOutRefundNo(), amount: { refund: 400, total: 1000, currency: 'CNY' } })).status, 200);
-    assert.deepEqual((await ledger(outTradeNo)).refunds.map((r) => r.amountMinor), [600, 400]);
+    assert.equal(
+      (
+        await requestRefund({
+          out_trade_no: outTradeNo,
+          out_refund_no: newOutRefundNo(),
+          amount: { refund: 400, total: 1000, currency: 'CNY' },
+        })
+      ).status,
+      200,
+    );
+    assert.deepEqual(
+      (await ledger(outTradeNo)).refunds.map((r) => r.amountMinor),
+      [600, 400],
+    );
   });
 
   it('lets only as many of 8 concurrent refunds of one order through as the order can cover', async () => {
@@ -781,7 +884,11 @@ describe('refunds (申请退款 and 查询单笔退款)', () => {
     const transactionId = await paidOrder(outTradeNo, 1000);
     const answers = await Promise.all(
       Array.from({ length: 8 }, () =>
-        requestRefund({ transaction_id: transactionId, out_refund_no: newOutRefundNo(), amount: { refund: 300, total: 1000, currency: 'CNY' } }),
+        requestRefund({
+          transaction_id: transactionId,
+          out_refund_no: newOutRefundNo(),
+          amount: { refund: 300, total: 1000, currency: 'CNY' },
+        }),
       ),
     );
     assert.deepEqual(answers.map((a) => a.status).sort(), [200, 200, 200, 400, 400, 400, 400, 400]);
@@ -789,14 +896,26 @@ describe('refunds (申请退款 and 查询单笔退款)', () => {
   });
 
   it('refuses an unknown or unpaid order with 404 RESOURCE_NOT_EXISTS, and bad input with PARAM_ERROR, recording nothing', async () => {
-    const unknown = await requestRefund({ out_trade_no: newOutTradeNo(), out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1, currency: 'CNY' } });
+    const unknown = await requestRefund({
+      out_trade_no: newOutTradeNo(),
+      out_refund_no: newOutRefundNo(),
+      amount: { refund: 1, total: 1, currency: 'CNY' },
+    });
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body?.code, 'RESOURCE_NOT_EXISTS');
-    const unknownId = await requestRefund({ transaction_id: '4200000000202401010000000000', out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1, currency: 'CNY' } });
+    const unknownId = await requestRefund({
+      transaction_id: '4200000000202401010000000000',
+      out_refund_no: newOutRefundNo(),
+      amount: { refund: 1, total: 1, currency: 'CNY' },
+    });
     assert.equal(unknownId.status, 404);
     const unpaid = newOutTradeNo();
     await createNative(nativeOrder(unpaid, { attach: creds.testBuyers.insufficient_funds }));
-    const notPaid = await requestRefund({ out_trade_no: unpaid, out_refund_no: newOutRefundNo(), amount: { refund: 1230, total: 1230, currency: 'CNY' } });
+    const notPaid = await requestRefund({
+      out_trade_no: unpaid,
+      out_refund_no: newOutRefundNo(),
+      amount: { refund: 1230, total: 1230, currency: 'CNY' },
+    });
     assert.equal(notPaid.status, 404);
     assert.equal(notPaid.body?.code, 'RESOURCE_NOT_EXISTS');
     const paid = newOutTradeNo();
@@ -807,7 +926,12 @@ describe('refunds (申请退款 and 查询单笔退款)', () => {
       { out_trade_no: paid, out_refund_no: 'has space', amount: { refund: 1, total: 1230, currency: 'CNY' } },
       { out_trade_no: paid, out_refund_no: newOutRefundNo(), amount: { refund: 0, total: 1230, currency: 'CNY' } },
       { out_trade_no: paid, out_refund_no: newOutRefundNo(), amount: { refund: 1, total: 1230, currency: 'USD' } },
-      { out_trade_no: paid, out_refund_no: newOutRefundNo(), notify_url: 'http://x/?a=1', amount: { refund: 1, total: 1230, currency: 'CNY' } },
+      {
+        out_trade_no: paid,
+        out_refund_no: newOutRefundNo(),
+        notify_url: 'http://x/?a=1',
+        amount: { refund: 1, total: 1230, currency: 'CNY' },
+      },
     ]) {
       const answer = await requestRefund(bad);
       assert.equal(answer.status, 400, JSON.stringify(bad));
@@ -880,7 +1004,10 @@ describe('faults and restarts', () => {
       const l = await ledger(outTradeNo);
       return l.notifications.some((n) => n.acknowledged) ? l : undefined;
     });
-    assert.deepEqual(notifications.map((n) => n.acknowledged), [false, false, false, false, true]);
+    assert.deepEqual(
+      notifications.map((n) => n.acknowledged),
+      [false, false, false, false, true],
+    );
     assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'SUCCESS');
   });
 });

@@ -14,12 +14,7 @@ import { createMetrics, instrumentGateway, observeGuard } from '../../server/met
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
 import type { OrderCaps } from '../../server/checkout/orders';
 import type { RateLimitPolicy } from '../../server/rate-limit';
-import {
-  createPostgresIdempotencyStore,
-  DEFAULT_IDEMPOTENCY_OPTIONS,
-  type IdempotencyOptions,
-  type IdempotencyStore,
-} from '../../server/idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS, type IdempotencyOptions, type IdempotencyStore } from '../../server/idempotency';
 import { gatewaysFromEnv } from '../../server/payments';
 import { sandboxCredentialsToEnv } from '../../server/payments/sandbox-credentials';
 import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
@@ -152,9 +147,7 @@ export async function startTestStack(
   // Notifications are retried on Alipay's schedule compressed a thousandfold: 4 min → 240 ms.
   const sandbox = await startSandbox({ port: 0, databaseUrl, timeScale: 0.001 });
   // Configured exactly as the app is: the sandbox console's credentials, as environment variables.
-  const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as Parameters<
-    typeof sandboxCredentialsToEnv
-  >[0];
+  const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0];
   const gatewayEnv: Record<string, string> = sandboxCredentialsToEnv(credentials);
   if (options.gatewayTimeoutMs) gatewayEnv.GATEWAY_TIMEOUT_MS = String(options.gatewayTimeoutMs);
 
@@ -170,9 +163,7 @@ export async function startTestStack(
       ...options.idempotency,
       ...(metrics ? { observe: observeGuard(metrics) } : {}),
     },
-    gateways: metrics
-      ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)]))
-      : gateways,
+    gateways: metrics ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)])) : gateways,
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(options.faults ? { faults: new FaultInjector() } : {}),
     ...(metrics ? { metrics } : {}),
@@ -211,8 +202,7 @@ export async function startTestStack(
       });
       if (response.status !== 201) throw new Error(`arming a sandbox fault failed: ${await response.text()}`);
     },
-    succeededCharges: async (outTradeNo) =>
-      (await ledger(outTradeNo)).charges.filter((charge) => charge.status === 'succeeded'),
+    succeededCharges: async (outTradeNo) => (await ledger(outTradeNo)).charges.filter((charge) => charge.status === 'succeeded'),
     async close() {
       await app.close();
       await sandbox.close();

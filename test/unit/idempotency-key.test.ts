@@ -6,7 +6,10 @@ import { parseIdempotencyKey } from '../../server/idempotency/key';
 describe('Idempotency-Key validation', () => {
   it('rejects a missing key with IDEMPOTENCY_KEY_MISSING', () => {
     assert.throws(() => parseIdempotencyKey(undefined), MissingKeyError);
-    assert.throws(() => parseIdempotencyKey(null), (e: MissingKeyError) => e.httpStatus === 400 && e.reason === 'IDEMPOTENCY_KEY_MISSING');
+    assert.throws(
+      () => parseIdempotencyKey(null),
+      (e: MissingKeyError) => e.httpStatus === 400 && e.reason === 'IDEMPOTENCY_KEY_MISSING',
+    );
   });
 
   it('rejects empty, over-long and non-printable-ASCII keys with IDEMPOTENCY_KEY_INVALID', () => {

@@ -29,19 +29,25 @@ describe('client retry policy', () => {
     for (const reason of ['OUT_OF_STOCK', 'TOO_MANY_OPEN_ORDERS', 'STOCK_HOLD_LIMIT', 'ORDER_NOT_PAYABLE']) {
       let calls = 0;
       await assert.rejects(
-        callWithRetry(async () => {
-          calls++;
-          throw serverError(409, reason);
-        }, { sleep: async () => {} }),
+        callWithRetry(
+          async () => {
+            calls++;
+            throw serverError(409, reason);
+          },
+          { sleep: async () => {} },
+        ),
         (error: FinalFailureError) => error instanceof FinalFailureError && error.failure.reason === reason,
       );
       assert.equal(calls, 1, reason);
     }
     let calls = 0;
-    const result = await callWithRetry(async () => {
-      if (++calls < 3) throw serverError(409, 'ORDER_PAYMENT_IN_PROGRESS');
-      return 'paid';
-    }, { sleep: async () => {} });
+    const result = await callWithRetry(
+      async () => {
+        if (++calls < 3) throw serverError(409, 'ORDER_PAYMENT_IN_PROGRESS');
+        return 'paid';
+      },
+      { sleep: async () => {} },
+    );
     assert.equal(result, 'paid');
   });
 
@@ -49,10 +55,13 @@ describe('client retry policy', () => {
     for (const status of [402, 422, 400, 404]) {
       let calls = 0;
       await assert.rejects(
-        callWithRetry(async () => {
-          calls++;
-          throw serverError(status, 'X');
-        }, { sleep: async () => {} }),
+        callWithRetry(
+          async () => {
+            calls++;
+            throw serverError(status, 'X');
+          },
+          { sleep: async () => {} },
+        ),
         (error: FinalFailureError) => error instanceof FinalFailureError && error.failure.status === status,
       );
       assert.equal(calls, 1, `status ${status}`);
@@ -62,10 +71,13 @@ describe('client retry policy', () => {
   it('gives up after maxRetries with the last failure', async () => {
     let calls = 0;
     await assert.rejects(
-      callWithRetry(async () => {
-        calls++;
-        throw new TypeError('fetch failed');
-      }, { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, maxRetries: 3 } }),
+      callWithRetry(
+        async () => {
+          calls++;
+          throw new TypeError('fetch failed');
+        },
+        { sleep: async () => {}, policy: { ...DEFAULT_RETRY_POLICY, maxRetries: 3 } },
+      ),
       RetriesExhaustedError,
     );
     assert.equal(calls, 4);
@@ -73,9 +85,21 @@ describe('client retry policy', () => {
 
   it('backs off exponentially with jitter, bounded by the cap', () => {
     const policy = { maxRetries: 10, baseDelayMs: 100, maxDelayMs: 1000 };
-    assert.equal(backoffDelay(1, policy, () => 1), 100);
-    assert.equal(backoffDelay(3, policy, () => 1), 400);
-    assert.equal(backoffDelay(3, policy, () => 0), 200);
-    assert.equal(backoffDelay(20, policy, () => 1), 1000);
+    assert.equal(
+      backoffDelay(1, policy, () => 1),
+      100,
+    );
+    assert.equal(
+      backoffDelay(3, policy, () => 1),
+      400,
+    );
+    assert.equal(
+      backoffDelay(3, policy, () => 0),
+      200,
+    );
+    assert.equal(
+      backoffDelay(20, policy, () => 1),
+      1000,
+    );
   });
 });

@@ -74,7 +74,10 @@ describe('session cookie', () => {
     for (const header of [`payonce_session=${older}; payonce_session=${newer}`, `payonce_session=${newer}; payonce_session=${older}`]) {
       assert.equal(verifySession('secret', header, http), '00000000-0000-4000-8000-00000000000b');
     }
-    assert.equal(verifySession('secret', `payonce_session=x.1.forged; payonce_session=${older}`, http), '00000000-0000-4000-8000-00000000000a');
+    assert.equal(
+      verifySession('secret', `payonce_session=x.1.forged; payonce_session=${older}`, http),
+      '00000000-0000-4000-8000-00000000000a',
+    );
   });
 
   it('reads __Host-payonce_session over https and payonce_session over http, never the other', () => {

@@ -3,6 +3,7 @@ import { listProducts } from '../../checkout/catalogue';
 import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
+import { GATEWAY_IDS } from '../../payments/gateway-ids';
 import { idempotent, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
 
@@ -17,8 +18,6 @@ const createOrderInput = z.object({
     .min(1)
     .max(20),
 });
-
-const GATEWAY_IDS = ['alipay', 'wechatpay', 'stripe', '2c2p'] as const;
 
 const payInput = z.object({
   orderId: z.uuid(),
@@ -35,18 +34,14 @@ export const checkoutRouter = createTRPCRouter({
   products: publicProcedure.query(({ ctx }) => listProducts(ctx.services.db)),
 
   /** Which gateways this deployment is configured for, so the page offers only those. */
-  gateways: publicProcedure.query(({ ctx }) =>
-    GATEWAY_IDS.map((id) => ({ id, available: ctx.services.gateways[id] !== undefined })),
-  ),
+  gateways: publicProcedure.query(({ ctx }) => GATEWAY_IDS.map((id) => ({ id, available: ctx.services.gateways[id] !== undefined }))),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(
     idempotent(({ ctx, input, key }) => createOrder(key, ctx.customerId, input.items, ctx.services.orderCaps)),
   ),
 
   /** 201 with the paid order; 402 for a terminal decline — both stored and replayed per key. */
-  pay: idempotentProcedure(payInput).mutation(
-    idempotent(({ ctx, input, key }) => payOrder(ctx.services, key, ctx.customerId, input)),
-  ),
+  pay: idempotentProcedure(payInput).mutation(idempotent(({ ctx, input, key }) => payOrder(ctx.services, key, ctx.customerId, input))),
 
   order: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
@@ -55,9 +50,7 @@ export const checkoutRouter = createTRPCRouter({
   /** The 幕后 view: the order's journal, its chain check and the gateway ledger's count. */
   timeline: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
-    .query(({ ctx, input }) =>
-      orderTimeline(ctx.services.db, viewerOf(ctx), input.orderId, ctx.services.pspSandboxUrl),
-    ),
+    .query(({ ctx, input }) => orderTimeline(ctx.services.db, viewerOf(ctx), input.orderId, ctx.services.pspSandboxUrl)),
 
   /** The customer's newest orders (every customer's in demo mode), for the 幕后 view's list. */
   recentOrders: publicProcedure.query(({ ctx }) => recentOrders(ctx.services.db, viewerOf(ctx))),

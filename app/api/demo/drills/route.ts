@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { appServices } from '../../../../server/app-services';
 import { armDemoDrill, DEMO_DRILLS, DemoDrillError, lateBuyer } from '../../../../server/demo-drills';
+import { GATEWAY_IDS } from '../../../../server/payments/gateway-ids';
 import { isSecureRequest, sessionSecret, verifySession } from '../../../../server/session';
 
 /**
@@ -14,7 +15,7 @@ const body = z.discriminatedUnion('drill', [
   z.object({ drill: z.literal('late_buyer'), orderId: z.uuid().optional() }),
   z.object({
     drill: z.enum(DEMO_DRILLS.filter((d) => d !== 'late_buyer') as [Exclude<(typeof DEMO_DRILLS)[number], 'late_buyer'>]),
-    gateway: z.enum(['alipay', 'wechatpay', 'stripe', '2c2p']),
+    gateway: z.enum(GATEWAY_IDS),
   }),
 ]);
 

@@ -33,9 +33,9 @@ export async function GET(request: Request): Promise<Response> {
     select count(distinct o.id)::int as queued, count(m.id)::int as sent
       from outbox o left join mail_sink m on m.outbox_id = o.id
      where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.id}`);
-  const keys = (
-    await services.idempotencyStore.listKeys(customerScope(order.customer_id), { path: 'checkout.pay' })
-  ).map(({ key, status, recoveryPoint, completed, leaseHeld }) => ({ key, status, recoveryPoint, completed, leaseHeld }));
+  const keys = (await services.idempotencyStore.listKeys(customerScope(order.customer_id), { path: 'checkout.pay' })).map(
+    ({ key, status, recoveryPoint, completed, leaseHeld }) => ({ key, status, recoveryPoint, completed, leaseHeld }),
+  );
   return Response.json({
     order: { status: order.status, paymentAttempts: order.payment_attempt },
     payments,

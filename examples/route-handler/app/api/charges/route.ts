@@ -7,13 +7,11 @@
  * The first request charges and answers 201; every retry with the same key and body gets the same
  * 201 back (Idempotency-Replayed: true) and charges nothing; the same key with another body is a 422.
  */
+import { z } from 'zod';
 import { respond, withIdempotency } from '../../../../../server/idempotency';
 import { exampleDatabase } from '../../../db';
 
-class InvalidChargeError extends Error {
-  readonly httpStatus = 400;
-  readonly reason = 'INVALID_INPUT';
-}
+const chargeInput = z.object({ amountMinor: z.number().int().positive() });
 
 export const POST = withIdempotency(
   {
@@ -23,20 +21,17 @@ export const POST = withIdempotency(
       const customer = request.headers.get('x-customer-id');
       return customer ? `customer:${customer}` : undefined;
     },
+    // Validated before the key is claimed: bad input is a 400 that claims and stores nothing.
+    input: (body) => chargeInput.parse(body),
   },
-  async ({ request, body, key }) => {
-    const amountMinor = (body as { amountMinor?: unknown } | null)?.amountMinor;
-    if (!Number.isInteger(amountMinor) || (amountMinor as number) <= 0) {
-      // Thrown before any phase: the key is released and nothing is stored.
-      throw new InvalidChargeError('amountMinor must be a positive integer (minor units).');
-    }
+  async ({ request, input, key }) => {
     const customer = request.headers.get('x-customer-id')!;
     // The effect and the stored answer commit together, or not at all.
     const phase = await key.atomicPhase(async (tx) => {
       const [charge] = await tx<{ id: string }[]>`
-        insert into example_charges (customer, amount_minor) values (${customer}, ${amountMinor as number})
+        insert into example_charges (customer, amount_minor) values (${customer}, ${input.amountMinor})
         returning id`;
-      return respond(201, { chargeId: charge!.id, amountMinor });
+      return respond(201, { chargeId: charge!.id, amountMinor: input.amountMinor });
     });
     return phase.response;
   },

@@ -1,6 +1,6 @@
 /**
  * Reads a request body only as far as a limit. Framework-free (a standard Request in, bytes out), so
- * the tRPC endpoint and the webhook handler share one rule.
+ * the fetch adapter (./fetch.ts), the app's tRPC endpoint and its webhook handlers share one rule.
  *
  * A declared Content-Length over the limit is refused before a single byte is read; a body without
  * one (chunked) is read until it passes the limit and no further, so a client streaming 50 MB costs
