@@ -140,7 +140,8 @@ test.describe('a reload in the middle of a payment', () => {
       await page.reload();
     });
     await test.step('2. the page finds the attempt, shows it, and finishes it with the same key', async () => {
-      await expect(checkout.status).toContainText('检测到未完成的支付，正在确认…');
+      // A passing message: recorded as it appears (the payment may finish before a locator looks).
+      await expect.poll(async () => (await statusTexts()).some((text) => text.includes('检测到未完成的支付，正在确认…'))).toBe(true);
       await expect(page.getByRole('radio', { name: '微信支付' })).toBeChecked();
       await expect(page.getByRole('radio', { name: '余额充足' })).toBeChecked();
       await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
@@ -161,6 +162,8 @@ test.describe('a reload in the middle of a payment', () => {
     page,
   }) => {
     const statusTexts = await recordStatusTexts(page);
+    const refused: number[] = [];
+    let reloaded = false;
     await test.step('1. pay with 微信支付 on a slow gateway; the saved attempt keeps only its key (as pages before did)', async () => {
       await checkout.open();
       await checkout.chooseGateway('微信支付');
@@ -172,14 +175,16 @@ test.describe('a reload in the middle of a payment', () => {
         state.attempt = { key: state.attempt.key, orderId: state.attempt.orderId };
         localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
       });
+      // Listening before the reload: the resumed request may be answered before it returns.
+      page.on('response', (response) => {
+        if (isProcedure('pay')(response.request()) && reloaded) refused.push(response.status());
+      });
+      reloaded = true;
       await page.reload();
     });
-    const refused: number[] = [];
-    page.on('response', (response) => {
-      if (isProcedure('pay')(response.request())) refused.push(response.status());
-    });
     await test.step('2. resumed with 支付宝 (the page default) the key answers 422; the order says paid', async () => {
-      await expect(checkout.status).toContainText('检测到未完成的支付');
+      // A passing message: recorded as it appears (the payment may finish before a locator looks).
+      await expect.poll(async () => (await statusTexts()).some((text) => text.includes('检测到未完成的支付'))).toBe(true);
       await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });
       expect(refused).toContain(422);
       await expect(checkout.orderStatus).toHaveText('已支付');
