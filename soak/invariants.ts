@@ -44,6 +44,8 @@ export interface LedgerRefund {
   currency: string;
   status: string;
   refundId: string;
+  /** The gateway's own id for the refund. */
+  gatewayRefundId: string;
   gatewayTradeNo: string;
   createdAt: string;
 }

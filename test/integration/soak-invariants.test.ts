@@ -112,6 +112,7 @@ const refundOf = (charge: LedgerCharge, refundId: string, status = 'succeeded'):
   currency: charge.currency,
   status,
   refundId,
+  gatewayRefundId: `gw-${refundId}`,
   gatewayTradeNo: charge.gatewayTradeNo!,
   createdAt: new Date().toISOString(),
 });

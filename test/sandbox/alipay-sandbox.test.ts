@@ -13,6 +13,7 @@ import { AlipaySdk } from 'alipay-sdk';
 import { ALIPAY_TEST_BUYERS } from '../../sandbox/alipay';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { waitFor, readLedger } from '../support/harness';
+import type { Ledger } from '../../soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -26,29 +27,6 @@ interface Credentials {
   alipayPublicKey: string;
   gateway: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
-}
-
-interface Ledger {
-  charges: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    gatewayTradeNo: string | null;
-    createdAt: string;
-  }[];
-  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    refundId: string;
-    gatewayRefundId: string;
-    gatewayTradeNo: string;
-  }[];
 }
 
 type Response = Record<string, unknown>;

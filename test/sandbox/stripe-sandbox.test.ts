@@ -14,6 +14,7 @@ import Stripe from 'stripe';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { createStripeModule, stripeModule } from '../../sandbox/stripe';
 import { waitFor, readLedger } from '../support/harness';
+import type { Ledger } from '../../soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -29,29 +30,6 @@ interface Credentials {
   port: number;
   protocol: 'http';
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
-}
-
-interface Ledger {
-  charges: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    gatewayTradeNo: string | null;
-    createdAt: string;
-  }[];
-  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    refundId: string;
-    gatewayRefundId: string;
-    gatewayTradeNo: string;
-  }[];
 }
 
 let sandbox: RunningSandbox;

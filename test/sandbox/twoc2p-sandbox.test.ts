@@ -13,6 +13,7 @@ import { decodeJwt, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
 import { waitFor, readLedger, startServer } from '../support/harness';
+import type { Ledger } from '../../soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -25,21 +26,6 @@ interface Credentials {
   secretKey: string;
   baseUrl: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
-}
-
-interface Ledger {
-  charges: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null }[];
-  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean }[];
-  refunds: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    refundId: string;
-    gatewayRefundId: string;
-    gatewayTradeNo: string;
-  }[];
 }
 
 type Claims = Record<string, unknown>;

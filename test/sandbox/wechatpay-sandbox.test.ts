@@ -13,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { startSandbox, type RunningSandbox } from '../../sandbox/server';
 import { wechatpayModule } from '../../sandbox/wechatpay';
 import { waitFor, readLedger } from '../support/harness';
+import type { Ledger } from '../../soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
@@ -30,29 +31,6 @@ interface Credentials {
   platformSerialNo: string;
   baseUrl: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
-}
-
-interface Ledger {
-  charges: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    gatewayTradeNo: string | null;
-    createdAt: string;
-  }[];
-  notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
-  refunds: {
-    gateway: string;
-    outTradeNo: string;
-    amountMinor: number;
-    currency: string;
-    status: string;
-    refundId: string;
-    gatewayRefundId: string;
-    gatewayTradeNo: string;
-  }[];
 }
 
 type Json = Record<string, any>;
