@@ -13,9 +13,9 @@
  * between paid, declined, still confirming and "nothing was charged".
  */
 import type { CreatedOrder, OrderView } from '../server/checkout/orders';
-import type { DeclinedPayment } from '../server/checkout/pay';
+import type { AwaitingBuyer, DeclinedPayment } from '../server/checkout/pay';
 import type { PaidOrder } from '../server/checkout/settle';
-import type { GatewayId, TestBuyer } from '../server/payments/gateway';
+import type { BuyerStep, GatewayId, TestBuyer } from '../server/payments/gateway';
 import {
   backoffDelay,
   callWithRetry,
@@ -52,6 +52,7 @@ export interface StoredAttempt {
    */
   gateway?: GatewayId;
   buyer?: TestBuyer;
+  buyerStep?: BuyerStep;
   /** The cart the order was made of, so a reloaded page shows what is being paid for. */
   lines?: CartLine[];
 }
@@ -67,6 +68,11 @@ export interface CheckoutStorage {
  */
 export type PayResult =
   | { kind: 'paid'; order: CreatedOrder; paid: PaidOrder; key?: string; confirmedByOrder?: boolean }
+  /**
+   * The trade is open and waits for the buyer's own step (`awaiting.action`). The attempt stays saved:
+   * a reload sends the same key again and gets the same step back (a stored, replayed answer).
+   */
+  | { kind: 'awaiting_buyer'; order: CreatedOrder; awaiting: AwaitingBuyer; key: string }
   | { kind: 'declined'; order: CreatedOrder; declined: DeclinedPayment; message: string; key?: string; confirmedByOrder?: boolean }
   | {
       kind: 'failed';
@@ -175,6 +181,8 @@ export async function payForCart(params: {
   cart: CartLine[];
   gateway: GatewayId;
   buyer?: TestBuyer;
+  /** Without a test buyer: the buyer's own step (default: the gateway's first). */
+  buyerStep?: BuyerStep;
   newKey?: () => string;
   policy?: RetryPolicy;
   onProgress?: (progress: PayProgress) => void;
@@ -220,6 +228,7 @@ export async function payForCart(params: {
           orderId: order.orderId,
           gateway: params.gateway,
           ...(params.buyer ? { buyer: params.buyer } : {}),
+          ...(!params.buyer && params.buyerStep ? { buyerStep: params.buyerStep } : {}),
           lines: params.cart,
         },
       };
@@ -232,16 +241,18 @@ export async function payForCart(params: {
     attemptKey = attempt.key;
     const gateway = attempt.gateway ?? params.gateway;
     const buyer = attempt.gateway ? attempt.buyer : params.buyer;
-    const paid = await callWithRetry(
+    const buyerStep = attempt.gateway ? attempt.buyerStep : params.buyer ? undefined : params.buyerStep;
+    const answer = await callWithRetry(
       () =>
         params.client.checkout.pay.mutate(
-          { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}) },
+          { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}), ...(buyerStep ? { buyerStep } : {}) },
           { context: { idempotencyKey: attempt.key } },
         ),
       retryOptions,
     );
+    if (answer.status === 'awaiting_buyer') return { kind: 'awaiting_buyer', order, awaiting: answer, key: attempt.key };
     params.storage.save({});
-    return { kind: 'paid', order, paid, key: attempt.key };
+    return { kind: 'paid', order, paid: answer, key: attempt.key };
   } catch (error) {
     const key = attemptKey;
     if (error instanceof FinalFailureError) {

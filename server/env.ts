@@ -200,6 +200,10 @@ const variables = {
   /** Unset: the SDK talks to api.stripe.com; the sandbox sets its own address. */
   STRIPE_API_BASE: url(HTTP, 'http://127.0.0.1:4010'),
   STRIPE_TEST_BUYERS: testBuyers(),
+  /** Unset: no card step on the page (only test buyers can pay by Stripe). pk_test_… / pk_live_… from the Dashboard. */
+  STRIPE_PUBLISHABLE_KEY: text(),
+  /** Stripe.js, loaded by the page's card step; the sandbox serves its own copy. */
+  STRIPE_JS_URL: url(HTTP, 'https://js.stripe.com/v3/'),
   TWOC2P_MERCHANT_ID: text(),
   TWOC2P_SECRET_KEY: text(),
   TWOC2P_BASE_URL: url(HTTP, 'https://pgw.2c2p.com'),

@@ -86,6 +86,8 @@ export function instrumentGateway(gateway: PaymentGateway, metrics: CheckoutMetr
     id: gateway.id,
     merchantId: gateway.merchantId,
     oneTradePerOrder: gateway.oneTradePerOrder,
+    buyerSteps: gateway.buyerSteps,
+    hasTestBuyers: gateway.hasTestBuyers,
     charge: (request) =>
       counted(
         'charge',

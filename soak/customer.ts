@@ -168,6 +168,9 @@ export async function runCustomer(plan: OrderPlan, options: CustomerOptions): Pr
         return result('gave_up_by_retries', paid.failure.reason ?? paid.failure.message);
       case 'failed':
         return result('failed', paid.failure.reason ?? `${paid.failure.status ?? 'network'}: ${paid.failure.message}`);
+      case 'awaiting_buyer':
+        // The soak's customers always bring a test buyer, so a buyer step is an error of the run.
+        return result('error', `unexpected buyer step ${paid.awaiting.action.kind}`);
     }
   } catch (error) {
     const order = storage.load().order;

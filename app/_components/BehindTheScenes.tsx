@@ -193,6 +193,11 @@ function describe(event: TimelineEvent, lang: Lang): { title: string; details: s
       };
     case 'payment.declined':
       return { title: zh ? '支付被拒绝' : 'Payment declined', details: `${gw(d.gateway)} · ${d.code}`, tone: 'bad' };
+    case 'payment.awaiting_buyer':
+      return {
+        title: zh ? '交易已开，等待买家付款（扫码 / 银行卡 / 收银台）' : 'Trade open, waiting for the buyer (QR code / card / hosted page)',
+        details: `${gw(d.gateway)} · ${d.step}`,
+      };
     case 'payment.excess':
       return {
         title: zh ? '多收的一笔：不保留，自动退款' : 'A charge that must not stay: refund queued',

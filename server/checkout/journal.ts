@@ -27,6 +27,8 @@ export type PaymentEventKind =
   | 'attempt.abandoned'
   | 'payment.succeeded'
   | 'payment.declined'
+  /** The gateway's trade is open and waits for the buyer's own step (QR code, card, hosted page). */
+  | 'payment.awaiting_buyer'
   /** A success that must not stay (second success, expired order): recorded as excess, refund queued. */
   | 'payment.excess'
   | 'gateway.call'

@@ -5,6 +5,7 @@
  *   from                        event               to                who
  *   awaiting_payment            attempt_started     paying            the pay request (phase 1)
  *   paying                      charge_declined     awaiting_payment  the pay request (phase 3)
+ *   paying                      buyer_step_opened   awaiting_payment  the pay request (phase 3)
  *   awaiting_payment, paying    charge_succeeded    paid              pay response, notification,
  *                                                                     reconciler, close "already paid"
  *   paying                      attempt_abandoned   awaiting_payment  the reconciler
@@ -33,6 +34,8 @@ export interface OrderEventParams {
   attempt_started: { keyId: string; gateway: GatewayId };
   /** `keyId`: the key whose attempt the gateway declined. */
   charge_declined: { keyId: string };
+  /** `keyId`: the key whose attempt opened a trade that now waits for the buyer's own step. */
+  buyer_step_opened: { keyId: string };
   charge_succeeded: Record<string, never>;
   /** `attempt`: the attempt number the reconciler observed stuck. */
   attempt_abandoned: { attempt: number };
@@ -75,6 +78,18 @@ export const ORDER_TRANSITIONS: { readonly [E in OrderEvent]: OrderTransition<Or
     from: ['paying'],
     to: 'awaiting_payment',
     cause: 'the pay request records the gateway’s decline (phase 3)',
+    guard: ({ keyId }) => eq(orders.attemptKeyId, keyId),
+    set: () => ({ attemptKeyId: null }),
+  },
+  // The pay request's phase 3 when the gateway's trade waits for the buyer (a QR code to scan, a page
+  // to visit, a card to enter): nothing is in flight on our side any more, so the order is payable
+  // again and its trade stays open, exactly as after a decline. The buyer's payment settles it by
+  // notification or query; another attempt closes the trade first; expiry closes it. Only the key
+  // that owns the attempt hands it over.
+  buyer_step_opened: {
+    from: ['paying'],
+    to: 'awaiting_payment',
+    cause: 'the pay request hands the open trade to the buyer’s own step (phase 3)',
     guard: ({ keyId }) => eq(orders.attemptKeyId, keyId),
     set: () => ({ attemptKeyId: null }),
   },

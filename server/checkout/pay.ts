@@ -18,9 +18,9 @@ import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
-import type { ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
+import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
-import { notifyUrlFor, type CheckoutServices } from './services';
+import { notifyUrlFor, returnUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
 import { applyOrderTransition, orderNotFound, orderNotPayable, orderPaymentInProgress, requireOrderTransition } from './order-state';
 import { paidOrderView, settleSucceededCharge, type PaidOrder } from './settle';
@@ -29,7 +29,10 @@ import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './t
 export interface PayInput {
   orderId: string;
   gateway: GatewayId;
+  /** A sandbox test buyer: the charge answers at once (201 or 402). */
   buyer?: TestBuyer;
+  /** Without a test buyer: the buyer's own step the page prefers; default the gateway's first. */
+  buyerStep?: BuyerStep;
 }
 
 /** Recovery point after phase 1: the order is `paying` and this key owns the attempt. */
@@ -43,8 +46,19 @@ export interface DeclinedPayment {
   declineCode: string;
 }
 
-/** checkout.pay's answers: the paid order, or a terminal decline — both stored and replayed per key. */
-export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<DeclinedPayment, 402>;
+/** The trade is open at the gateway and waits for the buyer's own step; the order completes by notification or query. */
+export interface AwaitingBuyer {
+  orderId: string;
+  status: 'awaiting_buyer';
+  gateway: GatewayId;
+  outTradeNo: string;
+  amountMinor: number;
+  currency: string;
+  action: BuyerAction;
+}
+
+/** checkout.pay's answers: the paid order, the buyer's step, or a terminal decline — each stored and replayed per key. */
+export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<AwaitingBuyer, 202> | StoredResponse<DeclinedPayment, 402>;
 
 export async function payOrder(
   services: CheckoutServices,
@@ -56,6 +70,7 @@ export async function payOrder(
   if (!gateway) {
     throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
   }
+  checkBuyer(gateway, input);
 
   // Phase 1 — start the attempt, unless a previous owner of this key already did.
   if (key.recoveryPoint === STARTED) {
@@ -100,8 +115,9 @@ export async function payOrder(
         currency: order.currency,
         subject: `PayOnce 订单 ${order.outTradeNo}`,
         attempt: order.paymentAttempt,
-        buyer: input.buyer,
+        ...(input.buyer ? { buyer: input.buyer } : { buyerStep: input.buyerStep ?? gateway.buyerSteps[0] }),
         notifyUrl: notifyUrlFor(services, input.gateway),
+        returnUrl: returnUrlFor(services, order.id),
       }),
   );
 
@@ -168,6 +184,35 @@ export async function payOrder(
       });
       return phase.response;
     }
+    case 'awaiting_buyer': {
+      const phase = await key.atomicPhase(async (tx) => {
+        const [current] = await tx.select().from(orders).where(eq(orders.id, order.id)).for('update');
+        if (current?.status === 'paid') {
+          // The buyer was quicker than this commit (a notification already settled the order).
+          const paid = await paidOrderView(tx, order.id);
+          if (paid) return respond(201, paid);
+        }
+        // The trade stays on the order's open trades (phase 1 marked it): closed before any other
+        // attempt and at expiry, settled by the buyer's payment whenever it comes.
+        await requireOrderTransition(tx, order.id, 'buyer_step_opened', { keyId: key.id });
+        await journal(tx, {
+          orderId: order.id,
+          kind: 'payment.awaiting_buyer',
+          data: { gateway: input.gateway, attempt: order.paymentAttempt, step: outcome.action.kind },
+        });
+        const awaiting: AwaitingBuyer = {
+          orderId: order.id,
+          status: 'awaiting_buyer',
+          gateway: input.gateway,
+          outTradeNo: order.outTradeNo,
+          amountMinor: order.amountMinor,
+          currency: order.currency,
+          action: outcome.action,
+        };
+        return respond(202, awaiting);
+      });
+      return phase.response;
+    }
     case 'retryable':
       throw new CheckoutError(
         503,
@@ -188,6 +233,38 @@ export async function payOrder(
       const unreachable: never = outcome;
       throw new Error(`unknown charge outcome ${JSON.stringify(unreachable)}`);
     }
+  }
+}
+
+/**
+ * A test buyer only where the configuration has them (the sandbox): a real gateway would take the
+ * sandbox's codes for a real buyer's. Without one the gateway must offer the buyer's own step asked for.
+ * Refused before anything is claimed at the gateway or written to the order.
+ */
+function checkBuyer(gateway: PaymentGateway, input: PayInput): void {
+  if (input.buyer) {
+    if (input.buyerStep) {
+      throw new CheckoutError(400, 'INVALID_INPUT', 'Send either a sandbox test buyer or a buyer step, not both.');
+    }
+    if (!gateway.hasTestBuyers) {
+      throw new CheckoutError(
+        400,
+        'TEST_BUYER_NOT_AVAILABLE',
+        `Test buyers exist only in the PSP sandbox; ${input.gateway} here is a real gateway: leave buyer out and the buyer pays on their own step.`,
+      );
+    }
+    return;
+  }
+  const step = input.buyerStep ?? gateway.buyerSteps[0];
+  if (!step || !gateway.buyerSteps.includes(step)) {
+    const offered = gateway.buyerSteps.length > 0 ? gateway.buyerSteps.join(', ') : 'none (configure its buyer step)';
+    throw new CheckoutError(
+      400,
+      'BUYER_STEP_NOT_AVAILABLE',
+      step
+        ? `${input.gateway} does not offer the buyer step "${step}" here; it offers: ${offered}.`
+        : `${input.gateway} offers no buyer step here (${offered}); only a sandbox test buyer can pay it.`,
+    );
   }
 }
 

@@ -41,6 +41,11 @@ export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): st
   return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();
 }
 
+/** Where a gateway's own page (Alipay page pay, 2C2P's hosted page) sends the buyer back to. */
+export function returnUrlFor(services: CheckoutServices, orderId: string): string {
+  return new URL(`/api/return?orderId=${encodeURIComponent(orderId)}`, services.publicBaseUrl).toString();
+}
+
 /** Whose idempotency keys these are: a key is unique within its customer, never globally. */
 export const customerScope = (customerId: string) => `customer:${customerId}`;
 

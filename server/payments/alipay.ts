@@ -734,6 +734,8 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     merchantId: config.appId,
     // Alipay keeps one trade per out_trade_no: a new attempt reopens the WAIT_BUYER_PAY trade.
     oneTradePerOrder: true,
+    buyerSteps: [],
+    hasTestBuyers: Object.values(config.testBuyerAuthCodes).some(Boolean),
     charge,
     query,
     close,

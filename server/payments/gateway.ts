@@ -21,8 +21,40 @@ export type { GatewayId };
  */
 export const MAX_TRIES_PER_GATEWAY_CALL = 3;
 
-/** Sandbox test buyers. A real deployment ignores this; the buyer pays on the gateway's own page. */
+/**
+ * Sandbox test buyers: a barcode or saved card the merchant presents itself, so the charge answers at
+ * once. Only the sandbox has them (the `*_TEST_BUYERS` variables); against a real gateway a charge
+ * with a test buyer is refused before any call, and the buyer takes their own step (BuyerStep).
+ */
 export type TestBuyer = 'ok' | 'insufficient_funds' | 'account_restricted';
+
+/**
+ * The buyer's own step at the gateway, when the merchant has no barcode or saved card to present:
+ *   qr       — the page shows a QR code the buyer scans with the gateway's app (WeChat Pay Native
+ *              code_url, Alipay precreate qr_code);
+ *   redirect — the buyer's browser goes to the gateway's page and comes back to `returnUrl`
+ *              (Alipay page pay, 2C2P's hosted payment page);
+ *   card     — the page collects the card with the gateway's own script and confirms the payment from
+ *              the browser (Stripe.js confirming a PaymentIntent by its client secret).
+ */
+export const BUYER_STEPS = ['qr', 'redirect', 'card'] as const;
+export type BuyerStep = (typeof BUYER_STEPS)[number];
+
+/**
+ * What the page must do for the buyer to pay. It is stored with the 202 answer and replayed to a retry
+ * of the same key, so it must stay usable for as long as the trade is open (no one-time secrets that a
+ * replay would leak to someone else: keys are private to their customer).
+ */
+export type BuyerAction =
+  /** Render `qrCode` (the text the gateway gave: a weixin:// or https:// URL) as a QR code. */
+  | { kind: 'qr'; qrCode: string }
+  /** Send the buyer's browser to `url` (GET); the gateway sends them back to the charge's returnUrl. */
+  | { kind: 'redirect'; url: string }
+  /**
+   * Load Stripe.js from `scriptUrl` (https://js.stripe.com/v3/, or the sandbox's copy), mount a card
+   * element with `publishableKey`, and confirm the PaymentIntent with `clientSecret`.
+   */
+  | { kind: 'card'; scriptUrl: string; publishableKey: string; clientSecret: string };
 
 export interface ChargeRequest {
   outTradeNo: string;
@@ -35,9 +67,14 @@ export interface ChargeRequest {
    * deduplicated by the gateway; a new attempt after a terminal decline is a new request.
    */
   attempt: number;
+  /** A sandbox test buyer: the charge answers at once. Absent: the buyer takes `buyerStep`. */
   buyer?: TestBuyer;
+  /** The buyer's step when there is no test buyer; absent: the gateway's first of `buyerSteps`. */
+  buyerStep?: BuyerStep;
   /** Where the gateway sends its asynchronous notification for this charge. */
   notifyUrl: string;
+  /** Where a gateway's page sends the buyer back to; the checkout always sets it, redirect steps need it. */
+  returnUrl?: string;
 }
 
 /**
@@ -49,9 +86,13 @@ export interface ChargeRequest {
  *                   charge); safe to try the same attempt again.
  *   indeterminate — the request may have been processed (timeout after sending, connection dropped);
  *                   settled only by a query or a notification, never by guessing.
+ *   awaiting_buyer — the trade is open and waits for the buyer's own step (`action`); the outcome comes
+ *                   by notification or query. Like a decline, the trade stays open: it is closed
+ *                   before the order tries elsewhere and when the order expires.
  */
 export type ChargeOutcome =
   | { kind: 'succeeded'; gatewayTradeNo: string; amountMinor: number; currency: string }
+  | { kind: 'awaiting_buyer'; action: BuyerAction }
   | { kind: 'declined'; code: string; message: string }
   | { kind: 'retryable'; code: string; message: string }
   | { kind: 'indeterminate'; code: string; message: string };
@@ -205,6 +246,10 @@ export interface PaymentGateway {
    * opening another, so it is not closed first. False for Stripe: each attempt is its own PaymentIntent.
    */
   readonly oneTradePerOrder: boolean;
+  /** The buyer steps this gateway offers, the default first; empty when only test buyers can pay. */
+  readonly buyerSteps: readonly BuyerStep[];
+  /** True only against the sandbox: the configuration names test buyers (`*_TEST_BUYERS`). */
+  readonly hasTestBuyers: boolean;
   charge(request: ChargeRequest): Promise<ChargeOutcome>;
   query(outTradeNo: string): Promise<QueryOutcome>;
   close(request: CloseRequest): Promise<CloseOutcome>;

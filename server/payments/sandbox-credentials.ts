@@ -37,6 +37,8 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.STRIPE_ACCOUNT_ID = str(stripe.accountId);
     env.STRIPE_API_BASE = `${str(stripe.protocol) ?? 'http'}://${str(stripe.host)}:${str(stripe.port)}`;
     env.STRIPE_TEST_BUYERS = JSON.stringify(stripe.testBuyers);
+    env.STRIPE_PUBLISHABLE_KEY = str(stripe.publishableKey);
+    env.STRIPE_JS_URL = str(stripe.jsUrl);
   }
   const twoC2p = credentials['2c2p'];
   if (twoC2p) {

@@ -76,6 +76,8 @@ export interface StripeGatewayConfig {
   protocol?: 'http' | 'https';
   /** The PaymentMethod each sandbox test buyer pays with (pm_card_visa, …). */
   testBuyers: Record<TestBuyer, string>;
+  /** The page's card step (Stripe.js with the publishable key); absent, only test buyers can pay. */
+  cardStep?: { publishableKey: string; scriptUrl: string };
   /** Per try; the SDK tries 1 + maxNetworkRetries times. Default 5000 ms. */
   timeoutMs?: number;
   /** Default 2, the SDK's own (MAX_TRIES_PER_GATEWAY_CALL counts on it). */
@@ -946,6 +948,8 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     merchantId: config.accountId,
     // Every attempt is a PaymentIntent of its own: the previous one is closed before a new one opens.
     oneTradePerOrder: false,
+    buyerSteps: [],
+    hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,
     close,

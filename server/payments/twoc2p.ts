@@ -871,6 +871,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     merchantId: config.merchantId,
     // One invoiceNo per order: a new attempt asks for a new payment token on the same invoice.
     oneTradePerOrder: true,
+    buyerSteps: [],
+    hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,
     close,

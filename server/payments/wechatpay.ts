@@ -1026,6 +1026,8 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     merchantId: config.mchid,
     // Every attempt of an order is the same WeChat order (same out_trade_no, reopened after a decline).
     oneTradePerOrder: true,
+    buyerSteps: [],
+    hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,
     close,

@@ -41,6 +41,7 @@ const KEY = randomUUID();
 const PASSING: { [E in OrderEvent]: OrderEventParams[E] } = {
   attempt_started: { keyId: KEY, gateway: 'alipay' },
   charge_declined: { keyId: KEY },
+  buyer_step_opened: { keyId: KEY },
   charge_succeeded: {},
   attempt_abandoned: { attempt: 1 },
   expired: { tradeInDoubt: false },

@@ -4,6 +4,7 @@ import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import { GATEWAY_IDS } from '../../payments/gateway-ids';
+import { BUYER_STEPS } from '../../payments/gateway';
 import { idempotent, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
 
@@ -22,7 +23,10 @@ const createOrderInput = z.object({
 const payInput = z.object({
   orderId: z.uuid(),
   gateway: z.enum(GATEWAY_IDS),
+  /** A sandbox test buyer (a barcode or saved card): the answer is synchronous, 201 or 402. */
   buyer: z.enum(['ok', 'insufficient_funds', 'account_restricted']).optional(),
+  /** Without `buyer`: the buyer's own step the page offers (QR code, redirect, card); 202 awaiting_buyer. */
+  buyerStep: z.enum(BUYER_STEPS).optional(),
 });
 
 const viewerOf = (ctx: { customerId: string; services: { demo?: boolean } }) => ({
