@@ -167,6 +167,11 @@ export const orderTrades = pgTable(
     closedAt: timestamptz('closed_at'),
     /** The last close that could not tell (timeout, 5xx, buyer mid-payment): shown, and retried. */
     lastCloseError: text(),
+    /**
+     * When the reconciler last asked the gateway whether the buyer paid this open trade: it asks again
+     * after a quarter of the trade's age, so a waiting buyer is checked often at first and rarely later.
+     */
+    lastQueriedAt: timestamptz('last_queried_at'),
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
   },
   (t) => [

@@ -79,6 +79,43 @@ function sendError(res: http.ServerResponse, status: number, code: string, messa
   sendJson(res, status, { error: { code, message } });
 }
 
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+function phonePage(status: number, message: string): { status: number; headers: Record<string, string>; body: string } {
+  const body = `<!doctype html><html lang="zh-CN"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>沙箱手机 · 扫一扫</title><style>body{font-family:system-ui,sans-serif;max-width:420px;margin:24px auto;padding:0 16px}
+input,button{font-size:16px;padding:10px;width:100%;box-sizing:border-box;margin-top:8px}</style></head><body>
+<h1>沙箱手机 · 扫一扫 (sandbox phone)</h1>${message ? `<p role="alert">${escapeHtml(message)}</p>` : ''}
+<form method="get" action="/sandbox/scan"><label for="code">二维码内容 (QR code text)</label>
+<input id="code" name="code" required placeholder="weixin://wxpay/bizpayurl?pr=… / http://…/sandbox/alipay/qr/…">
+<button type="submit">扫码 (scan)</button></form></body></html>`;
+  return { status, headers: { 'content-type': 'text/html; charset=utf-8' }, body };
+}
+
+/**
+ * GET /sandbox/scan?code=… — the sandbox's phone camera: what a payment app does with a scanned QR
+ * code. WeChat Pay's code_url (weixin://wxpay/bizpayurl?pr=…) opens WeChat's payment sheet
+ * (/sandbox/wechatpay/scan); Alipay's qr_code is a URL the app opens (here, the sandbox's own page).
+ * Anything else is not a payment code of this sandbox.
+ */
+function scan(code: string | null, baseUrl: string) {
+  if (!code) return phonePage(200, '');
+  if (code.startsWith('weixin://wxpay/bizpayurl')) {
+    return { status: 302, headers: { location: `/sandbox/wechatpay/scan?code_url=${encodeURIComponent(code)}` }, body: '' };
+  }
+  let target: URL | undefined;
+  try {
+    target = new URL(code);
+  } catch {
+    target = undefined;
+  }
+  if (target && target.host === new URL(baseUrl).host && target.pathname.startsWith('/sandbox/')) {
+    return { status: 302, headers: { location: `${target.pathname}${target.search}` }, body: '' };
+  }
+  return phonePage(400, '这不是沙箱的付款码 (not a payment code of this sandbox)。');
+}
+
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   if (!Number.isFinite(options.timeScale) || options.timeScale <= 0) {
     throw new Error(`timeScale must be a positive number, got ${options.timeScale}`);
@@ -141,6 +178,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       const outTradeNo = url.searchParams.get('outTradeNo');
       if (outTradeNo !== null && outTradeNo === '') throw new HttpError(400, 'BAD_QUERY', 'outTradeNo is empty');
       sendJson(res, 200, await readLedger(sql, outTradeNo));
+      return;
+    }
+    if (path === '/sandbox/scan' && method === 'GET') {
+      const answer = scan(url.searchParams.get('code'), baseUrl);
+      res.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) });
+      res.end(answer.body);
       return;
     }
     const body = method === 'GET' || method === 'HEAD' ? '' : await readBody(req);

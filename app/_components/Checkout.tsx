@@ -5,6 +5,7 @@ import { useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import {
   cartSignature,
   confirmOrder,
+  orderTruth,
   payForCart,
   type CartLine,
   type CheckoutStorage,
@@ -14,7 +15,8 @@ import {
 import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
 import { DEFAULT_RETRY_POLICY } from '../../client/retry';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
-import type { TestBuyer } from '../../server/payments/gateway';
+import type { BuyerStep as BuyerStepKind, TestBuyer } from '../../server/payments/gateway';
+import { BuyerStep } from './BuyerStep';
 import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { CHECKOUT_MESSAGES } from './checkout-messages';
 import { DuplicatePurchaseDialog } from './DuplicatePurchaseDialog';
@@ -35,6 +37,9 @@ const DUPLICATE_WINDOW_MS = 10 * 60_000;
 
 /** How long the page waits before asking again about a payment whose result is not known yet. */
 const FOLLOW_UP_MS = 4000;
+
+/** How often the page asks the order while the buyer takes their own step (scans, enters a card). */
+const WATCH_ORDER_MS = 2000;
 
 const browserStorage: CheckoutStorage = {
   load() {
@@ -77,8 +82,13 @@ const DEFAULT_QUANTITIES: Record<string, number> = { 'TEA-LONGJING': 1 };
 interface Choice {
   cart: CartLine[];
   gateway: GatewayId;
-  buyer: TestBuyer;
+  /** A sandbox test buyer; undefined: the buyer takes their own step (`buyerStep`). */
+  buyer: TestBuyer | undefined;
+  buyerStep?: BuyerStepKind;
 }
+
+/** Who pays, as the page offers it: a sandbox test buyer, or the buyer's own step at the gateway. */
+type Payer = TestBuyer | 'self';
 
 /** The request of a payment attempt left open by a reload or a closed tab, if there is one. */
 function openAttempt(stored: StoredCheckout, fallback: Omit<Choice, 'cart'>): Choice | undefined {
@@ -86,7 +96,9 @@ function openAttempt(stored: StoredCheckout, fallback: Omit<Choice, 'cart'>): Ch
   if (!attempt || !order || order.orderId !== attempt.orderId) return undefined;
   // Attempts saved before the page kept the cart with the key: the order's cart signature has it.
   const cart = attempt.lines ?? (JSON.parse(order.cart) as [string, number][]).map(([sku, quantity]) => ({ sku, quantity }));
-  return { cart, gateway: attempt.gateway ?? fallback.gateway, buyer: attempt.buyer ?? fallback.buyer };
+  // An attempt saved with its request is resumed exactly as sent (no test buyer means the buyer's own step).
+  if (attempt.gateway) return { cart, gateway: attempt.gateway, buyer: attempt.buyer, buyerStep: attempt.buyerStep };
+  return { cart, gateway: fallback.gateway, buyer: fallback.buyer, buyerStep: fallback.buyerStep };
 }
 
 /** `children` (demo mode's fault switchboard) render below the form, in the page's language. */
@@ -132,7 +144,14 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   const isAvailable = (id: GatewayId) => configured.data?.some((g) => g.id === id && g.available) ?? false;
   const [quantities, setQuantities] = useState<Record<string, number>>(DEFAULT_QUANTITIES);
   const [gateway, setGateway] = useState<GatewayId>('alipay');
-  const [buyer, setBuyer] = useState<TestBuyer>('ok');
+  const [payerChoice, setPayer] = useState<Payer>('ok');
+  const [stepChoice, setStep] = useState<BuyerStepKind | undefined>();
+  const gatewayInfo = configured.data?.find((g) => g.id === gateway);
+  // A real gateway has no test buyers: its buyer always takes their own step.
+  const payer: Payer = gatewayInfo && !gatewayInfo.testBuyers ? 'self' : payerChoice;
+  const steps = gatewayInfo?.buyerSteps ?? [];
+  const buyerStep = stepChoice && steps.includes(stepChoice) ? stepChoice : steps[0];
+  const buyer = payer === 'self' ? undefined : payer;
   const [status, setStatus] = useState<Status>({ tone: 'idle' });
   const [duplicate, setDuplicate] = useState<{ minutes: number; choice: Choice } | undefined>();
   const running = useRef(false);
@@ -147,10 +166,20 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   // Paid: the order is done and its cart is locked until 再来一单. Busy or unconfirmed: a payment
   // is under way, and nothing the shopper changes could apply to it.
   const locked = status.tone === 'ok';
-  const frozen = locked || status.tone === 'busy' || status.tone === 'warn';
+  const frozen = locked || status.tone === 'busy' || status.tone === 'warn' || status.tone === 'wait';
 
   function show(result: PayResult, choice: Choice) {
     switch (result.kind) {
+      case 'awaiting_buyer':
+        setGateway(result.awaiting.gateway);
+        setStatus({
+          tone: 'wait',
+          title: 'status.awaitingBuyer',
+          lines: [{ key: 'status.awaitingBuyerDetail' }],
+          awaiting: result.awaiting,
+          tech: { status: 202, key: result.key, gateway: result.awaiting.gateway },
+        });
+        return;
       case 'paid':
         // The gateway that actually took the money, whatever the radio said before a reload.
         setGateway(result.paid.payment.gateway);
@@ -234,6 +263,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
         cart: choice.cart,
         gateway: choice.gateway,
         buyer: choice.buyer,
+        buyerStep: choice.buyerStep,
         onProgress: (progress) => {
           if (progress.phase === 'retrying') {
             // 409: the payment is still being processed (another tab, or before a reload); the rest
@@ -289,17 +319,73 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   useEffect(() => {
     if (resumed.current) return;
     resumed.current = true;
-    const open = openAttempt(browserStorage.load(), { gateway, buyer });
+    const open = openAttempt(browserStorage.load(), { gateway, buyer, buyerStep });
     if (!open) return;
     setQuantities(Object.fromEntries(open.cart.map((line) => [line.sku, line.quantity])));
     setGateway(open.gateway);
-    setBuyer(open.buyer);
+    setPayer(open.buyer ?? 'self');
+    if (open.buyerStep) setStep(open.buyerStep);
     void run(open, true);
     // Once, on load: `run` and the initial choice are read as they are then.
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
   useEffect(() => () => window.clearTimeout(followUp.current), []);
+
+  // While the buyer takes their own step, the order is what tells: the gateway's notification (or the
+  // reconciler's query) settles it, and the page shows it as soon as it has.
+  const waitingFor = status.tone === 'wait' ? status.awaiting : undefined;
+  useEffect(() => {
+    if (!waitingFor) return;
+    let live = true;
+    const timer = window.setInterval(async () => {
+      let truth;
+      try {
+        truth = orderTruth(await client.checkout.order.query({ orderId: waitingFor.orderId }));
+      } catch {
+        return; // ask again on the next tick
+      }
+      if (!live) return;
+      const stored = browserStorage.load();
+      const order = stored.order ?? {
+        orderId: waitingFor.orderId,
+        outTradeNo: waitingFor.outTradeNo,
+        amountMinor: waitingFor.amountMinor,
+        currency: waitingFor.currency,
+        status: 'awaiting_payment' as const,
+        cart: '',
+      };
+      const choice = openAttempt(stored, { gateway, buyer, buyerStep }) ?? { cart, gateway, buyer, buyerStep };
+      if (truth.kind === 'paid') {
+        browserStorage.save({});
+        show({ kind: 'paid', order, paid: truth.paid, confirmedByOrder: true }, choice);
+      } else if (truth.kind === 'closed') {
+        browserStorage.save({});
+        const failure = {
+          status: undefined,
+          reason: 'ORDER_NOT_PAYABLE',
+          message: truth.status,
+          retryAfterMs: undefined,
+          retryable: false,
+          details: undefined,
+        };
+        show({ kind: 'failed', failure, message: truth.status, orderState: 'closed' }, choice);
+      }
+    }, WATCH_ORDER_MS);
+    return () => {
+      live = false;
+      window.clearInterval(timer);
+    };
+    // The watch follows the awaited order only; the choice it passes to show() is read as it is then.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [waitingFor?.orderId, client]);
+
+  /** The buyer gives up this step (wrong app, no card at hand): the order stays open for another way. */
+  function switchMethod() {
+    const stored = browserStorage.load();
+    browserStorage.save({ ...stored, attempt: undefined });
+    setStatus({ tone: 'idle' });
+  }
 
   // The result is what the shopper waits for: on a phone it is below the fold, so bring it into view
   // and give it focus (screen readers read it from there).
@@ -314,7 +400,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   }, [status]);
 
   function onPay() {
-    const choice: Choice = { cart, gateway, buyer };
+    const choice: Choice = { cart, gateway, buyer, ...(buyer ? {} : { buyerStep }) };
     const signature = cartSignature(cart);
     const last = loadLastPaid();
     const ago = last && last.cart === signature ? Date.now() - last.paidAt : undefined;
@@ -394,17 +480,42 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
             ))}
           </div>
         </fieldset>
-        <fieldset disabled={frozen}>
-          <legend>{t('pay.buyer')}</legend>
-          <div className="choices">
-            {BUYER_IDS.map((id) => (
-              <label className="choice" key={id}>
-                <input type="radio" name="buyer" value={id} checked={buyer === id} onChange={() => setBuyer(id)} /> {t(`buyer.${id}`)}
-                {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][id]}</span>}
+        {gatewayInfo?.testBuyers !== false && (
+          <fieldset disabled={frozen}>
+            <legend>{t('pay.buyer')}</legend>
+            <div className="choices">
+              {BUYER_IDS.map((id) => (
+                <label className="choice" key={id}>
+                  <input type="radio" name="buyer" value={id} checked={payer === id} onChange={() => setPayer(id)} /> {t(`buyer.${id}`)}
+                  {TEST_INSTRUMENTS[gateway] && <span className="meta"> · {TEST_INSTRUMENTS[gateway][id]}</span>}
+                </label>
+              ))}
+              <label className="choice">
+                <input
+                  type="radio"
+                  name="buyer"
+                  value="self"
+                  checked={payer === 'self'}
+                  disabled={steps.length === 0}
+                  onChange={() => setPayer('self')}
+                />{' '}
+                {t('buyer.self')}
               </label>
-            ))}
-          </div>
-        </fieldset>
+            </div>
+          </fieldset>
+        )}
+        {payer === 'self' && steps.length > 1 && (
+          <fieldset disabled={frozen}>
+            <legend>{t('pay.step')}</legend>
+            <div className="choices">
+              {steps.map((id) => (
+                <label className="choice" key={id}>
+                  <input type="radio" name="step" value={id} checked={buyerStep === id} onChange={() => setStep(id)} /> {t(`step.${id}`)}
+                </label>
+              ))}
+            </div>
+          </fieldset>
+        )}
         <button className="pay" type="button" onClick={onPay} disabled={frozen || cart.length === 0}>
           {t('pay.button')}
         </button>
@@ -413,6 +524,20 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
       <section className="card result" aria-labelledby="result-heading" ref={resultRef} tabIndex={-1} hidden={status.tone === 'idle'}>
         <h2 id="result-heading">{t('result.heading')}</h2>
         <PaymentStatus status={status} />
+        {status.tone === 'wait' && (
+          <>
+            <BuyerStep
+              awaiting={status.awaiting}
+              sandboxScanUrl={configured.data?.find((g) => g.id === status.awaiting.gateway)?.sandboxScanUrl ?? null}
+            />
+            <p className="meta" aria-live="polite">
+              {t('wait.watching')}
+            </p>
+            <button className="secondary" type="button" onClick={switchMethod}>
+              {t('wait.switch')}
+            </button>
+          </>
+        )}
         {status.tone === 'ok' && (
           <>
             <OrderDetails client={client} orderId={status.orderId} />

@@ -2,6 +2,7 @@
 
 import { declineText } from '../../client/decline-reasons';
 import { useLang } from '../../client/i18n';
+import type { AwaitingBuyer } from '../../server/checkout/pay';
 
 type Vars = Record<string, string | number>;
 
@@ -22,7 +23,9 @@ export interface TechnicalDetail {
 export type Status =
   | { tone: 'idle' }
   | { tone: 'busy' | 'warn' | 'bad'; title: string; lines: StatusLine[]; tech?: TechnicalDetail }
-  | { tone: 'ok'; title: string; lines: StatusLine[]; orderId: string; tech?: TechnicalDetail };
+  | { tone: 'ok'; title: string; lines: StatusLine[]; orderId: string; tech?: TechnicalDetail }
+  /** The gateway's trade is open and waits for the buyer's own step; the page watches the order. */
+  | { tone: 'wait'; title: string; lines: StatusLine[]; awaiting: AwaitingBuyer; tech?: TechnicalDetail };
 
 export function PaymentStatus({ status }: { status: Status }) {
   const { t, lang } = useLang();

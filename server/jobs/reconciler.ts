@@ -32,6 +32,8 @@ export interface ReconcileSummary {
   expired: number;
   /** Trades closed on orders that were already over (paid, expired, failed). */
   swept: number;
+  /** Open trades of payable orders (the buyer's own step, a decline) found paid at the gateway and settled. */
+  openTradesSettled: number;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function reconcilePayments(
 ): Promise<ReconcileSummary> {
   const minAgeMs = options.minAgeMs ?? services.idempotencyOptions.leaseMs;
   const limit = options.limit ?? 100;
-  const summary: ReconcileSummary = { examined: 0, settled: 0, reopened: 0, undecided: 0, expired: 0, swept: 0 };
+  const summary: ReconcileSummary = { examined: 0, settled: 0, reopened: 0, undecided: 0, expired: 0, swept: 0, openTradesSettled: 0 };
 
   // An attempt is stuck when it is old and no request holds its key's lease (the key may also be
   // gone altogether, or released after a transient failure that was never retried). The lease is
@@ -139,9 +141,60 @@ export async function reconcilePayments(
     }
   }
 
+  summary.openTradesSettled = await settlePaidOpenTrades(services, { minAgeMs, limit });
   summary.expired = await expireUnpaidOrders(services, limit, options.expiryCloseGraceMs);
   summary.swept = await closeTradesOfSettledOrders(services, limit);
   return summary;
+}
+
+/**
+ * A payable order's open trade may have been paid with no notification reaching us (the buyer scanned
+ * the QR code, entered a card or paid on a hosted page, and the gateway's notifications were lost or
+ * are still on their retry schedule): ask the gateway, as the page's polling would want, and settle
+ * what it says is paid. Only trades older than `minAgeMs` (the pay request that opened one has long
+ * answered), each again after a quarter of its age (about twenty questions over a 30-minute order,
+ * most of them early, when buyers pay), a random sample of at most `limit` per run so that many waiting
+ * buyers are all asked in turn; a trade nobody pays is closed at the order's expiry.
+ */
+export async function settlePaidOpenTrades(services: CheckoutServices, options: { minAgeMs: number; limit: number }): Promise<number> {
+  const open = await services.db.execute<{ id: string; out_trade_no: string; gateway: GatewayId }>(sql`
+    select o.id, o.out_trade_no, t.gateway
+      from order_trades t
+      join orders o on o.id = t.order_id
+     where t.status = 'open'
+       and o.status = 'awaiting_payment'
+       and t.opened_at <= now() - (${options.minAgeMs}::bigint * interval '1 millisecond')
+       and (t.last_queried_at is null
+            or t.last_queried_at <= now() - greatest(${options.minAgeMs}::bigint * interval '1 millisecond', (now() - t.opened_at) / 4))
+     order by random()
+     limit ${options.limit}`);
+  let settled = 0;
+  for (const trade of open) {
+    const gateway = services.gateways[trade.gateway];
+    if (!gateway) continue;
+    await services.db.execute(
+      sql`update order_trades set last_queried_at = now() where order_id = ${trade.id} and gateway = ${trade.gateway} and status = 'open'`,
+    );
+    const answer = await journaledCall(
+      services.db,
+      { orderId: trade.id, gateway: trade.gateway, operation: 'query', request: { outTradeNo: trade.out_trade_no, by: 'reconciler' } },
+      () => gateway.query(trade.out_trade_no),
+    );
+    if (answer.kind !== 'answered' || answer.trade.kind !== 'succeeded') continue;
+    const paid = answer.trade;
+    await services.db.transaction((tx) =>
+      settleSucceededCharge(tx, {
+        gateway: trade.gateway,
+        outTradeNo: trade.out_trade_no,
+        gatewayTradeNo: paid.gatewayTradeNo,
+        amountMinor: paid.amountMinor,
+        currency: paid.currency,
+        source: 'reconciliation',
+      }),
+    );
+    settled++;
+  }
+  return settled;
 }
 
 /**

@@ -321,7 +321,7 @@ describe('checkout.pay with Alipay through the sandbox', () => {
     stack.services.gateways.alipay = dying;
     void customer
       .send('POST', 'checkout.pay', {
-        input: { orderId: order.orderId, gateway: 'alipay' },
+        input: { orderId: order.orderId, gateway: 'alipay', buyer: 'ok' },
         key,
         signal: AbortSignal.timeout(1000), // the customer's connection is lost too
       })

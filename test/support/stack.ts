@@ -105,10 +105,20 @@ export class ApiCustomer {
     return response.json.result.data as { orderId: string; outTradeNo: string; amountMinor: number; currency: string };
   }
 
-  pay(orderId: string, options: { buyer?: TestBuyer; key?: string; gateway?: string } = {}) {
+  /**
+   * checkout.pay as the sandbox's barcode / saved-card payment: test buyer `ok` unless told otherwise.
+   * `buyer: null` sends no test buyer (the buyer's own step, 202 awaiting_buyer), with `buyerStep` if given.
+   */
+  pay(orderId: string, options: { buyer?: TestBuyer | null; buyerStep?: string; key?: string; gateway?: string } = {}) {
+    const buyer = options.buyer === undefined ? 'ok' : options.buyer;
     return this.mutate(
       'checkout.pay',
-      { orderId, gateway: options.gateway ?? 'alipay', ...(options.buyer ? { buyer: options.buyer } : {}) },
+      {
+        orderId,
+        gateway: options.gateway ?? 'alipay',
+        ...(buyer ? { buyer } : {}),
+        ...(options.buyerStep ? { buyerStep: options.buyerStep } : {}),
+      },
       options.key ?? randomUUID(),
     );
   }

@@ -37,14 +37,33 @@ const viewerOf = (ctx: { customerId: string; services: { demo?: boolean } }) => 
 export const checkoutRouter = createTRPCRouter({
   products: publicProcedure.query(({ ctx }) => listProducts(ctx.services.db)),
 
-  /** Which gateways this deployment is configured for, so the page offers only those. */
-  gateways: publicProcedure.query(({ ctx }) => GATEWAY_IDS.map((id) => ({ id, available: ctx.services.gateways[id] !== undefined }))),
+  /**
+   * Which gateways this deployment is configured for, so the page offers only those: the buyer steps
+   * each offers, whether sandbox test buyers exist, and where the sandbox's phone scans a QR code
+   * (local runs only: a real deployment has no such phone).
+   */
+  gateways: publicProcedure.query(({ ctx }) =>
+    GATEWAY_IDS.map((id) => {
+      const gateway = ctx.services.gateways[id];
+      return {
+        id,
+        available: gateway !== undefined,
+        buyerSteps: gateway?.buyerSteps ?? [],
+        testBuyers: gateway?.hasTestBuyers ?? false,
+        sandboxScanUrl:
+          gateway?.hasTestBuyers && ctx.services.pspSandboxUrl ? new URL('/sandbox/scan', ctx.services.pspSandboxUrl).toString() : null,
+      };
+    }),
+  ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(
     idempotent(({ ctx, input, key }) => createOrder(key, ctx.customerId, input.items, ctx.services.orderCaps)),
   ),
 
-  /** 201 with the paid order; 402 for a terminal decline — both stored and replayed per key. */
+  /**
+   * 201 with the paid order; 202 awaiting_buyer with the buyer's step (no test buyer); 402 for a
+   * terminal decline — each stored and replayed per key.
+   */
   pay: idempotentProcedure(payInput).mutation(idempotent(({ ctx, input, key }) => payOrder(ctx.services, key, ctx.customerId, input))),
 
   order: publicProcedure

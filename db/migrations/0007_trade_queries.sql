@@ -1,0 +1,1 @@
+ALTER TABLE "order_trades" ADD COLUMN "last_queried_at" timestamp with time zone;
