@@ -20,7 +20,7 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'buyer.ok': '余额充足',
     'buyer.insufficient_funds': '余额不足',
     'buyer.account_restricted': '账户受限',
-    'buyer.self': '我自己付款（扫码 / 银行卡 / 收银台）',
+    'buyer.self': '我自己付款（扫码 / 刷卡 / 收银台）',
     'pay.step': '付款方式',
     'step.qr': '扫码支付',
     'step.redirect': '跳转到收银台',
