@@ -4,7 +4,9 @@
  * failure must still get through, as it does in real life). For close and refund, read "charge" below
  * as "process the close / the refund":
  *
- *   fail_before_charge    answer HTTP 500 without charging (PSP 5xx before processing)
+ *   fail_before_charge    answer with the gateway's own system error without charging (its module's
+ *                         `systemError`: Alipay's signed 20000 in an HTTP 200, WeChat Pay's signed
+ *                         500 SYSTEM_ERROR, Stripe's 500 api_error, 2C2P's error code in an HTTP 200)
  *   timeout_before_charge hold the request for `delayMs` (default 30 s), then hang up without
  *                         processing it: the caller sees a timeout, and nothing happened
  *   slow                  wait `delayMs`, then process normally
@@ -57,7 +59,9 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   const path = request.url.pathname;
   if (path === '/gateway.do') {
     const method = request.url.searchParams.get('method') ?? new URLSearchParams(request.body).get('method') ?? '';
-    if (method === 'alipay.trade.pay' || method === 'alipay.trade.create') return { gateway: 'alipay', operation: 'charge' };
+    if (method === 'alipay.trade.pay' || method === 'alipay.trade.create' || method === 'alipay.trade.precreate') {
+      return { gateway: 'alipay', operation: 'charge' };
+    }
     if (method === 'alipay.trade.close' || method === 'alipay.trade.cancel') return { gateway: 'alipay', operation: 'close' };
     if (method === 'alipay.trade.refund') return { gateway: 'alipay', operation: 'refund' };
     return undefined;

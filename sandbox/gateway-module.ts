@@ -41,6 +41,12 @@ export interface SandboxGatewayInstance {
   credentials(baseUrl: string): unknown;
   /** How this gateway builds, signs, schedules and recognises acknowledgements of notifications. */
   notifier: GatewayNotifier;
+  /**
+   * This gateway's own answer when it fails before processing `request` (the fail_before_charge
+   * fault): the status, body and signature its real API sends for a system error, so a merchant's
+   * client meets the same shape here as in production. Absent: a bare HTTP 500.
+   */
+  systemError?(request: SandboxRequest): SandboxResponse | Promise<SandboxResponse>;
 }
 
 export interface SandboxGatewayModule {

@@ -14,7 +14,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule } from './gateway-module';
-import { SandboxFaults, sandboxFaultSpec } from './faults';
+import { operationOf, SandboxFaults, sandboxFaultSpec } from './faults';
 import { ALL_GATEWAY_MODULES } from './modules';
 import { startNotifier, type GatewayNotifier, type Notifier } from './notifier';
 import { migrate, openSql, readLedger } from './store';
@@ -207,7 +207,13 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     const request = { method, url, headers: req.headers, body, baseUrl };
     const fault = faults.take(request);
     if (fault?.action === 'fail_before_charge') {
-      return sendJson(res, 500, { code: 'SYSTEM_ERROR', message: 'sandbox fault: failed before charging' });
+      const gateway = operationOf(request)?.gateway;
+      const own = gateways.find((g) => g.gateway === gateway)?.instance.systemError;
+      if (!own) return sendJson(res, 500, { code: 'SYSTEM_ERROR', message: 'sandbox fault: failed before charging' });
+      const answer = await own(request);
+      res.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) });
+      res.end(answer.body);
+      return;
     }
     if (fault?.action === 'timeout_before_charge') {
       await new Promise((resolve) => setTimeout(resolve, fault.delayMs ?? 30_000));
