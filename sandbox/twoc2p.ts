@@ -7,7 +7,9 @@
  *   POST /payment/4.3/cancelTransaction  cancel an unpaid invoice and every payment token of it (below)
  *   POST /payment/4.3/refund           Payment Maintenance refund (processType "R"), JWT envelope (below)
  *   POST /payment/4.3/refundStatusInquiry  Payment Maintenance refund status (processType "RS")
- *   GET  /sandbox/2c2p/pay             where webPaymentUrl points (the hosted page is not emulated)
+ *   GET  /payment/4.3/hosted/<paymentToken>  the hosted payment page webPaymentUrl points to (card form)
+ *   POST /payment/4.3/hosted/<paymentToken>  the buyer submits it (form-urlencoded card fields)
+ *   GET  /sandbox/2c2p/pay?paymentToken=     older webPaymentUrl form: redirects to the hosted page
  *   POST /sandbox/2c2p/notify          the notification test tool
  *   POST /sandbox/2c2p/buyer-pays      the buyer submits the hosted payment page now (test tool)
  *
@@ -55,6 +57,14 @@
  * not publish, so the sandbox sends no refund notification. Refunds need a paid ("settled") invoice:
  * the sandbox settles at once, so any paid invoice qualifies.
  *
+ * Hosted payment page (webPaymentUrl, the buyer's redirect step): a card form for the token's invoice
+ * listing the test cards below. A submission is a Do Payment on that token, under the same invoice lock,
+ * with the same ledger row and backend notification. An approval sends the browser back to the
+ * invoice's frontendReturnUrl by an auto-submitting form POST carrying `paymentResponse` (base64 JSON
+ * {invoiceNo, channelCode, respCode, respDesc}, 2C2P's "Payment Response (Frontend)"); a decline shows
+ * the 4xxx code and the form again (the invoice stays payable); a paid, cancelled or expired
+ * (paymentExpiry) token's page says so with HTTP 409.
+ *
  * Test cards (the sandbox's own choice, mapped onto ISO 8583 decline reasons as 2C2P's 4xxx codes do):
  *   4111111111111111 — ok: approved.
  *   4000000000024051 — insufficient_funds: 4051 Insufficient funds.
@@ -64,6 +74,7 @@
  */
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
+import { hostedTestCards, renderClosedPage, renderPaymentPage, renderReturnPage, type HostedInvoice } from './twoc2p-hosted';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
@@ -169,6 +180,9 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.twoc2p_payment_tokens (
   created_at     timestamptz NOT NULL DEFAULT now(),
   FOREIGN KEY (merchant_id, invoice_no) REFERENCES psp_sandbox.twoc2p_invoices (merchant_id, invoice_no)
 );
+-- The request's paymentExpiry: after it, this token (its hosted page and Do Payment) takes no money.
+-- NULL: no expiry asked for (2C2P's own 30-minute token validity is not emulated, see paymentTokenApi).
+ALTER TABLE psp_sandbox.twoc2p_payment_tokens ADD COLUMN IF NOT EXISTS expires_at timestamptz;
 
 -- paymentToken's idempotencyID: the first successful answer (its signed JWT, byte for byte),
 -- replayed for the same request.
@@ -224,6 +238,7 @@ interface InvoiceRow {
   currency_code: string;
   payment_channels: string[] | null;
   backend_return_url: string | null;
+  frontend_return_url: string | null;
   status: 'open' | 'paid' | 'cancelled';
   paid_at: Date | null;
 }
@@ -242,7 +257,7 @@ interface TransactionRow {
 }
 
 const INVOICE_COLUMNS =
-  'merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels, backend_return_url, status, paid_at';
+  'merchant_id, invoice_no, description, amount_minor, currency_code, payment_channels, backend_return_url, frontend_return_url, status, paid_at';
 
 async function selectInvoice(db: Queryable, merchantId: string, invoiceNo: string): Promise<InvoiceRow | undefined> {
   const rows = await db<InvoiceRow[]>`
@@ -436,6 +451,8 @@ interface TokenRequest {
   paymentChannels: string[] | null;
   backendReturnUrl: string | undefined;
   frontendReturnUrl: string | undefined;
+  /** paymentExpiry as an instant; undefined when the merchant set none. */
+  paymentExpiresAt: Date | undefined;
   /** SHA-256 of the request's claims, normalized: what a replay of an idempotencyID must match. */
   fingerprint: string;
 }
@@ -478,11 +495,18 @@ function readTokenRequest(claims: Claims): TokenRequest | Refusal {
   if (backendReturnUrl instanceof Refusal) return backendReturnUrl;
   const frontendReturnUrl = readUrl(claims, 'frontendReturnUrl');
   if (frontendReturnUrl instanceof Refusal) return frontendReturnUrl;
-  // Validated only: the sandbox does not expire invoices (2C2P does not say in which zone the value
-  // is read, and nothing here depends on it).
+  // The token (its hosted page and Do Payment) takes no money after paymentExpiry. 2C2P does not say
+  // in which zone the value is read [unverified]: the sandbox reads it in UTC+8, the zone it writes
+  // transactionDateTime in. An expiry already past is refused, as an invalid one is.
   const paymentExpiry = readString(claims, 'paymentExpiry', { required: false, max: 19 });
   if (paymentExpiry instanceof Refusal) return paymentExpiry;
-  if (paymentExpiry !== undefined && !PAYMENT_EXPIRY_RE.test(paymentExpiry)) return new Refusal('9008');
+  let paymentExpiresAt: Date | undefined;
+  if (paymentExpiry !== undefined) {
+    if (!PAYMENT_EXPIRY_RE.test(paymentExpiry)) return new Refusal('9008');
+    const at = new Date(`${paymentExpiry.replace(' ', 'T')}+08:00`);
+    if (Number.isNaN(at.getTime()) || at.getTime() <= Date.now()) return new Refusal('9008');
+    paymentExpiresAt = at;
+  }
   const request3DS = claims.request3DS;
   if (request3DS !== undefined && request3DS !== 'Y' && request3DS !== 'N' && request3DS !== 'F') {
     return new Refusal('9004', 'request3DS');
@@ -504,6 +528,7 @@ function readTokenRequest(claims: Claims): TokenRequest | Refusal {
     paymentChannels,
     backendReturnUrl,
     frontendReturnUrl,
+    paymentExpiresAt,
     fingerprint,
   };
 }
@@ -516,8 +541,15 @@ function newPaymentToken(): string {
   return `kSA${randomBytes(60).toString('base64')}`;
 }
 
+const HOSTED_PREFIX = '/payment/4.3/hosted/';
+
+/**
+ * The hosted payment page of one token. 2C2P's own webPaymentUrl carries the token percent-encoded in
+ * the page's path (…/payment/4.1/#/token/kSA…%2f…%3d); the sandbox's does the same, in the path proper
+ * so that the server sees it.
+ */
 function webPaymentUrl(baseUrl: string, paymentToken: string): string {
-  return `${baseUrl}/sandbox/2c2p/pay?paymentToken=${encodeURIComponent(paymentToken)}`;
+  return `${baseUrl}${HOSTED_PREFIX}${encodeURIComponent(paymentToken)}`;
 }
 
 async function paymentTokenApi(ctx: Context, body: string, baseUrl: string): Promise<SandboxResponse> {
@@ -575,10 +607,14 @@ async function paymentTokenApi(ctx: Context, body: string, baseUrl: string): Pro
                 ${request.backendReturnUrl ?? null}, ${request.frontendReturnUrl ?? null}, 'open')`;
     }
 
+    // 2C2P documents a payment token as "valid for 30 minutes"; the sandbox keeps it alive while its
+    // invoice is open unless the merchant set paymentExpiry, so that a stored redirect stays usable in
+    // long drills [unverified deviation, on purpose]. A merchant that needs a fresh page asks for a new
+    // token under a new idempotencyID.
     const paymentToken = newPaymentToken();
     await tx`
-      INSERT INTO psp_sandbox.twoc2p_payment_tokens (payment_token, merchant_id, invoice_no)
-      VALUES (${paymentToken}, ${merchant.merchant_id}, ${request.invoiceNo})`;
+      INSERT INTO psp_sandbox.twoc2p_payment_tokens (payment_token, merchant_id, invoice_no, expires_at)
+      VALUES (${paymentToken}, ${merchant.merchant_id}, ${request.invoiceNo}, ${request.paymentExpiresAt ?? null})`;
     const responseJwt = signJwt(
       { webPaymentUrl: webPaymentUrl(baseUrl, paymentToken), paymentToken, respCode: '0000', respDesc: RESP_DESC['0000'] },
       merchant.secret_key,
@@ -656,15 +692,18 @@ interface TokenRow {
   payment_token: string;
   merchant_id: string;
   invoice_no: string;
+  expires_at: Date | null;
 }
 
 async function findToken(db: Queryable, paymentToken: unknown): Promise<TokenRow | undefined> {
   if (typeof paymentToken !== 'string' || paymentToken === '') return undefined;
   const rows = await db<TokenRow[]>`
-    SELECT payment_token, merchant_id, invoice_no FROM psp_sandbox.twoc2p_payment_tokens
+    SELECT payment_token, merchant_id, invoice_no, expires_at FROM psp_sandbox.twoc2p_payment_tokens
      WHERE payment_token = ${paymentToken}`;
   return rows[0];
 }
+
+const TOKEN_EXPIRED = 'the payment token has expired';
 
 type PaymentResult = { kind: 'approved' | 'declined'; invoice: InvoiceRow; transaction: TransactionRow } | Refusal;
 
@@ -679,6 +718,9 @@ async function processPayment(ctx: Context, token: TokenRow, request: PaymentReq
     if (invoice.status === 'paid') return new Refusal('9015', 'the invoice is already paid');
     // Every token of a cancelled invoice is dead: 0003 "Transaction is cancelled" [unverified code].
     if (invoice.status === 'cancelled') return new Refusal('0003');
+    // Past the request's paymentExpiry the token is dead; 9040 "the token is invalid" is the nearest
+    // documented code [unverified]. The invoice itself stays open (a new token can still pay it).
+    if (token.expires_at && token.expires_at.getTime() <= Date.now()) return new Refusal('9040', TOKEN_EXPIRED);
     if (invoice.payment_channels && !invoice.payment_channels.includes(request.channelCode)) {
       return new Refusal('9004', `channelCode ${request.channelCode} is not enabled for this payment token`);
     }
@@ -1190,7 +1232,7 @@ async function sendToolNotifications(
 ): Promise<DeliveryResult[]> {
   const invoices = await ctx.sql<(InvoiceRow & { secret_key: string })[]>`
     SELECT i.merchant_id, i.invoice_no, i.description, i.amount_minor, i.currency_code, i.payment_channels,
-           i.backend_return_url, i.status, i.paid_at, m.secret_key
+           i.backend_return_url, i.frontend_return_url, i.status, i.paid_at, m.secret_key
       FROM psp_sandbox.twoc2p_invoices i JOIN psp_sandbox.twoc2p_merchants m USING (merchant_id)
      WHERE i.invoice_no = ${request.outTradeNo}
      ORDER BY (i.merchant_id = ${ctx.merchant.merchant_id}) DESC, i.created_at DESC
@@ -1277,7 +1319,7 @@ async function buyerPaysTool(ctx: Context, request: SandboxRequest): Promise<San
   if (!invoice) return toolJson(409, 'TRADE_NOT_PAYABLE', `no 2C2P invoice with invoiceNo ${outTradeNo}`);
   if (invoice.status !== 'open') return toolJson(409, 'TRADE_NOT_PAYABLE', `invoice ${outTradeNo} is ${invoice.status}`);
   const tokens = await ctx.sql<TokenRow[]>`
-    SELECT payment_token, merchant_id, invoice_no FROM psp_sandbox.twoc2p_payment_tokens
+    SELECT payment_token, merchant_id, invoice_no, expires_at FROM psp_sandbox.twoc2p_payment_tokens
      WHERE merchant_id = ${invoice.merchant_id} AND invoice_no = ${invoice.invoice_no}
      ORDER BY created_at DESC LIMIT 1`;
   const token = tokens[0];
@@ -1301,21 +1343,130 @@ async function buyerPaysTool(ctx: Context, request: SandboxRequest): Promise<San
 }
 
 // ---------------------------------------------------------------------------------------------
-// GET /sandbox/2c2p/pay — where webPaymentUrl points
+// GET|POST /payment/4.3/hosted/<paymentToken> — the hosted payment page
 
-async function payPage(ctx: Context, url: URL): Promise<SandboxResponse> {
-  const token = await findToken(ctx.sql, url.searchParams.get('paymentToken'));
-  if (!token) return json(404, { error: { code: 'TOKEN_NOT_FOUND', message: 'no such payment token' } });
-  const invoice = await selectInvoice(ctx.sql, token.merchant_id, token.invoice_no);
-  if (!invoice) return json(404, { error: { code: 'TOKEN_NOT_FOUND', message: 'no such payment token' } });
-  return json(200, {
+function html(status: number, body: string): SandboxResponse {
+  return { status, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }, body };
+}
+
+function hostedInvoice(invoice: InvoiceRow): HostedInvoice {
+  return {
+    merchantId: invoice.merchant_id,
     invoiceNo: invoice.invoice_no,
     description: invoice.description,
     amount: formatAmount(BigInt(invoice.amount_minor), exponentOf(invoice.currency_code)),
     currencyCode: invoice.currency_code,
-    status: invoice.status,
-    note: 'The hosted payment page is not emulated: pay server-to-server with POST /payment/4.3/payment.',
+  };
+}
+
+/** Why a token's page can take no payment, as the page says it (HTTP 409); undefined while it can. */
+function closedReason(invoice: InvoiceRow, token: TokenRow, now: number): { title: string; detail: string } | undefined {
+  if (invoice.status === 'paid') return { title: '订单已支付 (Already paid)', detail: `${RESP_DESC['9015']}: the invoice is already paid` };
+  if (invoice.status === 'cancelled') return { title: '订单已取消 (Cancelled)', detail: RESP_DESC['0003'] };
+  if (token.expires_at && token.expires_at.getTime() <= now) {
+    return { title: '支付页面已过期 (Expired)', detail: `${RESP_DESC['9040']}: ${TOKEN_EXPIRED}` };
+  }
+  return undefined;
+}
+
+/** The page's refusal of a submission the invoice lock turned down (paid, cancelled or expired meanwhile). */
+function refusalPage(invoice: InvoiceRow, refusal: Refusal): SandboxResponse {
+  const title =
+    refusal.code === '9015'
+      ? '订单已支付 (Already paid)'
+      : refusal.code === '0003'
+        ? '订单已取消 (Cancelled)'
+        : refusal.detail === TOKEN_EXPIRED
+          ? '支付页面已过期 (Expired)'
+          : '无法支付 (Cannot pay)';
+  const detail = refusal.detail ? `${RESP_DESC[refusal.code]}: ${refusal.detail}` : RESP_DESC[refusal.code];
+  return html(409, renderClosedPage({ title, detail, invoice: hostedInvoice(invoice) }));
+}
+
+/** MM/YY or MM/YYYY, as buyers type it on a card form. */
+function readExpiry(text: string): { month: number; year: number } | null {
+  const match = /^(\d{1,2})\s*\/\s*(\d{2}|\d{4})$/.exec(text.trim());
+  if (!match) return null;
+  const month = Number(match[1]);
+  const year = (match[2] ?? '').length === 2 ? 2000 + Number(match[2]) : Number(match[2]);
+  if (month < 1 || month > 12) return null;
+  return { month, year };
+}
+
+/**
+ * 2C2P's "Payment Response (Frontend)": `paymentResponse` = base64 of the JSON {invoiceNo,
+ * channelCode, respCode, respDesc}, POSTed form-urlencoded by the buyer's browser. Its documented
+ * sample carries respCode 2000 ("completed, please do payment inquiry") for a card approval: the
+ * front end learns only that the flow ended; the result itself is read with paymentInquiry or taken
+ * from the backend notification. The sample is standard base64 with padding (%3D once form-encoded),
+ * which base64url decoders read as well [unverified: the page says "base64URL"].
+ */
+export function frontendPaymentResponse(fields: { invoiceNo: string; channelCode: string; respCode: RespCode }): string {
+  const json = JSON.stringify({
+    invoiceNo: fields.invoiceNo,
+    channelCode: fields.channelCode,
+    respCode: fields.respCode,
+    respDesc: RESP_DESC[fields.respCode],
   });
+  return Buffer.from(json, 'utf8').toString('base64');
+}
+
+async function hostedPage(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  if (request.method !== 'GET' && request.method !== 'POST') {
+    return html(405, renderClosedPage({ title: '不支持的请求 (Method not allowed)', detail: 'use GET or POST' }));
+  }
+  let tokenText: string;
+  try {
+    tokenText = decodeURIComponent(request.url.pathname.slice(HOSTED_PREFIX.length));
+  } catch {
+    tokenText = '';
+  }
+  const notFound = () => html(404, renderClosedPage({ title: '找不到支付页面 (Payment page not found)', detail: `${RESP_DESC['9040']}` }));
+  const token = await findToken(ctx.sql, tokenText);
+  if (!token) return notFound();
+  const invoice = await selectInvoice(ctx.sql, token.merchant_id, token.invoice_no);
+  if (!invoice) return notFound();
+  const closed = closedReason(invoice, token, Date.now());
+  if (closed) return html(409, renderClosedPage({ ...closed, invoice: hostedInvoice(invoice) }));
+
+  const action = request.url.pathname;
+  const testCards = hostedTestCards(TWOC2P_TEST_CARDS);
+  if (request.method === 'GET') return html(200, renderPaymentPage({ invoice: hostedInvoice(invoice), action, testCards }));
+
+  // The buyer submitted the card form.
+  const form = new URLSearchParams(request.body);
+  const name = (form.get('name') ?? '').trim();
+  const cardNo = (form.get('cardNo') ?? '').replace(/[\s-]/g, '');
+  const expiry = readExpiry(form.get('expiry') ?? '');
+  const securityCode = (form.get('securityCode') ?? '').trim();
+  const again = (error: string) => html(400, renderPaymentPage({ invoice: hostedInvoice(invoice), action, testCards, error, name }));
+  if (!/^\d{12,19}$/.test(cardNo)) return again('请输入卡号 (Enter the card number: 12–19 digits)');
+  if (!expiry) return again('请输入有效期 (Enter the expiry as MM/YY)');
+  if (!/^\d{3,4}$/.test(securityCode)) return again('请输入安全码 (Enter the 3- or 4-digit CVV)');
+  if (name === '' || name.length > 255) return again('请输入持卡人姓名 (Enter the name on the card)');
+
+  // Cards are what the sandbox emulates on this page: a token limited to other channels cannot use it.
+  const result = await processPayment(ctx, token, { paymentToken: token.payment_token, channelCode: 'CC', cardNo, expiry });
+  if (result instanceof Refusal) return refusalPage(invoice, result);
+  if (result.kind === 'declined') {
+    // The invoice stays payable: the buyer may try another card, as on 2C2P's page.
+    const code = result.transaction.resp_code as RespCode;
+    const error = `支付失败 (Payment declined): ${code} ${RESP_DESC[code] ?? 'Transaction failed'}`;
+    return html(402, renderPaymentPage({ invoice: hostedInvoice(invoice), action, testCards, error, name }));
+  }
+  const paymentResponse = frontendPaymentResponse({
+    invoiceNo: result.invoice.invoice_no,
+    channelCode: result.transaction.channel_code,
+    respCode: '2000',
+  });
+  return html(
+    200,
+    renderReturnPage({
+      invoice: hostedInvoice(result.invoice),
+      frontendReturnUrl: result.invoice.frontend_return_url ?? undefined,
+      paymentResponse,
+    }),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1353,6 +1504,8 @@ export const twoC2pModule: SandboxGatewayModule = {
       }),
       async handle(request) {
         const path = request.url.pathname;
+        // The buyer's page, before the merchant APIs that share its prefix.
+        if (path.startsWith(HOSTED_PREFIX)) return hostedPage(ctx, request);
         if (path.startsWith(API_PREFIX)) {
           const api = APIS[path.slice(API_PREFIX.length)];
           if (!api) return json(404, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: no API at ${path}` });
@@ -1369,8 +1522,10 @@ export const twoC2pModule: SandboxGatewayModule = {
         if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request);
         if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
         if (path === '/sandbox/2c2p/pay') {
+          // The address webPaymentUrl had before the hosted page existed: stored answers may still hold it.
           if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
-          return payPage(ctx, request.url);
+          const token = request.url.searchParams.get('paymentToken') ?? '';
+          return { status: 302, headers: { location: webPaymentUrl(request.baseUrl, token) }, body: '' };
         }
         return undefined;
       },

@@ -9,8 +9,11 @@
  *   POST /v3/refund/domestic/refunds                          → 200 the refund (PROCESSING, later SUCCESS)
  *   GET  /v3/refund/domestic/refunds/{out_refund_no}          → the refund
  *   POST /sandbox/wechatpay/notify       the notification test tool (see sendToolNotifications)
+ *   GET  /v3/certificates                                     → the platform certificate, encrypted
  *   POST /sandbox/wechatpay/buyer-pays   a test buyer pays an open trade later (see buyerPaysTool);
- *                                        /sandbox/wechatpay/scan is the same tool under its old name
+ *                                        a JSON POST to /sandbox/wechatpay/scan is the same tool
+ *   GET  /sandbox/wechatpay/scan?code_url=…  the page WeChat shows after the buyer scans the QR code;
+ *                                        its form POSTs back there (see handleScanPage)
  *
  * Every /v3 request must carry WeChat's `Authorization: WECHATPAY2-SHA256-RSA2048 …` header signed by
  * the merchant's API key (wechatpay-protocol.ts); every answer to an authenticated request is signed
@@ -27,10 +30,16 @@
  *   sandbox_fault=SYSTEM_ERROR         the request fails before anything happens: 500
  *
  * Without `sandbox_buyer` nobody scans: the trade stays NOTPAY (as on the real gateway until the
- * buyer shows up; POST /sandbox/wechatpay/scan plays that buyer later). A real deployment sends its
+ * buyer shows up; the scan page or buyer-pays plays that buyer later). A real deployment sends its
  * own `attach` (or none). A failed payment leaves the trade payable: creating it again with the same
  * out_trade_no and the same parameters reopens it for another buyer, and buyer-pays can still pay it.
- * A closed trade takes no money any more: create answers 403 OUT_TRADE_NO_USED, buyer-pays 409.
+ * A closed trade takes no money any more: create and close answer 400 ORDER_CLOSED, buyer-pays and
+ * the scan page 409.
+ *
+ * Signing keys. The merchant is mid-way through WeChat's switch from platform certificate to WeChat
+ * Pay public key: notifications and answers to requests that send `Wechatpay-Serial: PUB_KEY_ID_…`
+ * are signed with the public key, other answers with the platform certificate that GET
+ * /v3/certificates serves (see responseSigner).
  *
  * Refunds. 申请退款 answers PROCESSING, as WeChat does ("申请退款接口的返回仅代表业务的受理情况"); the
  * refund becomes SUCCESS REFUND_PROCESSING_MS (× SANDBOX_TIME_SCALE) later, when REFUND.SUCCESS goes
@@ -39,10 +48,12 @@
  * Where WeChat's documentation leaves a behaviour open, the nearest documented behaviour is used and
  * a comment says so.
  */
-import { createPrivateKey, randomUUID } from 'node:crypto';
+import { createPrivateKey, randomInt, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { generateRsaKeyPair } from './keys';
+import { makePlatformCertificate, type PlatformCertificate } from './wechatpay-certificate';
+import { renderScanPage, type ScanPage, type ScanTradeView } from './wechatpay-scan-page';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
   enqueueNotification,
@@ -144,6 +155,29 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_refunds (
   PRIMARY KEY (mchid, out_refund_no)
 );
 
+-- Platform-certificate mode (平台证书), which merchants that have not switched to the WeChat Pay
+-- public key still use: GET /v3/certificates serves this certificate, and an answer is signed with
+-- its key unless the request names the public key (Wechatpay-Serial: PUB_KEY_ID_…). Its own key, as on
+-- WeChat: a certificate-mode signature does not verify with the public key, nor the other way round.
+ALTER TABLE psp_sandbox.wechatpay_merchants
+  ADD COLUMN IF NOT EXISTS platform_cert_serial_no text,
+  ADD COLUMN IF NOT EXISTS platform_cert_private_key_pem text,
+  ADD COLUMN IF NOT EXISTS platform_cert_pem text,
+  ADD COLUMN IF NOT EXISTS platform_cert_not_before timestamptz,
+  ADD COLUMN IF NOT EXISTS platform_cert_not_after timestamptz;
+
+-- Every code_url Native下单 handed out, so the scan page can find the trade a scanned QR code is for.
+-- "code_url有效期为2小时，过期后扫码不能再发起支付" (Native调起支付): a code past expires_at cannot be
+-- paid, though its trade may still be (a new create hands out a new code).
+CREATE TABLE IF NOT EXISTS psp_sandbox.wechatpay_code_urls (
+  code_url      text PRIMARY KEY,
+  mchid         text NOT NULL,
+  out_trade_no  text NOT NULL,
+  expires_at    timestamptz NOT NULL,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  FOREIGN KEY (mchid, out_trade_no) REFERENCES psp_sandbox.wechatpay_trades (mchid, out_trade_no)
+);
+
 -- A refund settles at the latest when its REFUND.SUCCESS notification is claimed for its first
 -- delivery (the schedule holds it until settle_at): the ledger then says succeeded before the
 -- merchant hears so, even if nobody queried the refund in between. A trigger rather than code in
@@ -181,6 +215,9 @@ export interface WechatPayIdentity {
   platformPrivateKeyPem: string;
   /** SPKI PEM, the format of WeChat's pub_key.pem. */
   platformPublicKeyPem: string;
+  /** The platform certificate (平台证书) and its key, for merchants in platform-certificate mode. */
+  platformCertificate: PlatformCertificate;
+  platformCertPrivateKeyPem: string;
 }
 
 interface MerchantRow {
@@ -193,9 +230,22 @@ interface MerchantRow {
   platform_serial_no: string;
   platform_private_key_pem: string;
   platform_public_key_pem: string;
+  platform_cert_serial_no: string | null;
+  platform_cert_private_key_pem: string | null;
+  platform_cert_pem: string | null;
+  platform_cert_not_before: Date | null;
+  platform_cert_not_after: Date | null;
 }
 
-function toIdentity(row: MerchantRow): WechatPayIdentity {
+type CertifiedMerchantRow = MerchantRow & {
+  platform_cert_serial_no: string;
+  platform_cert_private_key_pem: string;
+  platform_cert_pem: string;
+  platform_cert_not_before: Date;
+  platform_cert_not_after: Date;
+};
+
+function toIdentity(row: CertifiedMerchantRow): WechatPayIdentity {
   return {
     mchid: row.mchid,
     appid: row.appid,
@@ -206,6 +256,46 @@ function toIdentity(row: MerchantRow): WechatPayIdentity {
     platformSerialNo: row.platform_serial_no,
     platformPrivateKeyPem: row.platform_private_key_pem,
     platformPublicKeyPem: row.platform_public_key_pem,
+    platformCertificate: {
+      serialNo: row.platform_cert_serial_no,
+      pem: row.platform_cert_pem,
+      notBefore: row.platform_cert_not_before,
+      notAfter: row.platform_cert_not_after,
+    },
+    platformCertPrivateKeyPem: row.platform_cert_private_key_pem,
+  };
+}
+
+/**
+ * Gives a merchant made before platform-certificate mode existed its certificate, once. The serial is
+ * 40 upper-case hex digits like WeChat's (the first below 8: an X.509 serial is a positive integer).
+ */
+async function ensurePlatformCertificate(tx: Tx, row: MerchantRow): Promise<CertifiedMerchantRow> {
+  if (
+    row.platform_cert_serial_no &&
+    row.platform_cert_private_key_pem &&
+    row.platform_cert_pem &&
+    row.platform_cert_not_before &&
+    row.platform_cert_not_after
+  ) {
+    return row as CertifiedMerchantRow;
+  }
+  const pair = await generateRsaKeyPair();
+  const serialNo = `${randomInt(1, 8)}${randomHexUpper(20).slice(1)}`;
+  const certificate = makePlatformCertificate(pair.privateKeyPem, serialNo, new Date());
+  await tx`
+    UPDATE psp_sandbox.wechatpay_merchants
+       SET platform_cert_serial_no = ${certificate.serialNo}, platform_cert_private_key_pem = ${pair.privateKeyPem},
+           platform_cert_pem = ${certificate.pem}, platform_cert_not_before = ${certificate.notBefore},
+           platform_cert_not_after = ${certificate.notAfter}
+     WHERE mchid = ${row.mchid}`;
+  return {
+    ...row,
+    platform_cert_serial_no: certificate.serialNo,
+    platform_cert_private_key_pem: pair.privateKeyPem,
+    platform_cert_pem: certificate.pem,
+    platform_cert_not_before: certificate.notBefore,
+    platform_cert_not_after: certificate.notAfter,
   };
 }
 
@@ -213,9 +303,10 @@ function toIdentity(row: MerchantRow): WechatPayIdentity {
 async function loadOrCreateIdentity(tx: Tx): Promise<WechatPayIdentity> {
   const existing = await tx<MerchantRow[]>`
     SELECT mchid, appid, merchant_serial_no, merchant_private_key_pem, merchant_public_key_pem, api_v3_key,
-           platform_serial_no, platform_private_key_pem, platform_public_key_pem
+           platform_serial_no, platform_private_key_pem, platform_public_key_pem, platform_cert_serial_no,
+           platform_cert_private_key_pem, platform_cert_pem, platform_cert_not_before, platform_cert_not_after
       FROM psp_sandbox.wechatpay_merchants ORDER BY created_at, mchid LIMIT 1`;
-  if (existing[0]) return toIdentity(existing[0]);
+  if (existing[0]) return toIdentity(await ensurePlatformCertificate(tx, existing[0]));
 
   const [merchantPair, platformPair] = await Promise.all([generateRsaKeyPair(), generateRsaKeyPair()]);
   // mchid: 10 digits (WeChat's examples: 1230000109, 1900000109). appid: wx + 16 hex. Serials: a
@@ -232,6 +323,11 @@ async function loadOrCreateIdentity(tx: Tx): Promise<WechatPayIdentity> {
     platform_serial_no: `PUB_KEY_ID_01${mchid}${beijingDate(new Date())}${randomDigits(14)}`,
     platform_private_key_pem: platformPair.privateKeyPem,
     platform_public_key_pem: platformPair.publicKeyPem,
+    platform_cert_serial_no: null,
+    platform_cert_private_key_pem: null,
+    platform_cert_pem: null,
+    platform_cert_not_before: null,
+    platform_cert_not_after: null,
   };
   await tx`
     INSERT INTO psp_sandbox.wechatpay_merchants
@@ -240,7 +336,7 @@ async function loadOrCreateIdentity(tx: Tx): Promise<WechatPayIdentity> {
     VALUES (${row.mchid}, ${row.appid}, ${row.merchant_serial_no}, ${row.merchant_private_key_pem},
             ${row.merchant_public_key_pem}, ${row.api_v3_key}, ${row.platform_serial_no},
             ${row.platform_private_key_pem}, ${row.platform_public_key_pem})`;
-  return toIdentity(row);
+  return toIdentity(await ensurePlatformCertificate(tx, row));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -457,6 +553,9 @@ function readDirectives(attach: string | null): Directives | Answer {
   return directives;
 }
 
+/** "code_url有效期为2小时，过期后扫码不能再发起支付" (Native调起支付). */
+export const CODE_URL_TTL_SECONDS = 2 * 3600;
+
 /** amount.total is an `int` in WeChat's schema: at most 2^31 − 1 fen (21,474,836.47 yuan). */
 const MAX_TOTAL = 2_147_483_647;
 
@@ -533,9 +632,14 @@ function parseCreate(tradeType: TradeType, body: Body, authMchid: string, identi
   return { tradeType, appid, description, outTradeNo, notifyUrl, total, currency, attach, payerOpenid, directives };
 }
 
+function orderClosed(): Answer {
+  return errorAnswer(400, 'ORDER_CLOSED', '当前订单已关闭，请重新下单');
+}
+
 /**
  * WeChat's rule for a repeated out_trade_no: the same parameters while unpaid get a new
- * code_url/prepay_id; changed parameters, or a closed or paid trade, are 403 OUT_TRADE_NO_USED.
+ * code_url/prepay_id; changed parameters or a paid trade are 403 OUT_TRADE_NO_USED, a closed trade
+ * 400 ORDER_CLOSED.
  * (Whether v3 has a separate ORDER_PAID is unverified; OUT_TRADE_NO_USED is used for a paid trade as
  * well, and a merchant tells "already paid" apart by querying.)
  *
@@ -546,9 +650,10 @@ function parseCreate(tradeType: TradeType, body: Body, authMchid: string, identi
  */
 function repeatedTradeError(trade: TradeRow, params: CreateParams): Answer | null {
   if (isPaid(trade)) return errorAnswer(403, 'OUT_TRADE_NO_USED', '商户订单号重复：该订单已支付');
-  if (trade.trade_state === 'CLOSED' || trade.trade_state === 'REVOKED') {
-    return errorAnswer(403, 'OUT_TRADE_NO_USED', '商户订单号重复：该订单已关闭，请使用新的商户订单号下单');
-  }
+  // "400 ORDER_CLOSED 订单已关闭 — 当前订单已关闭，请重新下单", in the error table Native下单 and
+  // 关闭订单 share. [unverified] merchants report v2's "商户订单号重复" for this on the live gateway;
+  // the v3 documentation's own code is used.
+  if (trade.trade_state === 'CLOSED' || trade.trade_state === 'REVOKED') return orderClosed();
   const same =
     trade.trade_type === params.tradeType &&
     trade.appid === params.appid &&
@@ -741,7 +846,10 @@ export function wechatpayNotifier(keys: NotificationKeys): GatewayNotifier {
 interface Context {
   sql: Sql;
   identity: WechatPayIdentity;
+  /** The WeChat Pay public key's (PUB_KEY_ID_…): notifications, and answers to requests that name it. */
   signer: PlatformSigner;
+  /** The platform certificate's: answers to requests that do not name the public key. */
+  certSigner: PlatformSigner;
   keys: NotificationKeys;
   wakeNotifier(): void;
   deliveryTimeoutMs: number;
@@ -857,7 +965,14 @@ async function createTransaction(ctx: Context, tradeType: TradeType, authMchid: 
       charged = result.charged;
     }
     const now = new Date();
-    return { status: 200, body: tradeType === 'NATIVE' ? { code_url: newCodeUrl() } : { prepay_id: newPrepayId(now) } };
+    if (tradeType !== 'NATIVE') return { status: 200, body: { prepay_id: newPrepayId(now) } };
+    // Kept so the scan page can find the trade again; every create hands out a new one, and the
+    // earlier ones stay usable until they expire (a buyer may still be looking at an older QR code).
+    const codeUrl = newCodeUrl();
+    await tx`
+      INSERT INTO psp_sandbox.wechatpay_code_urls (code_url, mchid, out_trade_no, expires_at)
+      VALUES (${codeUrl}, ${mchid}, ${params.outTradeNo}, now() + ${CODE_URL_TTL_SECONDS} * interval '1 second')`;
+    return { status: 200, body: { code_url: codeUrl } };
   });
   if (charged) ctx.wakeNotifier();
   return answer;
@@ -913,13 +1028,13 @@ async function closeTransaction(ctx: Context, outTradeNo: string, authMchid: str
     // table (v2, and v3 as published for the cross-border /v3/global close). [unverified] the HTTP
     // status in the domestic v3 API: 400, the status v3 gives business-rule refusals.
     if (isPaid(trade)) return errorAnswer(400, 'ORDERPAID', '订单已支付，不能发起关单，请当作已支付的正常交易');
-    // Closing a closed trade is 204 again: closing is idempotent for the caller.
-    if (trade.trade_state !== 'CLOSED') {
-      await tx`
-        UPDATE psp_sandbox.wechatpay_trades
-           SET trade_state = 'CLOSED', trade_state_desc = ${STATE_DESC.CLOSED}, updated_at = now()
-         WHERE mchid = ${mchid} AND out_trade_no = ${outTradeNo}`;
-    }
+    // Closing a closed trade: "400 ORDER_CLOSED 订单已关闭" in 关闭订单's error table. The caller
+    // learns what it wanted (nothing can be paid any more) from the code.
+    if (trade.trade_state === 'CLOSED' || trade.trade_state === 'REVOKED') return orderClosed();
+    await tx`
+      UPDATE psp_sandbox.wechatpay_trades
+         SET trade_state = 'CLOSED', trade_state_desc = ${STATE_DESC.CLOSED}, updated_at = now()
+       WHERE mchid = ${mchid} AND out_trade_no = ${outTradeNo}`;
     return { status: 204 };
   });
 }
@@ -1221,7 +1336,8 @@ type Route =
   | { kind: 'query'; by: { outTradeNo: string } | { transactionId: string } }
   | { kind: 'close'; outTradeNo: string }
   | { kind: 'refund' }
-  | { kind: 'refundQuery'; outRefundNo: string };
+  | { kind: 'refundQuery'; outRefundNo: string }
+  | { kind: 'certificates' };
 
 function decodeSegment(segment: string): string | null {
   try {
@@ -1243,6 +1359,10 @@ function matchRoute(method: string, path: string): Route | { notFound: true } | 
     if (method !== 'POST') return { wrongMethod: 'POST' };
     const outTradeNo = decodeSegment(close[1] ?? '');
     return outTradeNo === null ? { notFound: true } : { kind: 'close', outTradeNo };
+  }
+  if (path === '/v3/certificates') {
+    if (method !== 'GET') return { wrongMethod: 'GET' };
+    return { kind: 'certificates' };
   }
   if (path === '/v3/refund/domestic/refunds') {
     if (method !== 'POST') return { wrongMethod: 'POST' };
@@ -1309,9 +1429,10 @@ async function handleApi(ctx: Context, request: SandboxRequest): Promise<Sandbox
   }
   const auth = authenticate(ctx, request);
   if ('status' in auth) return auth;
+  const signer = responseSigner(ctx, request);
 
   if (request.method === 'POST' && !(request.headers['content-type'] ?? '').toLowerCase().includes('application/json')) {
-    return signedResponse(ctx.signer, errorAnswer(400, 'INVALID_REQUEST', 'Content-Type 须为 application/json'));
+    return signedResponse(signer, errorAnswer(400, 'INVALID_REQUEST', 'Content-Type 须为 application/json'));
   }
   let answer: Answer;
   try {
@@ -1331,6 +1452,9 @@ async function handleApi(ctx: Context, request: SandboxRequest): Promise<Sandbox
       case 'refundQuery':
         answer = await queryRefund(ctx, route.outRefundNo, auth.mchid);
         break;
+      case 'certificates':
+        answer = certificatesAnswer(ctx);
+        break;
       default:
         return assertNever(route);
     }
@@ -1339,7 +1463,49 @@ async function handleApi(ctx: Context, request: SandboxRequest): Promise<Sandbox
     console.error('[psp-sandbox] wechatpay %s %s failed:', request.method, request.url.pathname, err);
     answer = errorAnswer(500, 'SYSTEM_ERROR', '系统异常，请用相同参数重新调用');
   }
-  return signedResponse(ctx.signer, answer);
+  return signedResponse(signer, answer);
+}
+
+/**
+ * Which key signs an answer. During the switch from platform certificate to WeChat Pay public key the
+ * merchant chooses per request: "应答部分的灰度由商户控制，在请求头部 Wechatpay-Serial 填入公钥ID
+ * 来指定应答时使用的验签方案，不指定则默认平台证书" (WeChat Pay's answers on its developer
+ * community, 2025; [unverified] in the API reference itself). The sandbox's merchant is in that switch for good, so clients of either mode
+ * (the adapter: public key; wechatpay-node-v3: certificates) can verify. Notifications, which the
+ * platform controls, are all signed with the public key (the switch's last step).
+ */
+function responseSigner(ctx: Context, request: SandboxRequest): PlatformSigner {
+  const header = request.headers['wechatpay-serial'];
+  const serial = Array.isArray(header) ? header[0] : header;
+  return serial === ctx.identity.platformSerialNo ? ctx.signer : ctx.certSigner;
+}
+
+/**
+ * 下载平台证书 (GET /v3/certificates): each certificate AEAD_AES_256_GCM-encrypted with the APIv3 key,
+ * associated_data "certificate", as WeChat serves them. A fresh nonce per answer: an AES-GCM nonce
+ * must never repeat under one key.
+ */
+function certificatesAnswer(ctx: Context): Answer {
+  const certificate = ctx.identity.platformCertificate;
+  const nonce = randomAlnum(12);
+  return {
+    status: 200,
+    body: {
+      data: [
+        {
+          serial_no: certificate.serialNo,
+          effective_time: beijingRfc3339(certificate.notBefore),
+          expire_time: beijingRfc3339(certificate.notAfter),
+          encrypt_certificate: {
+            algorithm: 'AEAD_AES_256_GCM',
+            nonce,
+            associated_data: 'certificate',
+            ciphertext: encryptResource(certificate.pem, ctx.identity.apiV3Key, nonce, 'certificate'),
+          },
+        },
+      ],
+    },
+  };
 }
 
 function assertNever(value: never): never {
@@ -1448,7 +1614,90 @@ const notifyToolBody = z.object({
   overrides: z.record(z.string(), z.string()).default({}),
 });
 
-const BUYER_PAYS_PATHS: ReadonlySet<string> = new Set(['/sandbox/wechatpay/buyer-pays', '/sandbox/wechatpay/scan']);
+const SCAN_PATH = '/sandbox/wechatpay/scan';
+
+interface CodeUrlRow {
+  code_url: string;
+  out_trade_no: string;
+  expired: boolean;
+}
+
+function scanTradeView(trade: TradeRow): ScanTradeView {
+  return {
+    merchantName: `PayOnce 沙箱商户 (sandbox merchant ${trade.mchid})`,
+    mchid: trade.mchid,
+    description: trade.description,
+    total: Number(trade.total),
+    outTradeNo: trade.out_trade_no,
+  };
+}
+
+/** What a scanned code leads to, read (and on POST, locked) in `db`; a trade when it can be paid. */
+async function scannedTrade(
+  ctx: Context,
+  db: Queryable,
+  codeUrl: string,
+  lock?: Tx,
+): Promise<{ page: ScanPage } | { trade: TradeRow; view: ScanTradeView }> {
+  const codes = await db<CodeUrlRow[]>`
+    SELECT code_url, out_trade_no, expires_at <= now() AS expired FROM psp_sandbox.wechatpay_code_urls
+     WHERE code_url = ${codeUrl} AND mchid = ${ctx.identity.mchid}`;
+  const code = codes[0];
+  if (!code) return { page: { kind: 'refused', reason: 'unknown' } };
+  if (lock) await lockTrade(lock, ctx.identity.mchid, code.out_trade_no);
+  const trade = await selectTrade(db, ctx.identity.mchid, { outTradeNo: code.out_trade_no });
+  if (!trade) return { page: { kind: 'refused', reason: 'unknown' } };
+  const view = scanTradeView(trade);
+  // A closed or paid order says so whatever the code's age: that is what the buyer needs to know.
+  if (trade.trade_state === 'CLOSED' || trade.trade_state === 'REVOKED')
+    return { page: { kind: 'refused', reason: 'closed', trade: view } };
+  if (isPaid(trade)) return { page: { kind: 'refused', reason: 'paid', trade: view } };
+  if (code.expired) return { page: { kind: 'refused', reason: 'expired', trade: view } };
+  return { trade, view };
+}
+
+function htmlResponse(page: ScanPage): SandboxResponse {
+  const { status, html } = renderScanPage(page);
+  return { status, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }, body: html };
+}
+
+/**
+ * GET /sandbox/wechatpay/scan?code_url=… — the page WeChat shows after the buyer scans the QR code;
+ * POST (a form: code_url, buyer) — the buyer confirms as one of the test buyers. Showing the page
+ * changes nothing: a Native order has no USERPAYING (that is 付款码支付's password step), so a query
+ * still says NOTPAY. A failed payment leaves the order payable (PAYERROR) and shows the form again.
+ */
+async function handleScanPage(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  if (request.method === 'GET') {
+    const codeUrl = request.url.searchParams.get('code_url');
+    if (!codeUrl) return htmlResponse({ kind: 'bad_request', message: '缺少 code_url 参数 (missing code_url)' });
+    const found = await scannedTrade(ctx, ctx.sql, codeUrl);
+    return htmlResponse('page' in found ? found.page : { kind: 'payable', trade: found.view, codeUrl });
+  }
+  if (request.method !== 'POST') return htmlResponse({ kind: 'bad_request', message: '只接受 GET 或 POST (use GET or POST)' });
+  const form = new URLSearchParams(request.body);
+  const codeUrl = form.get('code_url');
+  const buyerName = form.get('buyer') ?? '';
+  if (!codeUrl) return htmlResponse({ kind: 'bad_request', message: '缺少 code_url (missing code_url)' });
+  if (!isTestBuyerName(buyerName))
+    return htmlResponse({ kind: 'bad_request', message: `未知的测试买家 (unknown test buyer) "${buyerName}"` });
+  let charged = false;
+  const page = await ctx.sql.begin(async (tx): Promise<ScanPage> => {
+    const found = await scannedTrade(ctx, tx, codeUrl, tx);
+    if ('page' in found) return found.page;
+    const buyer = WECHATPAY_TEST_BUYERS[buyerName];
+    const result = await payTrade(tx, ctx, found.trade, buyer);
+    charged = result.charged;
+    if (result.charged && result.trade.transaction_id) {
+      return { kind: 'paid', trade: found.view, transactionId: result.trade.transaction_id };
+    }
+    return { kind: 'payable', trade: found.view, codeUrl, failure: buyer.decline?.desc ?? result.trade.trade_state_desc };
+  });
+  if (charged) ctx.wakeNotifier();
+  return htmlResponse(page);
+}
+
+const BUYER_PAYS_PATHS: ReadonlySet<string> = new Set(['/sandbox/wechatpay/buyer-pays', SCAN_PATH]);
 
 function issueMessage(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
   const issue = issues[0];
@@ -1473,6 +1722,13 @@ async function handleBuyerPays(ctx: Context, request: SandboxRequest): Promise<S
 
 async function handleTool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse | undefined> {
   const path = request.url.pathname;
+  // /scan is the buyer's page, except a JSON POST: the buyer-pays tool under its old name.
+  if (
+    path === SCAN_PATH &&
+    !(request.method === 'POST' && (request.headers['content-type'] ?? '').toLowerCase().includes('application/json'))
+  ) {
+    return handleScanPage(ctx, request);
+  }
   if (BUYER_PAYS_PATHS.has(path)) return handleBuyerPays(ctx, request);
   if (path !== '/sandbox/wechatpay/notify') return undefined;
   if (request.method !== 'POST') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
@@ -1512,6 +1768,7 @@ export const wechatpayModule: SandboxGatewayModule = {
       sql: moduleContext.sql,
       identity,
       signer,
+      certSigner: { serialNo: identity.platformCertificate.serialNo, privateKeyPem: identity.platformCertPrivateKeyPem },
       keys,
       wakeNotifier: moduleContext.wakeNotifier,
       deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
@@ -1527,6 +1784,10 @@ export const wechatpayModule: SandboxGatewayModule = {
         apiV3Key: identity.apiV3Key,
         platformPublicKey: identity.platformPublicKeyPem,
         platformSerialNo: identity.platformSerialNo,
+        // Platform-certificate mode: what GET /v3/certificates decrypts to, for clients that want it
+        // without a call (the certificate is public; its key is not handed out).
+        platformCertificateSerialNo: identity.platformCertificate.serialNo,
+        platformCertificate: identity.platformCertificate.pem,
         // The API root: the adapter appends /v3/… exactly as to https://api.mch.weixin.qq.com.
         baseUrl,
         testBuyers: wechatpayTestBuyerAttach(),

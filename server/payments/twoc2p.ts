@@ -16,6 +16,12 @@
  * secretKey differ); the PSP sandbox also accepts gateways.md's JWT form of Do Payment, which the
  * adapter does not need.
  *
+ * Without a test buyer the buyer takes their own step on 2C2P's hosted payment page (buyerSteps
+ * ['redirect']): a paymentToken with frontendReturnUrl = returnUrl and backendReturnUrl = notifyUrl,
+ * answered `awaiting_buyer` with a redirect to its webPaymentUrl, and no Do Payment. The outcome comes
+ * by the signed backend notification or paymentInquiry; the browser's return (a form POST of a base64
+ * `paymentResponse`, unsigned) decides nothing.
+ *
  * Close (an order moving to another gateway, or expiring): paymentInquiry first — paid → already_paid,
  * cancelled or never created → closed — then cancelTransaction in its JWT form `{merchantID,
  * invoiceNo}` (the documented form takes a payment token, which PayOnce does not keep; the invoice is
@@ -383,12 +389,14 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
   }
 
   /**
-   * Decides a charge on the signed inquiry. `why` is what led here: Do Payment's own (unsigned) answer,
-   * or 9015 from paymentToken — where "not paid" means the invoice exists for another amount.
+   * Decides a charge on the signed inquiry. `why` is what led here: Do Payment's own (unsigned) answer
+   * — `payment_error` when that answer was one of 2C2P's error codes (0999 "System error" and the like,
+   * HTTP 200 with a plain body, the shape 2C2P fails in) — or 9015 from paymentToken, where "not paid"
+   * means the invoice exists for another amount.
    */
   async function settle(
     request: ChargeRequest,
-    why: { step: 'payment' | 'existing_invoice'; code: string; message: string },
+    why: { step: 'payment' | 'payment_error' | 'existing_invoice'; code: string; message: string },
   ): Promise<ChargeOutcome> {
     const inquiry = await inquire(request.outTradeNo);
     if (inquiry.kind === 'unavailable') {
@@ -416,8 +424,26 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
       case 'pending':
       case 'cancelled':
         if (why.step === 'existing_invoice') {
-          // Not paid, yet paymentToken refused the invoice: it exists for another amount or currency.
-          return { kind: 'declined', code: '9015', message: why.message };
+          // Not paid, yet paymentToken refused the invoice: it exists for another amount or currency,
+          // or it is cancelled — this attempt cannot be paid here, for good.
+          const currency = str(claims, 'currencyCode');
+          const sameTerms =
+            respClass.kind !== 'cancelled' &&
+            currency === request.currency &&
+            claimAmountToMinor(claims.amount, currency) === request.amountMinor;
+          if (!sameTerms) return { kind: 'declined', code: '9015', message: why.message };
+          // Open for exactly this amount, yet a token refused: not the documented reason for 9015, and
+          // nothing was charged. Never a terminal decline of a buyer who did nothing wrong: a retry asks
+          // again (the sandbox reopens such an invoice; 2C2P's behaviour here is [unverified]).
+          return { kind: 'retryable', code: '9015', message: `${why.message}; the invoice is open for this amount` };
+        }
+        if (why.step === 'payment_error' && (code === '0001' || respClass.kind === 'declined')) {
+          // Do Payment answered with an error, and the signed inquiry finds no approval: no payment
+          // attempt at all (0001, a token issued and nobody paid) or a decline, which may be an earlier
+          // attempt's (the error carries no tranRef to tell). Either way no money moved, and trying the
+          // same attempt again is safe — the idempotencyID replays the token and an invoice takes one
+          // approval — so this neither waits for a query nor reports someone else's decline.
+          return { kind: 'retryable', code: why.code, message: `${why.message}; the inquiry finds no approval (${code})` };
         }
         if (respClass.kind === 'declined') return { kind: 'declined', code, message: respDescOf(claims) };
         if (respClass.kind === 'cancelled') return { kind: 'declined', code, message: respDescOf(claims) };
@@ -435,6 +461,127 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     }
   }
 
+  type IssuedToken =
+    { kind: 'token'; paymentToken: string; webPaymentUrl: string | undefined } | { kind: 'outcome'; outcome: ChargeOutcome };
+
+  /**
+   * paymentToken: opens (or reopens) the invoice. A token moves no money, so whatever goes wrong here
+   * short of an answer we cannot authenticate is retryable; 9015 is settled by the signed inquiry.
+   */
+  async function requestPaymentToken(request: ChargeRequest, claims: Claims): Promise<IssuedToken> {
+    const outcome = (o: ChargeOutcome): IssuedToken => ({ kind: 'outcome', outcome: o });
+    const tokenExchange = await postJwt('paymentToken', claims);
+    switch (tokenExchange.kind) {
+      case 'not_sent':
+        return outcome({ kind: 'retryable', code: tokenExchange.code, message: tokenExchange.message });
+      case 'in_doubt':
+        // An answer we cannot authenticate is never acted on (common contract). A timeout or a reset
+        // is different: a payment token moves no money, so trying the same attempt again is safe.
+        if (tokenExchange.code === 'INVALID_RESPONSE_SIGNATURE' || tokenExchange.code === 'MALFORMED_RESPONSE') {
+          return outcome({ kind: 'indeterminate', code: tokenExchange.code, message: tokenExchange.message });
+        }
+        return outcome({ kind: 'retryable', code: tokenExchange.code, message: `paymentToken: ${tokenExchange.message}` });
+      case 'signed':
+      case 'plain': {
+        const answer = tokenExchange.kind === 'signed' ? tokenExchange.claims : tokenExchange.body;
+        const code = respCodeOf(answer);
+        const message = respDescOf(answer);
+        const respClass = classify(code);
+        switch (respClass.kind) {
+          case 'success': {
+            const token = str(answer, 'paymentToken');
+            // Only a signed success is believed; a plain "0000" is not 2C2P's.
+            if (tokenExchange.kind !== 'signed' || !token) {
+              return outcome({ kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paymentToken success without a signed token' });
+            }
+            return { kind: 'token', paymentToken: token, webPaymentUrl: str(answer, 'webPaymentUrl') };
+          }
+          case 'existing_invoice':
+            // Paid already (a lost answer, another tab) or open for another amount: the inquiry says which.
+            return outcome(await settle(request, { step: 'existing_invoice', code, message }));
+          case 'refused':
+          case 'unknown':
+            // Nothing is charged by a paymentToken call, whatever went wrong with it.
+            return outcome({ kind: 'retryable', code: code || 'MALFORMED_RESPONSE', message });
+          case 'invalid':
+            return outcome({ kind: 'declined', code, message });
+          case 'completed':
+          case 'pending':
+          case 'redirect':
+          case 'not_found':
+          case 'cancelled':
+          case 'declined':
+            return outcome({ kind: 'retryable', code, message: `unexpected paymentToken answer: ${message}` });
+          default:
+            return assertNever(respClass);
+        }
+      }
+      default:
+        return assertNever(tokenExchange);
+    }
+  }
+
+  /**
+   * The buyer's own step: 2C2P's hosted payment page. A payment token whose webPaymentUrl the buyer's
+   * browser is sent to; no Do Payment (the page is where the card is entered, 3-D Secure included). The
+   * page sends the buyer back to returnUrl (frontendReturnUrl, a form POST of `paymentResponse`, which
+   * is unsigned and never decides anything) and 2C2P posts the signed result to notifyUrl
+   * (backendReturnUrl); query() reads it from paymentInquiry.
+   *
+   * A retry of the same attempt sends the same idempotencyID and the same claims, so 2C2P answers with
+   * the same token and the same page — not 9015 "Existing invoice number", which it keeps for an invoice
+   * that is paid, cancelled, or open for another amount. Its own idempotencyID (suffix "W"), distinct from
+   * the test-buyer charge's, keeps the two requests from ever being taken for one changed request.
+   */
+  async function chargeByRedirect(request: ChargeRequest, exponent: number): Promise<ChargeOutcome> {
+    const step = request.buyerStep ?? 'redirect';
+    if (step !== 'redirect') {
+      return { kind: 'declined', code: 'UNSUPPORTED_BUYER_STEP', message: `2C2P offers the hosted payment page (redirect), not ${step}` };
+    }
+    const issued = await requestPaymentToken(request, {
+      merchantID: config.merchantId,
+      invoiceNo: request.outTradeNo,
+      description: request.subject,
+      amount: new DecimalLiteral(minorToDecimal(request.amountMinor, exponent)),
+      currencyCode: request.currency,
+      idempotencyID: `${request.outTradeNo}-${request.attempt}W`,
+      // Cards: what query() and the notification are read for (tranRef, approval) and what the sandbox
+      // emulates; other channels would leave the invoice pending on a third party's page.
+      paymentChannel: ['CC'],
+      frontendReturnUrl: request.returnUrl,
+      backendReturnUrl: request.notifyUrl,
+    });
+    if (issued.kind === 'outcome') return issued.outcome;
+    const url = issued.webPaymentUrl;
+    if (!url || !/^https?:\/\//i.test(url)) {
+      return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paymentToken success without a webPaymentUrl' };
+    }
+
+    // A replayed token may belong to an invoice the buyer has paid since (or that was cancelled): its
+    // page would only say so. The signed inquiry tells; when it cannot be asked, the page is still the
+    // right answer (a paid invoice is settled by the notification or a later query).
+    const inquiry = await inquire(request.outTradeNo);
+    if (inquiry.kind === 'answered') {
+      const { claims } = inquiry;
+      const code = respCodeOf(claims);
+      const respClass = classify(code);
+      if (respClass.kind === 'success') {
+        const paid = paidTrade(claims, request.outTradeNo);
+        if (!paid || paid.amountMinor !== request.amountMinor || paid.currency !== request.currency) {
+          return {
+            kind: 'indeterminate',
+            code: paid ? 'AMOUNT_MISMATCH' : 'MALFORMED_RESPONSE',
+            message: 'invoice paid, but not as asked',
+          };
+        }
+        return { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: paid.amountMinor, currency: paid.currency };
+      }
+      // Cancelled by close(): the page is dead and stays dead; this attempt is over.
+      if (respClass.kind === 'cancelled') return { kind: 'declined', code, message: respDescOf(claims) };
+    }
+    return { kind: 'awaiting_buyer', action: { kind: 'redirect', url } };
+  }
+
   async function charge(request: ChargeRequest): Promise<ChargeOutcome> {
     // Checked before any call: these can only be programming errors, and the gateway would refuse them.
     if (!/^[A-Z]{3}$/.test(request.currency)) {
@@ -448,12 +595,13 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     ) {
       return { kind: 'declined', code: 'INVALID_AMOUNT', message: 'amount must be a positive integer with at most 12 integer digits' };
     }
-    const cardNo = config.testBuyers[request.buyer ?? 'ok'];
+    if (request.buyer === undefined) return chargeByRedirect(request, exponent);
+    const cardNo = config.testBuyers[request.buyer];
     if (!cardNo) return { kind: 'declined', code: 'NO_TEST_CARD', message: 'no card configured for this buyer' };
 
     // 1. paymentToken. The idempotencyID is per attempt: a retry of this attempt replays the same
     // token; the next attempt (after a decline) gets a new token for the same invoice.
-    const tokenExchange = await postJwt('paymentToken', {
+    const issued = await requestPaymentToken(request, {
       merchantID: config.merchantId,
       invoiceNo: request.outTradeNo,
       description: request.subject,
@@ -465,57 +613,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
       request3DS: 'N',
       backendReturnUrl: request.notifyUrl,
     });
-    let paymentToken: string;
-    switch (tokenExchange.kind) {
-      case 'not_sent':
-        return { kind: 'retryable', code: tokenExchange.code, message: tokenExchange.message };
-      case 'in_doubt':
-        // An answer we cannot authenticate is never acted on (common contract). A timeout or a reset
-        // is different: a payment token moves no money, so trying the same attempt again is safe.
-        if (tokenExchange.code === 'INVALID_RESPONSE_SIGNATURE' || tokenExchange.code === 'MALFORMED_RESPONSE') {
-          return { kind: 'indeterminate', code: tokenExchange.code, message: tokenExchange.message };
-        }
-        return { kind: 'retryable', code: tokenExchange.code, message: `paymentToken: ${tokenExchange.message}` };
-      case 'signed':
-      case 'plain': {
-        const answer = tokenExchange.kind === 'signed' ? tokenExchange.claims : tokenExchange.body;
-        const code = respCodeOf(answer);
-        const message = respDescOf(answer);
-        const respClass = classify(code);
-        switch (respClass.kind) {
-          case 'success': {
-            const token = str(answer, 'paymentToken');
-            // Only a signed success is believed; a plain "0000" is not 2C2P's.
-            if (tokenExchange.kind !== 'signed' || !token) {
-              return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paymentToken success without a signed token' };
-            }
-            paymentToken = token;
-            break;
-          }
-          case 'existing_invoice':
-            // Paid already (a lost answer, another tab) or open for another amount: the inquiry says which.
-            return settle(request, { step: 'existing_invoice', code, message });
-          case 'refused':
-          case 'unknown':
-            // Nothing is charged by a paymentToken call, whatever went wrong with it.
-            return { kind: 'retryable', code: code || 'MALFORMED_RESPONSE', message };
-          case 'invalid':
-            return { kind: 'declined', code, message };
-          case 'completed':
-          case 'pending':
-          case 'redirect':
-          case 'not_found':
-          case 'cancelled':
-          case 'declined':
-            return { kind: 'retryable', code, message: `unexpected paymentToken answer: ${message}` };
-          default:
-            return assertNever(respClass);
-        }
-        break;
-      }
-      default:
-        return assertNever(tokenExchange);
-    }
+    if (issued.kind === 'outcome') return issued.outcome;
+    const { paymentToken } = issued;
 
     // 2. Do Payment, as 2C2P documents it for PCI-DSS merchants (card data in clear, no
     // securePayToken: the sandbox's test cards stand in for a real buyer). 2C2P's test cards take
@@ -554,7 +653,11 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
           case 'cancelled':
           case 'not_found':
           case 'unknown':
-            return settle(request, { step: 'payment', code: code || 'MALFORMED_RESPONSE', message });
+            return settle(request, {
+              step: respClass.kind === 'unknown' && /^\d{4}$/.test(code) ? 'payment_error' : 'payment',
+              code: code || 'MALFORMED_RESPONSE',
+              message,
+            });
           case 'redirect':
             // 3-D Secure or a third-party page that nobody will open: it stays pending, never guessed.
             return { kind: 'indeterminate', code, message: `Do Payment needs a buyer on another page: ${message}` };
@@ -871,7 +974,8 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     merchantId: config.merchantId,
     // One invoiceNo per order: a new attempt asks for a new payment token on the same invoice.
     oneTradePerOrder: true,
-    buyerSteps: [],
+    // The hosted payment page: the buyer enters the card on 2C2P's page and comes back to returnUrl.
+    buyerSteps: ['redirect'],
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,

@@ -3,14 +3,21 @@
  * node:crypto and fetch only, mapped onto PayOnce's closed set of outcomes (./gateway).
  *
  * What a charge is. Native pay creates an order and gets a code_url (the QR code); the buyer scans
- * and pays in WeChat, and the result is read by querying or from the notification. charge() therefore
- * creates the order and then queries it for up to `pollWindowMs` (2 s): SUCCESS → succeeded,
- * PAYERROR/CLOSED → declined, still NOTPAY/USERPAYING → indeterminate (settled later by the
- * notification or a query). In the sandbox the test buyer, carried in `attach`, pays at once.
+ * and pays in WeChat, and the result is read by querying or from the notification.
+ *  - Without a test buyer (the buyer's own step, `buyerSteps: ['qr']`): charge() creates the order
+ *    and answers `awaiting_buyer` with the code_url as the QR code at once; the order completes by
+ *    TRANSACTION.SUCCESS or a query. A retry before the order expires sends the same parameters and
+ *    gets a new code_url for the same order (shared/gateways.md: same parameters before time_expire →
+ *    a new prepay_id / code_url). "code_url有效期为2小时，过期后扫码不能再发起支付" (Native调起支付).
+ *  - With a sandbox test buyer (carried in `attach`, who pays at once): charge() creates the order and
+ *    queries it for up to `pollWindowMs` (2 s): SUCCESS → succeeded, PAYERROR/CLOSED → declined,
+ *    still NOTPAY/USERPAYING → indeterminate (settled later by the notification or a query).
  *
  * Idempotency comes from the gateway: every attempt at paying an order sends the order's
  * out_trade_no. The same parameters again reopen the unpaid order; a paid order (or changed
- * parameters) answers 403 OUT_TRADE_NO_USED, which we settle with a query instead of trusting.
+ * parameters) answers 403 OUT_TRADE_NO_USED, which we settle with a query instead of trusting; a
+ * closed order answers 400 ORDER_CLOSED ("当前订单已关闭，请重新下单"), a terminal decline: WeChat
+ * never reopens a closed out_trade_no.
  *
  * Trust. Every answer we act on must carry a valid platform signature (Wechatpay-Signature over
  * "TS\nNONCE\nBODY\n", SHA256withRSA, serial = the configured platform key) with a fresh timestamp;
@@ -263,7 +270,7 @@ type CreateErrorCode =
   | 'OUT_TRADE_NO_USED';
 
 type CreateAnswer =
-  | { kind: 'created' }
+  | { kind: 'created'; codeUrl: string }
   | { kind: 'out_trade_no_used'; message: string }
   | { kind: 'declined'; code: string; message: string }
   | { kind: 'refused'; code: string; message: string }
@@ -306,8 +313,9 @@ const CREATE_ERROR_CODES: ReadonlySet<string> = new Set<CreateErrorCode>([
 
 function classifyCreate(status: number, body: Json | null): CreateAnswer {
   if (status === 200) {
-    return str(body, 'code_url')
-      ? { kind: 'created' }
+    const codeUrl = str(body, 'code_url');
+    return codeUrl
+      ? { kind: 'created', codeUrl }
       : { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: 'create answered 200 without code_url' };
   }
   const code = str(body, 'code');
@@ -442,6 +450,11 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
           authorization: authorization(method, url, body),
           accept: 'application/json',
           'user-agent': USER_AGENT,
+          // Names the key we verify answers with. While a merchant switches from platform certificate
+          // to WeChat Pay public key, WeChat signs an answer with the public key only when the request
+          // names its PUB_KEY_ID_… here ("不指定则默认平台证书"); a certificate serial keeps the
+          // certificate. Either way, the answer is signed by the key we hold.
+          'wechatpay-serial': config.platformSerialNo,
           ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(payload === undefined ? {} : { body }),
@@ -635,7 +648,16 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     if (!/^[A-Z]{3}$/.test(request.currency)) {
       return { kind: 'declined', code: 'INVALID_CURRENCY', message: `invalid currency ${request.currency}` };
     }
-    const attach = config.testBuyers[request.buyer ?? 'ok'];
+    // The buyer's own step: Native pay's QR code is the only one this adapter offers.
+    if (!request.buyer && request.buyerStep !== undefined && request.buyerStep !== 'qr') {
+      return {
+        kind: 'declined',
+        code: 'UNSUPPORTED_BUYER_STEP',
+        message: `WeChat Pay Native offers the qr step, not ${request.buyerStep}`,
+      };
+    }
+    // No test buyer, no attach: the real buyer scans the code_url.
+    const attach = request.buyer ? config.testBuyers[request.buyer] : '';
     // `request.attempt` is not sent: WeChat deduplicates on out_trade_no alone, and a new attempt after
     // a decline is meant to reopen the same order. The description is cut deterministically, so every
     // attempt sends identical parameters.
@@ -668,10 +690,15 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     }
     switch (answer.kind) {
       case 'created':
-        return awaitPayment(request);
+        // The code_url is not a secret: whoever scans it pays this merchant for this order, which is
+        // what the page is for; it stays usable for 2 h while the order is open, so storing and
+        // replaying it with the 202 is safe (a replay after that shows an expired code: pay again).
+        return request.buyer ? awaitPayment(request) : { kind: 'awaiting_buyer', action: { kind: 'qr', qrCode: answer.codeUrl } };
       case 'out_trade_no_used':
         return settleUsedOutTradeNo(request, answer.message);
       case 'declined':
+        // ORDER_CLOSED included: the order was closed (the checkout moved elsewhere, or it expired) and
+        // this gateway will never take money under this out_trade_no again.
         return { kind: 'declined', code: answer.code, message: answer.message };
       case 'refused':
         return { kind: 'retryable', code: answer.code, message: answer.message };
@@ -1026,7 +1053,7 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     merchantId: config.mchid,
     // Every attempt of an order is the same WeChat order (same out_trade_no, reopened after a decline).
     oneTradePerOrder: true,
-    buyerSteps: [],
+    buyerSteps: ['qr'],
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,

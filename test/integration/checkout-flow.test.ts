@@ -74,7 +74,7 @@ describe('checkout flow (page and simulated customers)', () => {
     const { client } = browserClient({ failFirst: 2 });
     const storage = memoryStorage();
     const progress: PayProgress[] = [];
-    const result = await payForCart({ client, storage, cart, gateway: 'alipay', sleep: noWait, onProgress: (p) => progress.push(p) });
+    const result = await payForCart({ client, storage, cart, gateway: 'alipay', buyer: 'ok', sleep: noWait, onProgress: (p) => progress.push(p) });
     assert.equal(result.kind, 'paid');
     if (result.kind !== 'paid') return;
     const paying = progress.slice(progress.findIndex((p) => p.phase === 'paying'));
@@ -94,13 +94,13 @@ describe('checkout flow (page and simulated customers)', () => {
       load: storage.load,
       save: (next) => (Object.keys(next).length > 0 ? storage.save(next) : undefined),
     };
-    const first = await payForCart({ client, storage: closingTab, cart, gateway: 'alipay', sleep: noWait });
+    const first = await payForCart({ client, storage: closingTab, cart, gateway: 'alipay', buyer: 'ok', sleep: noWait });
     assert.equal(first.kind, 'paid');
     if (first.kind !== 'paid') return;
     const attemptKey = storage.state.attempt?.key;
     assert.ok(attemptKey, 'the attempt key survived the reload');
 
-    const again = await payForCart({ client, storage, cart, gateway: 'alipay', sleep: noWait });
+    const again = await payForCart({ client, storage, cart, gateway: 'alipay', buyer: 'ok', sleep: noWait });
     assert.equal(again.kind, 'paid', JSON.stringify(again));
     if (again.kind !== 'paid') return;
     assert.deepEqual(again.paid, first.paid);

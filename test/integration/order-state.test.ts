@@ -78,6 +78,7 @@ describe('the order state machine', () => {
       [
         'awaiting_payment --attempt_started--> paying',
         'paying --charge_declined--> awaiting_payment',
+        'paying --buyer_step_opened--> awaiting_payment',
         'awaiting_payment --charge_succeeded--> paid',
         'paying --charge_succeeded--> paid',
         'paying --attempt_abandoned--> awaiting_payment',

@@ -64,6 +64,9 @@ function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {
     currency: 'CNY',
     subject: 'PayOnce 订单 测试',
     attempt: 1,
+    // The sandbox test buyer whose card pays: a synchronous charge (without a buyer the adapter opens
+    // the hosted payment page instead, tested in 'the hosted payment page (redirect)').
+    buyer: 'ok',
     notifyUrl: 'http://127.0.0.1:9/unused', // discard port: deliveries fail fast, nothing listens
     ...overrides,
   };

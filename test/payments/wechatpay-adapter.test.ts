@@ -50,8 +50,16 @@ function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {
     subject: 'PayOnce 订单 测试',
     attempt: 1,
     notifyUrl: 'http://127.0.0.1:9/unused', // discard port: deliveries fail fast, nothing listens
+    // The sandbox's synchronous test buyer unless a test says otherwise (scanRequest: none).
+    buyer: 'ok',
     ...overrides,
   };
+}
+
+/** A charge without a test buyer: the buyer's own step (Native pay's QR code). */
+function scanRequest(outTradeNo: string, overrides: Partial<Omit<ChargeRequest, 'buyer'>> = {}): ChargeRequest {
+  const { buyer: _none, ...request } = chargeRequest(outTradeNo, overrides);
+  return request;
 }
 
 function ledger(outTradeNo: string): Promise<Ledger> {
@@ -207,17 +215,17 @@ describe('charge', () => {
     assert.equal(other.code, 'AMOUNT_MISMATCH');
   });
 
-  it('declines changed parameters on an open order, and any charge of a closed one, with OUT_TRADE_NO_USED', async () => {
+  it('declines changed parameters on an open order (403 OUT_TRADE_NO_USED) and a charge of a closed one (400 ORDER_CLOSED)', async () => {
     const outTradeNo = newOutTradeNo();
     assert.equal((await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }))).kind, 'declined');
     const changed = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 1300, attempt: 2 }));
     assert.ok(changed.kind === 'declined', JSON.stringify(changed));
     assert.equal(changed.code, 'OUT_TRADE_NO_USED');
     assert.equal(await closeOrder(outTradeNo), 204);
+    // "400 ORDER_CLOSED 当前订单已关闭，请重新下单" (Native下单's error table): terminal for this gateway.
     const closed = await gateway.charge(chargeRequest(outTradeNo, { attempt: 3 }));
-    assert.ok(closed.kind === 'declined');
-    assert.equal(closed.code, 'OUT_TRADE_NO_USED');
-    assert.match(closed.message, /CLOSED/);
+    assert.ok(closed.kind === 'declined', JSON.stringify(closed));
+    assert.equal(closed.code, 'ORDER_CLOSED');
     assert.deepEqual(
       (await ledger(outTradeNo)).charges.map((c) => c.status),
       ['declined'],
@@ -741,7 +749,9 @@ describe('close', () => {
     assert.equal(late.status, 409);
     assert.equal(late.body.code, 'TRADE_NOT_PAYABLE');
     const again = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
-    assert.ok(again.kind === 'declined' && again.code === 'OUT_TRADE_NO_USED', JSON.stringify(again));
+    assert.ok(again.kind === 'declined' && again.code === 'ORDER_CLOSED', JSON.stringify(again));
+    const scanAgain = await gateway.charge(scanRequest(outTradeNo, { attempt: 3 }));
+    assert.ok(scanAgain.kind === 'declined' && scanAgain.code === 'ORDER_CLOSED', JSON.stringify(scanAgain));
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 

@@ -31,6 +31,8 @@ interface Credentials {
   platformSerialNo: string;
   baseUrl: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
+  platformCertificateSerialNo: string;
+  platformCertificate: string;
 }
 
 type Json = Record<string, any>;
@@ -75,7 +77,8 @@ async function api(
   options: Parameters<typeof authorization>[3] & { rawBody?: string; contentType?: string; noAuth?: boolean } = {},
 ): Promise<Answer> {
   const body = options.rawBody ?? (payload === undefined ? '' : JSON.stringify(payload));
-  const headers: Record<string, string> = { accept: 'application/json' };
+  // Names the public key, so answers are signed with it (without it: the platform certificate).
+  const headers: Record<string, string> = { accept: 'application/json', 'wechatpay-serial': creds.platformSerialNo };
   if (!options.noAuth) headers.authorization = authorization(method, pathAndQuery, body, options);
   if (method === 'POST') headers['content-type'] = options.contentType ?? 'application/json';
   const res = await fetch(`${creds.baseUrl}${pathAndQuery}`, { method, headers, ...(method === 'POST' ? { body } : {}) });
@@ -156,6 +159,8 @@ describe('credentials', () => {
       'mchid',
       'merchantPrivateKey',
       'merchantSerialNo',
+      'platformCertificate',
+      'platformCertificateSerialNo',
       'platformPublicKey',
       'platformSerialNo',
       'testBuyers',
@@ -436,20 +441,26 @@ describe('query and close', () => {
     assert.equal(otherMchid.body?.code, 'PARAM_ERROR');
   });
 
-  it('closes an open trade with a signed empty 204, idempotently; refuses a paid or unknown one', async () => {
+  it('closes an open trade with a signed empty 204; a closed one answers 400 ORDER_CLOSED to close and create alike; refuses a paid or unknown one', async () => {
     const outTradeNo = newOutTradeNo();
     await createNative(nativeOrder(outTradeNo, { attach: creds.testBuyers.insufficient_funds }));
     const closed = await closeOrder(outTradeNo);
     assert.equal(closed.status, 204);
     assert.equal(closed.text, '');
     assert.ok(platformSigned(closed.headers, '')); // "TS\nNONCE\n\n"
-    assert.equal((await closeOrder(outTradeNo)).status, 204);
+    // Closing it again: "400 ORDER_CLOSED 订单已关闭" from 关闭订单's error table, signed like any answer.
+    const again = await closeOrder(outTradeNo);
+    assert.equal(again.status, 400);
+    assert.equal(again.body?.code, 'ORDER_CLOSED');
+    assert.ok(platformSigned(again.headers, again.text));
     const t = (await queryOrder(outTradeNo)).body ?? {};
     assert.equal(t.trade_state, 'CLOSED');
     assert.equal(t.trade_state_desc, '订单已关闭');
+    // Creating it again: the same code from Native下单's table, never a reopened order.
     const reuse = await createNative(nativeOrder(outTradeNo));
-    assert.equal(reuse.status, 403);
-    assert.equal(reuse.body?.code, 'OUT_TRADE_NO_USED');
+    assert.equal(reuse.status, 400);
+    assert.equal(reuse.body?.code, 'ORDER_CLOSED');
+    assert.ok(platformSigned(reuse.headers, reuse.text));
 
     const paid = newOutTradeNo();
     await createNative(nativeOrder(paid));
@@ -681,7 +692,7 @@ describe('notifications', () => {
       await tool('buyer-pays', { outTradeNo, buyer: 'rich' }),
       await tool('buyer-pays', '{'),
       await tool('buyer-pays', {}),
-      await tool('scan', 'x', 'text/plain'),
+      await tool('buyer-pays', 'x', 'text/plain'),
     ]) {
       assert.equal(bad.status, 400);
       assert.equal(((await bad.json()) as Json).code, 'BAD_REQUEST');
@@ -700,8 +711,8 @@ describe('notifications', () => {
     assert.equal(refused.status, 409);
     assert.equal(((await refused.json()) as Json).code, 'TRADE_NOT_PAYABLE');
     const reopen = await createNative(nativeOrder(outTradeNo));
-    assert.equal(reopen.status, 403);
-    assert.equal(reopen.body?.code, 'OUT_TRADE_NO_USED');
+    assert.equal(reopen.status, 400);
+    assert.equal(reopen.body?.code, 'ORDER_CLOSED');
     assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'CLOSED');
     assert.deepEqual(
       (await ledger(outTradeNo)).charges.map((c) => c.status),
