@@ -74,7 +74,15 @@ describe('checkout flow (page and simulated customers)', () => {
     const { client } = browserClient({ failFirst: 2 });
     const storage = memoryStorage();
     const progress: PayProgress[] = [];
-    const result = await payForCart({ client, storage, cart, gateway: 'alipay', buyer: 'ok', sleep: noWait, onProgress: (p) => progress.push(p) });
+    const result = await payForCart({
+      client,
+      storage,
+      cart,
+      gateway: 'alipay',
+      buyer: 'ok',
+      sleep: noWait,
+      onProgress: (p) => progress.push(p),
+    });
     assert.equal(result.kind, 'paid');
     if (result.kind !== 'paid') return;
     const paying = progress.slice(progress.findIndex((p) => p.phase === 'paying'));
