@@ -73,7 +73,8 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   if (/^\/v1\/payment_intents\/[^/]+\/cancel$/.test(path)) return { gateway: 'stripe', operation: 'close' };
   if (path === '/v1/refunds') return { gateway: 'stripe', operation: 'refund' };
   // 2C2P: PGW v4.3 payment and its Payment Maintenance API (void/cancel and refund).
-  if (path === '/payment/4.3/payment') return { gateway: '2c2p', operation: 'charge' };
+  // Do Payment, and the buyer submitting the hosted payment page (the charge of the redirect step).
+  if (path === '/payment/4.3/payment' || path.startsWith('/payment/4.3/hosted/')) return { gateway: '2c2p', operation: 'charge' };
   if (path === '/payment/4.3/cancelTransaction') return { gateway: '2c2p', operation: 'close' };
   if (path === '/payment/4.3/refund') return { gateway: '2c2p', operation: 'refund' };
   return undefined;

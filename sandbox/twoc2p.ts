@@ -1496,6 +1496,9 @@ export const twoC2pModule: SandboxGatewayModule = {
     };
     return {
       notifier: twoC2pNotifier({ secrets, defaultSecret: merchant.secret_key }),
+      // 2C2P answers every API with HTTP 200; a failure before processing is 0999 "System error" in a
+      // plain body, which tells the merchant to inquire before retrying.
+      systemError: () => plainError('0999'),
       credentials: (baseUrl) => ({
         merchantId: merchant.merchant_id,
         secretKey: merchant.secret_key,

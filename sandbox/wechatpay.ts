@@ -1776,6 +1776,10 @@ export const wechatpayModule: SandboxGatewayModule = {
     };
     return {
       notifier: wechatpayNotifier(keys),
+      // A failure before processing, as v3 documents it: HTTP 500 SYSTEM_ERROR ("系统异常，请用相同参数
+      // 重新调用"), signed like every answer, so the merchant's client verifies it before it reads it.
+      systemError: (request) =>
+        signedResponse(responseSigner(ctx, request), errorAnswer(500, 'SYSTEM_ERROR', '系统异常，请用相同参数重新调用')),
       credentials: (baseUrl) => ({
         mchid: identity.mchid,
         appid: identity.appid,

@@ -716,13 +716,14 @@ describe('cancelTransaction', () => {
     assert.equal(claimsOf(await inquiry({ invoiceNo: paidNo })).respCode, '0000');
   });
 
-  it('answers HTTP 500 without cancelling when fail_before_charge is armed for close', async () => {
+  it('answers 0999 System error in an HTTP 200, as 2C2P does, without cancelling when fail_before_charge is armed for close', async () => {
     const invoiceNo = newInvoiceNo();
     await paymentToken(invoiceNo);
     await arm({ operation: 'close', action: 'fail_before_charge' });
     try {
       const res = await postRaw('cancelTransaction', { payload: await jwt({ merchantID: creds.merchantId, invoiceNo }) });
-      assert.equal(res.status, 500);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.respCode, '0999');
     } finally {
       await disarm();
     }

@@ -969,7 +969,11 @@ describe('faults and restarts', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ gateway: 'wechatpay', operation: 'close', action: 'fail_before_charge' }),
     });
-    assert.equal((await closeOrder(outTradeNo)).status, 500);
+    const failed = await closeOrder(outTradeNo);
+    // v3's own failure: 500 SYSTEM_ERROR, signed like every answer.
+    assert.equal(failed.status, 500);
+    assert.equal((failed.body as { code?: string }).code, 'SYSTEM_ERROR');
+    assert.ok(platformSigned(failed.headers, failed.text), 'the system error is signed');
     assert.equal((await queryOrder(outTradeNo)).body?.trade_state, 'NOTPAY');
     assert.equal((await closeOrder(outTradeNo)).status, 204);
   });
