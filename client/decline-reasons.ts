@@ -152,6 +152,12 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     invalid_number: 'invalid_card_number',
     invalid_expiry_month: 'expired_card',
     invalid_expiry_year: 'expired_card',
+    // Stripe.js's own checks of the card element, before anything reaches Stripe (the card step).
+    incomplete_number: 'invalid_card_number',
+    incomplete_expiry: 'expired_card',
+    invalid_expiry_month_past: 'expired_card',
+    invalid_expiry_year_past: 'expired_card',
+    incomplete_cvc: 'incorrect_cvc',
     processing_error: 'processing_error',
     authentication_required: 'card_declined',
     payment_intent_canceled: 'cancelled',

@@ -41,7 +41,11 @@ async function startSelfPayment(checkout: CheckoutPage, gatewayName: string, ste
   await expect(checkout.status).toContainText('等待付款');
 }
 
-async function expectPaidOnce(checkout: CheckoutPage, ledger: { succeededCharges(outTradeNo: string): Promise<number> }, bodies: Record<string, unknown>[]) {
+async function expectPaidOnce(
+  checkout: CheckoutPage,
+  ledger: { succeededCharges(outTradeNo: string): Promise<number> },
+  bodies: Record<string, unknown>[],
+) {
   await expect(checkout.status).toContainText('支付成功', { timeout: 30_000 });
   const outTradeNo = await checkout.paidOutTradeNo();
   expect(await ledger.succeededCharges(outTradeNo)).toBe(1);
@@ -53,7 +57,12 @@ for (const { name, gateway } of [
   { name: '微信支付', gateway: 'wechatpay' },
   { name: '支付宝', gateway: 'alipay' },
 ] as const) {
-  test(`${gateway}: the buyer scans the QR code on the page, is declined once, pays, and the page shows it paid`, async ({ checkout, ledger, page, context }) => {
+  test(`${gateway}: the buyer scans the QR code on the page, is declined once, pays, and the page shows it paid`, async ({
+    checkout,
+    ledger,
+    page,
+    context,
+  }) => {
     const bodies = recordPayRequests(page);
     await test.step('1. pay without a test buyer: the page shows a QR code', async () => {
       await startSelfPayment(checkout, name, gateway === 'alipay' ? '扫码支付' : undefined);
@@ -95,12 +104,17 @@ test('2c2p: the buyer pays on the hosted payment page and comes back to a paid o
   await page.getByLabel(/卡号|Card number/).fill('4111111111111111');
   await page.getByLabel(/有效期|Expiry/).fill('12/30');
   await page.getByLabel(/CVV|安全码/).fill('123');
-  await page.getByRole('button', { name: /支付|Pay/ }).click();
+  await page.getByLabel(/持卡人姓名|Name on card/).fill('LI LEI');
+  await page.getByRole('button', { name: /确认付款/ }).click();
   await expect(page).toHaveURL(/127\.0\.0\.1:\d+\/$/);
   await expectPaidOnce(checkout, ledger, bodies);
 });
 
-test('stripe: the buyer enters a declined card, then a good one, in Stripe.js’s card form on the page', async ({ checkout, ledger, page }) => {
+test('stripe: the buyer enters a declined card, then a good one, in Stripe.js’s card form on the page', async ({
+  checkout,
+  ledger,
+  page,
+}) => {
   const bodies = recordPayRequests(page);
   await startSelfPayment(checkout, '银行卡');
   const card = page.frameLocator('iframe').first();

@@ -2,8 +2,8 @@
  * The sandbox's Stripe test cards: the documented test PaymentMethods (`pm_card_visa`, …) and the
  * card numbers behind them (https://docs.stripe.com/testing), with the outcome each one produces.
  *
- * Only what a server-side card payment needs: no 3-D Secure cards (they would leave a PaymentIntent
- * in `requires_action`, which only a browser can complete).
+ * No 3-D Secure cards: they would leave a PaymentIntent in `requires_action`, which the sandbox's
+ * Stripe.js (stripe-js.ts) does not complete.
  */
 
 export interface CardDecline {
@@ -124,7 +124,9 @@ export function stripeTestBuyers(): { ok: string; insufficient_funds: string; ac
   return {
     ok: 'pm_card_visa',
     insufficient_funds: 'pm_card_chargeDeclinedInsufficientFunds',
-    // Stripe has no "restricted account" card; a generic issuer decline is the nearest outcome.
-    account_restricted: 'pm_card_chargeDeclined',
+    // Stripe documents no "restricted account" card. The nearest documented decline is a card its issuer
+    // has blocked: 4000000000009987, decline_code lost_card (shown to the shopper as a plain decline,
+    // as Stripe advises for lost and stolen cards).
+    account_restricted: 'pm_card_chargeDeclinedLostCard',
   };
 }

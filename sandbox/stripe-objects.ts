@@ -22,7 +22,7 @@ export function base62(length: number): string {
 }
 
 /** Stripe's object ids: a type prefix and 24 base62 characters (`pi_3Mtw…`). */
-export function newId(prefix: 'pi' | 'ch' | 'pm' | 'evt' | 'pmc' | 're' | 'txn'): string {
+export function newId(prefix: 'pi' | 'ch' | 'pm' | 'evt' | 'pmc' | 're' | 'txn' | 'we'): string {
   return `${prefix}_${base62(24)}`;
 }
 
@@ -139,6 +139,45 @@ export interface PaymentIntentObject {
   cancellation_reason: string | null;
   created: number;
   [field: string]: unknown;
+}
+
+/**
+ * What a publishable key sees of a PaymentIntent (retrieve or confirm with its client secret): the
+ * fields Stripe.js needs to show the result. Stripe leaves out what only the merchant may read —
+ * metadata above all [unverified: the exact list; Stripe documents "a subset of properties"].
+ */
+const PUBLIC_PAYMENT_INTENT_FIELDS = [
+  'id',
+  'object',
+  'amount',
+  'amount_details',
+  'automatic_payment_methods',
+  'canceled_at',
+  'cancellation_reason',
+  'capture_method',
+  'client_secret',
+  'confirmation_method',
+  'created',
+  'currency',
+  'description',
+  'last_payment_error',
+  'livemode',
+  'next_action',
+  'payment_method',
+  'payment_method_types',
+  'processing',
+  'receipt_email',
+  'setup_future_usage',
+  'shipping',
+  'status',
+] as const;
+
+export type PublicPaymentIntent = Partial<PaymentIntentObject>;
+
+export function publicPaymentIntent(intent: PaymentIntentObject): PublicPaymentIntent {
+  const out: Record<string, unknown> = {};
+  for (const field of PUBLIC_PAYMENT_INTENT_FIELDS) if (field in intent) out[field] = intent[field];
+  return out as PublicPaymentIntent;
 }
 
 export interface NewPaymentIntent {
@@ -312,7 +351,12 @@ export function chargeObject(input: { id: string; intent: PaymentIntentObject; a
 // Events
 
 export type EventType =
-  'payment_intent.succeeded' | 'payment_intent.payment_failed' | 'refund.created' | 'refund.updated' | 'charge.refunded';
+  | 'payment_intent.succeeded'
+  | 'payment_intent.payment_failed'
+  | 'payment_intent.canceled'
+  | 'refund.created'
+  | 'refund.updated'
+  | 'charge.refunded';
 
 export type EventDataObject = PaymentIntentObject | RefundObject | ChargeObject;
 
@@ -339,7 +383,8 @@ export function eventObject(input: {
   object: EventDataObject;
   requestId: string | null;
   idempotencyKey: string | null;
-  delivered: boolean;
+  /** How many endpoints the event is being delivered to. */
+  pendingWebhooks: number;
 }): EventObject {
   return {
     id: newId('evt'),
@@ -349,7 +394,7 @@ export function eventObject(input: {
     created: unixNow(),
     data: { object: input.object },
     livemode: false,
-    pending_webhooks: input.delivered ? 1 : 0,
+    pending_webhooks: input.pendingWebhooks,
     request: { id: input.requestId, idempotency_key: input.idempotencyKey },
     type: input.type,
   };

@@ -66,10 +66,11 @@ function isStripeAck(status: number): boolean {
  */
 const RETRY_MINUTES = [1, 5, 30, 120, 300, 600, 600, 720, 720, 720, 480] as const;
 
+/** `webhookSecret` signs deliveries scheduled before each one carried its endpoint's own secret. */
 export function stripeNotifier(webhookSecret: string): GatewayNotifier {
   return {
     retryIntervalsMs: RETRY_MINUTES.map((minutes) => minutes * 60_000),
-    buildRequest: (fields, now) => webhookRequest(fields.event ?? '{}', webhookSecret, Math.floor(now.getTime() / 1000)),
+    buildRequest: (fields, now) => webhookRequest(fields.event ?? '{}', fields.secret ?? webhookSecret, Math.floor(now.getTime() / 1000)),
     isAcknowledged: (status) => isStripeAck(status),
   };
 }
@@ -158,7 +159,7 @@ const notifyToolBody = z.object({
 });
 
 /**
- * Sends `copies` deliveries of the trade's `payment_intent.succeeded` event at once, to the endpoint
+ * Sends `copies` deliveries of the trade's `payment_intent.succeeded` event at once, to each endpoint
  * it was delivered to. Overrides change the event BEFORE it is signed, so a tampered amount still
  * carries a valid signature (the receiver's amount check must catch it); the event id stays the
  * event's own unless overridden, so the copies are duplicates of one event. Every delivery goes into
@@ -192,27 +193,37 @@ async function sendToolNotifications(
     if (!intent) throw new ToolError(404, 'TRADE_NOT_FOUND', `no Stripe PaymentIntent with metadata.out_trade_no ${request.outTradeNo}`);
     throw new ToolError(409, 'NOT_PAID', `no PaymentIntent with metadata.out_trade_no ${request.outTradeNo} has succeeded yet`);
   }
-  if (!event.notify_url) {
+  // Where the event was scheduled to go: each registered endpoint it was sent to (with that
+  // endpoint's secret), or the metadata[notify_url] stand-in.
+  const scheduled = await ctx.sql<{ id: string; notify_url: string; secret: string | null }[]>`
+    SELECT id, notify_url, fields ->> 'secret' AS secret FROM psp_sandbox.notifications
+     WHERE notify_id = ${event.id} OR notify_id LIKE ${`${event.id}:%`} ORDER BY id`;
+  const targets =
+    scheduled.length > 0
+      ? scheduled.map((row) => ({ id: row.id, url: row.notify_url, secret: row.secret ?? ctx.webhookSecret }))
+      : event.notify_url
+        ? [{ id: null, url: event.notify_url, secret: ctx.webhookSecret }]
+        : [];
+  if (targets.length === 0) {
     throw new ToolError(
       409,
       'NO_NOTIFY_URL',
-      `the PaymentIntent for ${request.outTradeNo} has no metadata[${NOTIFY_URL_KEY}] to deliver to`,
+      `the event for ${request.outTradeNo} went to no webhook endpoint (none registered that takes it, and no metadata[${NOTIFY_URL_KEY}])`,
     );
   }
-  const [scheduled] = await ctx.sql<{ id: string }[]>`SELECT id FROM psp_sandbox.notifications WHERE notify_id = ${event.id}`;
   const body = JSON.stringify(applyOverrides(JSON.parse(event.payload) as EventObject, request.overrides), null, 2);
-  const notifyUrl = event.notify_url;
 
-  return Promise.all(
+  const sends = targets.flatMap((target) =>
     Array.from({ length: request.copies }, async () => {
       const startedAt = new Date();
       const timestamp = timestampText !== undefined ? Number(timestampText) : Math.floor(startedAt.getTime() / 1000);
-      const delivery = webhookRequest(body, ctx.webhookSecret, timestamp, request.overrides.signature);
-      const result = await postNotification(notifyUrl, delivery, ctx.deliveryTimeoutMs, startedAt, (status) => isStripeAck(status));
-      await insertAttempt(ctx.sql, { id: scheduled?.id ?? null, gateway: GATEWAY, outTradeNo: event.out_trade_no }, 'tool', result);
+      const delivery = webhookRequest(body, target.secret, timestamp, request.overrides.signature);
+      const result = await postNotification(target.url, delivery, ctx.deliveryTimeoutMs, startedAt, (status) => isStripeAck(status));
+      await insertAttempt(ctx.sql, { id: target.id, gateway: GATEWAY, outTradeNo: event.out_trade_no }, 'tool', result);
       return result;
     }),
   );
+  return Promise.all(sends);
 }
 
 export async function handleNotifyTool(ctx: WebhookContext, request: SandboxRequest): Promise<SandboxResponse> {

@@ -3,7 +3,8 @@
  * stripe-node SDK (23.1) talks to it unchanged — `new Stripe(secretKey, { host, port, protocol: 'http' })`.
  *
  *   POST /v1/payment_intents                  create (confirm=true charges at once)
- *   POST /v1/payment_intents/{id}/confirm     confirm, e.g. again after a decline with another card
+ *   POST /v1/payment_intents/{id}/confirm     confirm, e.g. again after a decline with another card — also
+ *                                             with the publishable key and client_secret, as Stripe.js does
  *   POST /v1/payment_intents/{id}/cancel      cancel an unpaid PaymentIntent (a succeeded, processing or
  *                                             canceled one: 400 payment_intent_unexpected_state)
  *   GET  /v1/payment_intents/{id}             retrieve
@@ -13,12 +14,23 @@
  *                                             amount, reason, metadata); refund.created + charge.refunded
  *   GET  /v1/refunds                          list, newest first (payment_intent, charge, starting_after, limit)
  *   GET  /v1/refunds/{id}                     retrieve
+ *   POST /v1/webhook_endpoints                create an endpoint (url, enabled_events); its secret is in this answer only
+ *   GET  /v1/webhook_endpoints[/{id}]         list / retrieve; POST /{id} updates (disabled, …); DELETE /{id}
+ *   GET  /stripe-js/v3/ (+ /elements/card)    the sandbox's Stripe.js and its card iframe (stripe-js.ts)
  *   POST /sandbox/stripe/notify               the notification test tool (not Stripe's)
  *   POST /sandbox/stripe/buyer-pays           the buyer confirms the order's open PaymentIntent (not Stripe's)
+ *   POST /sandbox/stripe/accounts             opens another merchant's test account (not Stripe's)
  *
  * What it keeps of Stripe's rules (docs/gateways.md):
- *  - Authentication: any `sk_test_…` key is accepted, as stripe-mock does, and acts on the sandbox's
- *    one test account; anything else is a 401. Idempotency keys are scoped to the secret key.
+ *  - Authentication: each test account owns a secret key (sk_test_…) and a publishable key
+ *    (pk_test_…); a key no account owns is the 401 Stripe answers for an invalid API key (type
+ *    invalid_request_error, "Invalid API Key provided: sk_test_****…"). Every object, endpoint and
+ *    event belongs to one account and is invisible to the others. Idempotency keys are scoped to the key.
+ *  - Publishable keys do what Stripe.js does and nothing else: confirm a PaymentIntent and read it
+ *    back, each with that PaymentIntent's client_secret (a wrong one is a 400
+ *    payment_intent_invalid_parameter), the key as Bearer or as Stripe.js's `key` parameter; the
+ *    answer shows the client-side subset of the PaymentIntent. Anything else is a 401 "This API call
+ *    cannot be made with a publishable API key".
  *  - Idempotency (https://docs.stripe.com/api/idempotent_requests): a POST's status and body are
  *    stored once the endpoint starts executing — declines (402) and 500s included — and replayed for
  *    24 h with `Idempotent-Replayed: true`. Validation failures and concurrent duplicates are not
@@ -36,14 +48,19 @@
  *    of it is back); an unknown one is a 404 resource_missing. Stripe deduplicates refunds by the
  *    Idempotency-Key alone — metadata[refund_id] is the merchant's note, which the ledger files the
  *    refund under. Test-mode card refunds succeed at once, so no refund.updated follows.
- *  - Webhooks: `payment_intent.succeeded` / `payment_intent.payment_failed` events POSTed as JSON with
- *    `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx acknowledges; retried for ~3 days.
- *    Stripe has no per-request notify URL — the endpoint is account configuration (Dashboard →
- *    Webhooks). The sandbox's stand-in for that setting is the PaymentIntent's `metadata[notify_url]`.
+ *  - Webhooks: payment_intent.succeeded / payment_failed / canceled, refund.created and charge.refunded
+ *    events POSTed as JSON with `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx
+ *    acknowledges; retried for ~3 days. As on Stripe, where events go is account configuration: every
+ *    enabled endpoint whose enabled_events ('*' or a list) takes the type gets it, signed with that
+ *    endpoint's own secret. Only while an account has registered no endpoint at all does the sandbox
+ *    still deliver to the PaymentIntent's `metadata[notify_url]` (signed with the account's
+ *    webhookSecret, the credentials'), the stand-in it used before it had endpoints — a fallback
+ *    that is due to go.
  *
  * Files: stripe-form.ts (the bracket-notation encoding), stripe-objects.ts (the JSON Stripe answers
- * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language) and
- * stripe-webhooks.ts (signing, the retry schedule and the notification test tool).
+ * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language),
+ * stripe-webhooks.ts (signing, the retry schedule and the notification test tool) and stripe-js.ts
+ * (Stripe.js and the card iframe).
  */
 import { createHash } from 'node:crypto';
 import type postgres from 'postgres';
@@ -83,10 +100,13 @@ import {
   type NewPaymentIntent,
   type PaymentIntentObject,
   type PaymentIntentStatus,
+  publicPaymentIntent,
+  type PublicPaymentIntent,
   type RefundObject,
   type StripeErrorBody,
 } from './stripe-objects';
 import { parseSearchQuery, SearchQueryError, type SearchClause } from './stripe-search';
+import { handleStripeJs, STRIPE_JS_PATH } from './stripe-js';
 import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
 
 const GATEWAY = 'stripe';
@@ -95,8 +115,8 @@ const GATEWAY = 'stripe';
 // Schema
 
 const SCHEMA_SQL = `
--- The sandbox's one Stripe test account and the credentials the "Dashboard" (GET /sandbox/credentials)
--- hands out. Any sk_test_ key is accepted and acts on this account (as stripe-mock does).
+-- The sandbox's Stripe test accounts, each owning its keys. The oldest is the one the "Dashboard"
+-- (GET /sandbox/credentials) hands out; POST /sandbox/stripe/accounts opens more (another merchant).
 CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_accounts (
   account_id       text PRIMARY KEY,
   secret_key       text NOT NULL UNIQUE,
@@ -172,6 +192,22 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_refunds (
 CREATE INDEX IF NOT EXISTS stripe_refunds_by_payment_intent
   ON psp_sandbox.stripe_refunds (account_id, payment_intent, seq DESC);
 
+-- Webhook endpoints (POST /v1/webhook_endpoints): the account's own delivery configuration. Each has
+-- its own signing secret, returned only by create. Deleted endpoints are removed.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_webhook_endpoints (
+  id              text PRIMARY KEY,
+  seq             bigserial NOT NULL UNIQUE,
+  account_id      text NOT NULL,
+  url             text NOT NULL,
+  secret          text NOT NULL,
+  enabled_events  jsonb NOT NULL,
+  status          text NOT NULL CHECK (status IN ('enabled', 'disabled')),
+  object          jsonb NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS stripe_webhook_endpoints_by_account
+  ON psp_sandbox.stripe_webhook_endpoints (account_id, seq DESC);
+
 -- Stripe's idempotency layer: one stored response per (secret key, Idempotency-Key), kept 24 h.
 CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_idempotency_keys (
   scope            text NOT NULL,
@@ -212,7 +248,11 @@ async function loadOrCreateIdentity(tx: Tx): Promise<StripeIdentity> {
   if (row) {
     return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
   }
-  // Shaped like real ones: acct_1 + 15, keys sk_test_51 + the account's suffix + random, whsec_ + 32.
+  return openAccount(tx);
+}
+
+/** A new test account, shaped like real ones: acct_1 + 15, keys sk_test_51 / pk_test_51 + the account's suffix + random, whsec_ + 32. */
+async function openAccount(db: Sql | Tx): Promise<StripeIdentity> {
   const suffix = base62(15);
   const identity: StripeIdentity = {
     accountId: `acct_1${suffix}`,
@@ -220,10 +260,27 @@ async function loadOrCreateIdentity(tx: Tx): Promise<StripeIdentity> {
     publishableKey: `pk_test_51${suffix}${base62(82)}`,
     webhookSecret: `whsec_${base62(32)}`,
   };
-  await tx`
+  await db`
     INSERT INTO psp_sandbox.stripe_accounts (account_id, secret_key, publishable_key, webhook_secret)
     VALUES (${identity.accountId}, ${identity.secretKey}, ${identity.publishableKey}, ${identity.webhookSecret})`;
   return identity;
+}
+
+/** The account that owns an API key, and which kind of key it is; undefined for a key no account owns. */
+async function accountByKey(sql: Sql, key: string): Promise<{ identity: StripeIdentity; publishable: boolean } | undefined> {
+  const [row] = await sql<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+    SELECT account_id, secret_key, publishable_key, webhook_secret
+      FROM psp_sandbox.stripe_accounts WHERE secret_key = ${key} OR publishable_key = ${key} LIMIT 1`;
+  if (!row) return undefined;
+  return {
+    identity: {
+      accountId: row.account_id,
+      secretKey: row.secret_key,
+      publishableKey: row.publishable_key,
+      webhookSecret: row.webhook_secret,
+    },
+    publishable: row.publishable_key === key,
+  };
 }
 
 async function deleteExpiredKeys(db: Sql | Tx): Promise<void> {
@@ -251,6 +308,8 @@ interface ApiCall {
   /** sha256 of the secret key: idempotency keys are per key, and no secret is stored for them. */
   scope: string;
   idempotencyKey: string | null;
+  /** Made with a publishable key (Stripe.js): answers show the client-side view of a PaymentIntent. */
+  publishable: boolean;
 }
 
 interface ApiAnswer {
@@ -291,6 +350,8 @@ function render(call: ApiCall, status: number, body: string, extra: Record<strin
       'request-id': call.requestId,
       'stripe-version': call.apiVersion,
       ...(call.idempotencyKey !== null ? { 'idempotency-key': call.idempotencyKey } : {}),
+      // Publishable-key calls come from browsers on the merchant's origin (retrievePaymentIntent).
+      ...(call.publishable ? { 'access-control-allow-origin': '*' } : {}),
       ...extra,
     },
     // Stripe pretty-prints its JSON; so does the sandbox.
@@ -318,8 +379,24 @@ function maskKey(key: string): string {
   return `${key.slice(0, 8)}${'*'.repeat(Math.max(0, key.length - 12))}${key.slice(-4)}`;
 }
 
-/** Bearer (what stripe-node sends) or Basic with the key as user name (what curl -u sends). */
-function authenticate(headers: SandboxRequest['headers']): { secretKey: string } | ApiError {
+interface Authenticated {
+  identity: StripeIdentity;
+  /** The key used: idempotency keys are scoped to it. */
+  key: string;
+  /** A publishable key (pk_…): only what Stripe.js does with a client secret is allowed. */
+  publishable: boolean;
+}
+
+const PUBLISHABLE_KEY_REFUSAL =
+  'This API call cannot be made with a publishable API key. Please use a secret API key. You can find a list of your API keys at https://dashboard.stripe.com/account/apikeys.';
+
+/**
+ * Bearer (what stripe-node sends), Basic with the key as user name (what curl -u sends), or — as
+ * Stripe.js sends its publishable key — a `key` form or query parameter. The key must belong to an
+ * account: an unknown one is the 401 Stripe answers for an invalid API key, whose type is
+ * invalid_request_error (not authentication_error: that is the SDK's class name for any 401).
+ */
+async function authenticate(sql: Sql, headers: SandboxRequest['headers'], paramKey: string | undefined): Promise<Authenticated | ApiError> {
   const header = headers.authorization ?? '';
   let key = '';
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -330,6 +407,7 @@ function authenticate(headers: SandboxRequest['headers']): { secretKey: string }
       Buffer.from(basic[1] ?? '', 'base64')
         .toString('utf8')
         .split(':')[0] ?? '';
+  else if (header === '' && paramKey !== undefined) key = paramKey;
   if (key === '') {
     return invalidRequest(
       "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.",
@@ -337,10 +415,9 @@ function authenticate(headers: SandboxRequest['headers']): { secretKey: string }
       401,
     );
   }
-  if (!/^sk_test_[A-Za-z0-9_]+$/.test(key)) {
-    return invalidRequest(`Invalid API Key provided: ${maskKey(key)}`, {}, 401);
-  }
-  return { secretKey: key };
+  const found = /^[sp]k_test_[A-Za-z0-9_]+$/.test(key) ? await accountByKey(sql, key) : undefined;
+  if (!found) return invalidRequest(`Invalid API Key provided: ${maskKey(key)}`, {}, 401);
+  return { identity: found.identity, key, publishable: found.publishable };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -608,15 +685,46 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
 interface ConfirmInput {
   card: ResolvedCard | null;
   returnUrl: string | null;
+  /** What a publishable-key caller proves it may act on this PaymentIntent with. */
+  clientSecret: string | null;
 }
 
-function validateConfirm(params: FormHash): ConfirmInput {
-  param(() => rejectUnknown(params, ['payment_method', 'payment_method_data', 'return_url', 'receipt_email']));
+/** What Stripe.js adds to a confirm besides the card; accepted from publishable-key callers only. */
+const STRIPE_JS_CONFIRM_PARAMS = ['client_secret', 'expected_payment_method_type', 'use_stripe_sdk'];
+
+function validateConfirm(params: FormHash, publishable: boolean): ConfirmInput {
+  const allowed = ['payment_method', 'payment_method_data', 'return_url', 'receipt_email'];
+  param(() => rejectUnknown(params, publishable ? [...allowed, ...STRIPE_JS_CONFIRM_PARAMS] : allowed));
+  const clientSecret = publishable ? requireClientSecret(params) : null;
   const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
   if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl))
     throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
   param(() => readString(params.receipt_email, 'receipt_email'));
-  return { card: readCard(params), returnUrl };
+  return { card: readCard(params), returnUrl, clientSecret };
+}
+
+/** [unverified] wording: Stripe refuses a publishable-key call on a PaymentIntent without its client secret. */
+function requireClientSecret(params: FormHash): string {
+  const secret = param(() => readString(params.client_secret, 'client_secret'));
+  if (!secret) {
+    throw invalidRequest('Missing required param: client_secret.', { code: 'parameter_missing', param: 'client_secret' });
+  }
+  return secret;
+}
+
+/** Stripe's answer when the client secret is not this PaymentIntent's (a 400, not a 404). */
+function checkClientSecret(intent: PaymentIntentObject, clientSecret: string): void {
+  if (clientSecret !== intent.client_secret) {
+    throw invalidRequest('The client_secret provided does not match the client_secret associated with the PaymentIntent.', {
+      code: 'payment_intent_invalid_parameter',
+      param: 'client_secret',
+    });
+  }
+}
+
+/** A PaymentIntent as the caller may see it: publishable-key callers get Stripe.js's subset. */
+function viewOf(call: ApiCall, intent: PaymentIntentObject): PaymentIntentObject | PublicPaymentIntent {
+  return call.publishable ? publicPaymentIntent(intent) : intent;
 }
 
 const CANCELLATION_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer', 'abandoned'];
@@ -705,9 +813,27 @@ function isUniqueViolation(err: unknown, constraint: string): boolean {
   );
 }
 
+/** Where one event goes: a registered endpoint (its own secret), or the metadata[notify_url] stand-in. */
+interface EventTarget {
+  url: string;
+  secret: string;
+  endpointId: string | null;
+}
+
+/** Events the metadata[notify_url] stand-in has always carried; newer ones go to registered endpoints only. */
+const FALLBACK_EVENT_TYPES: ReadonlySet<EventType> = new Set([
+  'payment_intent.succeeded',
+  'payment_intent.payment_failed',
+  'refund.created',
+  'charge.refunded',
+]);
+
 /**
- * Stores the event and, when the PaymentIntent names a webhook endpoint, enqueues its delivery. Refund
- * and charge events go where their PaymentIntent's events go: on Stripe the endpoint is per account.
+ * Stores the event and enqueues one delivery to every enabled webhook endpoint of the account that
+ * subscribes to its type (enabled_events '*' or the type itself), each signed with that endpoint's
+ * own secret — Stripe's model: endpoints are account configuration, not per request. Only while the
+ * account has registered no endpoint at all does the sandbox fall back to the PaymentIntent's
+ * metadata[notify_url], signed with the account's webhookSecret (the credentials'), as before.
  */
 async function emitEvent(
   ctx: StripeContext,
@@ -717,31 +843,46 @@ async function emitEvent(
   type: EventType,
   object: EventDataObject = intent,
 ): Promise<boolean> {
-  const notifyUrl = intent.metadata[NOTIFY_URL_KEY] ?? null;
+  const accountId = ctx.identity.accountId;
+  const endpoints = await tx<{ id: string; url: string; secret: string; enabled_events: string[]; status: string }[]>`
+    SELECT id, url, secret, enabled_events, status FROM psp_sandbox.stripe_webhook_endpoints
+     WHERE account_id = ${accountId} ORDER BY seq`;
+  const fallbackUrl = endpoints.length === 0 ? (intent.metadata[NOTIFY_URL_KEY] ?? null) : null;
+  const targets: EventTarget[] =
+    endpoints.length === 0
+      ? fallbackUrl !== null && FALLBACK_EVENT_TYPES.has(type)
+        ? [{ url: fallbackUrl, secret: ctx.identity.webhookSecret, endpointId: null }]
+        : []
+      : endpoints
+          .filter((e) => e.status === 'enabled' && (e.enabled_events.includes('*') || e.enabled_events.includes(type)))
+          .map((e) => ({ url: e.url, secret: e.secret, endpointId: e.id }));
   const event = eventObject({
     type,
-    account: ctx.identity.accountId,
+    account: accountId,
     // A snapshot: the event shows the object as it was when the event happened.
     object: structuredClone(object),
     requestId: call.requestId,
     idempotencyKey: call.idempotencyKey,
-    delivered: notifyUrl !== null,
+    pendingWebhooks: targets.length,
   });
   const payload = JSON.stringify(event, null, 2);
   const outTradeNo = ledgerOutTradeNo(intent);
   await tx`
     INSERT INTO psp_sandbox.stripe_events (id, account_id, type, payment_intent, out_trade_no, payload, notify_url)
-    VALUES (${event.id}, ${ctx.identity.accountId}, ${type}, ${intent.id}, ${outTradeNo}, ${payload}, ${notifyUrl})`;
-  if (notifyUrl === null) return false;
-  await enqueueNotification(tx, {
-    gateway: GATEWAY,
-    merchantId: ctx.identity.accountId,
-    outTradeNo,
-    notifyId: event.id,
-    notifyUrl,
-    fields: { event: payload },
-  });
-  return true;
+    VALUES (${event.id}, ${accountId}, ${type}, ${intent.id}, ${outTradeNo}, ${payload},
+            ${targets.length > 0 ? fallbackUrl : null})`;
+  for (const target of targets) {
+    await enqueueNotification(tx, {
+      gateway: GATEWAY,
+      merchantId: accountId,
+      outTradeNo,
+      // One schedule per endpoint; the event id (what receivers dedupe on) is the same in each.
+      notifyId: target.endpointId === null ? event.id : `${event.id}:${target.endpointId}`,
+      notifyUrl: target.url,
+      fields: { event: payload, secret: target.secret },
+    });
+  }
+  return targets.length > 0;
 }
 
 /** One charge attempt on a PaymentIntent: the card decides, the ledger records, an event goes out. */
@@ -814,13 +955,13 @@ async function chargeIntent(
   await saveIntent(tx, intent, null);
   const wake = await emitEvent(ctx, tx, call, intent, decline ? 'payment_intent.payment_failed' : 'payment_intent.succeeded');
 
-  if (!decline) return { answer: { status: 200, body: intent }, wake };
+  if (!decline) return { answer: { status: 200, body: viewOf(call, intent) }, wake };
   return {
     answer: {
       status: 402,
       body: errorBody({
         ...intent.last_payment_error!,
-        payment_intent: intent,
+        payment_intent: viewOf(call, intent),
         request_log_url: `https://dashboard.stripe.com/test/logs/${call.requestId}?t=${now}`,
       }),
     },
@@ -856,14 +997,19 @@ const CANCELABLE: ReadonlySet<PaymentIntentStatus> = new Set([
   'requires_action',
 ]);
 
-function unexpectedState(intent: PaymentIntentObject, action: 'confirm' | 'cancel', allowed: ReadonlySet<PaymentIntentStatus>): ApiAnswer {
+function unexpectedState(
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  action: 'confirm' | 'cancel',
+  allowed: ReadonlySet<PaymentIntentStatus>,
+): ApiAnswer {
   return {
     status: 400,
     body: errorBody({
       type: 'invalid_request_error',
       code: 'payment_intent_unexpected_state',
       message: `You cannot ${action} this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be ${action === 'confirm' ? 'confirmed' : 'canceled'}: ${[...allowed].join(', ')}.`,
-      payment_intent: intent,
+      payment_intent: viewOf(call, intent),
     }),
   };
 }
@@ -882,7 +1028,8 @@ async function lockIntent(ctx: StripeContext, tx: Tx, id: string): Promise<Inten
 async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: string, input: ConfirmInput): Promise<Executed> {
   const row = await lockIntent(ctx, tx, id);
   const intent = row.object;
-  if (!CONFIRMABLE.has(intent.status)) return { answer: unexpectedState(intent, 'confirm', CONFIRMABLE), wake: false };
+  if (input.clientSecret !== null) checkClientSecret(intent, input.clientSecret);
+  if (!CONFIRMABLE.has(intent.status)) return { answer: unexpectedState(call, intent, 'confirm', CONFIRMABLE), wake: false };
   const attached = row.card_number ? cardByNumber(row.card_number) : undefined;
   const resolved = input.card ?? (attached ? { card: attached, alias: row.card_alias } : null);
   if (!resolved) {
@@ -894,7 +1041,7 @@ async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: str
           code: 'payment_intent_unexpected_state',
           message:
             "You cannot confirm this PaymentIntent because it's missing a payment method. You can either update the PaymentIntent with a payment method and then confirm it again, or confirm it again directly with a payment method.",
-          payment_intent: intent,
+          payment_intent: viewOf(call, intent),
         }),
       },
       wake: false,
@@ -906,16 +1053,17 @@ async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: str
   return chargeIntent(ctx, tx, call, intent, resolved);
 }
 
-async function executeCancel(ctx: StripeContext, tx: Tx, id: string, input: { reason: string | null }): Promise<Executed> {
+async function executeCancel(ctx: StripeContext, tx: Tx, call: ApiCall, id: string, input: { reason: string | null }): Promise<Executed> {
   const row = await lockIntent(ctx, tx, id);
   const intent = row.object;
   // Canceling a canceled PaymentIntent is refused too (400, status canceled): callers read the status.
-  if (!CANCELABLE.has(intent.status)) return { answer: unexpectedState(intent, 'cancel', CANCELABLE_IN_MESSAGE), wake: false };
+  if (!CANCELABLE.has(intent.status)) return { answer: unexpectedState(call, intent, 'cancel', CANCELABLE_IN_MESSAGE), wake: false };
   intent.status = 'canceled';
   intent.canceled_at = unixNow();
   intent.cancellation_reason = input.reason;
   await saveIntent(tx, intent, null);
-  return { answer: { status: 200, body: intent }, wake: false };
+  const wake = await emitEvent(ctx, tx, call, intent, 'payment_intent.canceled');
+  return { answer: { status: 200, body: intent }, wake };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1043,6 +1191,185 @@ async function executeRefund(ctx: StripeContext, tx: Tx, call: ApiCall, input: R
   const charge = chargeObject({ id: chargeId, intent, amountRefunded: alreadyRefunded + amount, created: intent.created });
   wake = (await emitEvent(ctx, tx, call, intent, 'charge.refunded', charge)) || wake;
   return { answer: { status: 200, body: refund }, wake };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook endpoints (https://docs.stripe.com/api/webhook_endpoints)
+
+interface EndpointObject {
+  id: string;
+  object: 'webhook_endpoint';
+  api_version: string | null;
+  application: null;
+  created: number;
+  description: string | null;
+  enabled_events: string[];
+  livemode: false;
+  metadata: Record<string, string>;
+  status: 'enabled' | 'disabled';
+  url: string;
+}
+
+interface EndpointInput {
+  url?: string;
+  enabledEvents?: string[];
+  description?: string | null;
+  metadata?: Record<string, string>;
+  apiVersion?: string | null;
+  disabled?: boolean;
+}
+
+function readEnabledEvents(params: FormHash): string[] | undefined {
+  const events = param(() => readStringArray(params.enabled_events, 'enabled_events'));
+  if (events === undefined) return undefined;
+  if (events.length === 0)
+    throw invalidRequest('Invalid enabled_events: must contain at least one event type.', { param: 'enabled_events' });
+  events.forEach((event, i) => {
+    // [unverified] Stripe checks names against its own list of types; the sandbox checks the shape only,
+    // so a type it never emits (charge.succeeded) can still be subscribed to, as on Stripe.
+    if (event !== '*' && !/^[a-z_]+(\.[a-z_]+)+$/.test(event)) {
+      throw invalidRequest(`Invalid enabled_events[${i}]: must be '*' or an event type such as payment_intent.succeeded.`, {
+        param: `enabled_events[${i}]`,
+      });
+    }
+  });
+  return [...new Set(events)];
+}
+
+function readEndpointUrl(params: FormHash): string | undefined {
+  const url = param(() => readString(params.url, 'url'));
+  if (url !== undefined && !isAbsoluteHttpUrl(url))
+    throw invalidRequest('Invalid URL: URL must be publicly accessible.', { param: 'url', code: 'url_invalid' });
+  return url;
+}
+
+function validateEndpointCreate(params: FormHash): EndpointInput {
+  param(() => rejectUnknown(params, ['url', 'enabled_events', 'description', 'metadata', 'api_version', 'connect']));
+  const url = readEndpointUrl(params);
+  if (url === undefined) throw invalidRequest('Missing required param: url.', { code: 'parameter_missing', param: 'url' });
+  const enabledEvents = readEnabledEvents(params);
+  if (enabledEvents === undefined) {
+    throw invalidRequest('Missing required param: enabled_events.', { code: 'parameter_missing', param: 'enabled_events' });
+  }
+  if (param(() => readBoolean(params.connect, 'connect'))) {
+    throw invalidRequest('The PayOnce sandbox does not emulate Connect: connect must be false.', { param: 'connect' });
+  }
+  return {
+    url,
+    enabledEvents,
+    description: param(() => readString(params.description, 'description')) || null,
+    metadata: readMetadata(params),
+    apiVersion: param(() => readString(params.api_version, 'api_version')) || null,
+  };
+}
+
+function validateEndpointUpdate(params: FormHash): EndpointInput {
+  param(() => rejectUnknown(params, ['url', 'enabled_events', 'description', 'metadata', 'disabled']));
+  const description = param(() => readString(params.description, 'description'));
+  const disabled = param(() => readBoolean(params.disabled, 'disabled'));
+  return {
+    ...(params.url !== undefined ? { url: readEndpointUrl(params) } : {}),
+    ...(params.enabled_events !== undefined ? { enabledEvents: readEnabledEvents(params) } : {}),
+    ...(description !== undefined ? { description: description || null } : {}),
+    ...(params.metadata !== undefined ? { metadata: readMetadata(params) } : {}),
+    ...(disabled !== undefined ? { disabled } : {}),
+  };
+}
+
+function noSuchEndpoint(id: string): ApiError {
+  return invalidRequest(`No such webhook endpoint: '${id}'`, { code: 'resource_missing', param: 'id' }, 404);
+}
+
+/** The endpoint's secret is in the create answer only ("Only returned at creation"). */
+async function executeEndpointCreate(ctx: StripeContext, tx: Tx, input: EndpointInput): Promise<Executed> {
+  const endpoint: EndpointObject = {
+    id: newId('we'),
+    object: 'webhook_endpoint',
+    api_version: input.apiVersion ?? null,
+    application: null,
+    created: unixNow(),
+    description: input.description ?? null,
+    enabled_events: input.enabledEvents ?? [],
+    livemode: false,
+    metadata: input.metadata ?? {},
+    status: 'enabled',
+    url: input.url ?? '',
+  };
+  const secret = `whsec_${base62(32)}`;
+  await tx`
+    INSERT INTO psp_sandbox.stripe_webhook_endpoints (id, account_id, url, secret, enabled_events, status, object)
+    VALUES (${endpoint.id}, ${ctx.identity.accountId}, ${endpoint.url}, ${secret}, ${jsonb(tx, endpoint.enabled_events)},
+            ${endpoint.status}, ${jsonb(tx, endpoint)})`;
+  return { answer: { status: 200, body: { ...endpoint, secret } }, wake: false };
+}
+
+async function executeEndpointUpdate(ctx: StripeContext, tx: Tx, id: string, input: EndpointInput): Promise<Executed> {
+  const [row] = await tx<{ object: EndpointObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_webhook_endpoints
+     WHERE id = ${id} AND account_id = ${ctx.identity.accountId} FOR UPDATE`;
+  if (!row) throw noSuchEndpoint(id);
+  const endpoint = row.object;
+  if (input.url !== undefined) endpoint.url = input.url;
+  if (input.enabledEvents !== undefined) endpoint.enabled_events = input.enabledEvents;
+  if (input.description !== undefined) endpoint.description = input.description;
+  if (input.metadata !== undefined) endpoint.metadata = input.metadata;
+  if (input.disabled !== undefined) endpoint.status = input.disabled ? 'disabled' : 'enabled';
+  await tx`
+    UPDATE psp_sandbox.stripe_webhook_endpoints
+       SET url = ${endpoint.url}, enabled_events = ${jsonb(tx, endpoint.enabled_events)}, status = ${endpoint.status},
+           object = ${jsonb(tx, endpoint)}
+     WHERE id = ${id}`;
+  return { answer: { status: 200, body: endpoint }, wake: false };
+}
+
+async function listEndpoints(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, ['limit', 'starting_after']));
+  const limit = readLimit(params);
+  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
+  let after: string | null = null;
+  if (startingAfter !== undefined) {
+    const [row] = await ctx.sql<{ seq: string }[]>`
+      SELECT seq FROM psp_sandbox.stripe_webhook_endpoints WHERE id = ${startingAfter} AND account_id = ${ctx.identity.accountId}`;
+    if (!row) throw invalidRequest(`No such webhook endpoint: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
+    after = row.seq;
+  }
+  const rows = await ctx.sql<{ object: EndpointObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_webhook_endpoints
+     WHERE account_id = ${ctx.identity.accountId} AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
+     ORDER BY seq DESC LIMIT ${limit + 1}`;
+  return {
+    status: 200,
+    body: {
+      object: 'list',
+      data: rows.slice(0, limit).map((row) => row.object),
+      has_more: rows.length > limit,
+      url: '/v1/webhook_endpoints',
+    },
+  };
+}
+
+async function retrieveEndpoint(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, []));
+  const [row] = await ctx.sql<{ object: EndpointObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_webhook_endpoints WHERE id = ${id} AND account_id = ${ctx.identity.accountId}`;
+  if (!row) throw noSuchEndpoint(id);
+  return { status: 200, body: row.object };
+}
+
+/** Deleting stops every delivery still scheduled to it, as a deleted endpoint on Stripe receives nothing more. */
+async function deleteEndpoint(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
+  param(() => rejectUnknown(params, []));
+  const deleted = await ctx.sql.begin(async (tx) => {
+    const rows = await tx<{ id: string }[]>`
+      DELETE FROM psp_sandbox.stripe_webhook_endpoints WHERE id = ${id} AND account_id = ${ctx.identity.accountId} RETURNING id`;
+    if (rows.length === 0) return false;
+    await tx`
+      UPDATE psp_sandbox.notifications SET state = 'exhausted'
+       WHERE gateway = ${GATEWAY} AND state = 'pending' AND notify_id LIKE ${`%:${id}`}`;
+    return true;
+  });
+  if (!deleted) throw noSuchEndpoint(id);
+  return { status: 200, body: { id, object: 'webhook_endpoint', deleted: true } };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1328,12 +1655,14 @@ async function list(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
   };
 }
 
-async function retrieve(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
-  // client_secret is what publishable-key callers send; with a secret key it changes nothing.
+async function retrieve(ctx: StripeContext, call: ApiCall, id: string, params: FormHash): Promise<ApiAnswer> {
+  // client_secret is what publishable-key callers must send; with a secret key it changes nothing.
   param(() => rejectUnknown(params, ['client_secret']));
+  const clientSecret = call.publishable ? requireClientSecret(params) : null;
   const row = await selectIntent(ctx.sql, ctx.identity.accountId, id, false);
   if (!row) throw noSuchIntent(id);
-  return { status: 200, body: row.object };
+  if (clientSecret !== null) checkClientSecret(row.object, clientSecret);
+  return { status: 200, body: viewOf(call, row.object) };
 }
 
 /** GET /v1/refunds: newest first, filtered by payment_intent or charge; strongly consistent like every list. */
@@ -1388,9 +1717,27 @@ type Route =
   | { kind: 'cancel'; id: string }
   | { kind: 'refund' }
   | { kind: 'list_refunds' }
-  | { kind: 'retrieve_refund'; id: string };
+  | { kind: 'retrieve_refund'; id: string }
+  | { kind: 'create_endpoint' }
+  | { kind: 'list_endpoints' }
+  | { kind: 'retrieve_endpoint'; id: string }
+  | { kind: 'update_endpoint'; id: string }
+  | { kind: 'delete_endpoint'; id: string };
 
 function matchRoute(method: string, path: string): Route | undefined {
+  if (path === '/v1/webhook_endpoints') {
+    if (method === 'POST') return { kind: 'create_endpoint' };
+    if (method === 'GET') return { kind: 'list_endpoints' };
+    return undefined;
+  }
+  const endpoint = /^\/v1\/webhook_endpoints\/([^/]+)$/.exec(path);
+  if (endpoint) {
+    const id = decodeURIComponent(endpoint[1] ?? '');
+    if (method === 'GET') return { kind: 'retrieve_endpoint', id };
+    if (method === 'POST') return { kind: 'update_endpoint', id };
+    if (method === 'DELETE') return { kind: 'delete_endpoint', id };
+    return undefined;
+  }
   if (path === '/v1/refunds') {
     if (method === 'POST') return { kind: 'refund' };
     if (method === 'GET') return { kind: 'list_refunds' };
@@ -1418,7 +1765,7 @@ function headerValue(headers: SandboxRequest['headers'], name: string): string |
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+async function handleApi(base: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
   const rawKey = headerValue(request.headers, 'idempotency-key');
   const call: ApiCall = {
     requestId: newRequestId(),
@@ -1426,11 +1773,24 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
     scope: '',
     // Stripe ignores Idempotency-Key on GET and DELETE ("it has no effect").
     idempotencyKey: request.method === 'POST' && rawKey ? rawKey : null,
+    publishable: false,
   };
   try {
-    const auth = authenticate(request.headers);
+    // Parsed before authenticating only to find Stripe.js's `key` parameter; a malformed body is
+    // refused after authentication, as before.
+    let params: FormHash | undefined;
+    let paramError: unknown;
+    try {
+      params = parseStripeForm(request.method === 'POST' ? request.body : request.url.search.slice(1));
+    } catch (err) {
+      paramError = err;
+    }
+    const paramKey = typeof params?.key === 'string' ? params.key : undefined;
+    const auth = await authenticate(base.sql, request.headers, paramKey);
     if (auth instanceof ApiError) return renderAnswer({ ...call, idempotencyKey: null }, auth.answer());
-    call.scope = scopeOf(auth.secretKey);
+    const ctx: StripeContext = { ...base, identity: auth.identity };
+    call.scope = scopeOf(auth.key);
+    call.publishable = auth.publishable;
     const connected = headerValue(request.headers, 'stripe-account');
     if (connected && connected !== ctx.identity.accountId) {
       return renderAnswer(call, {
@@ -1438,7 +1798,7 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
         body: errorBody({
           type: 'invalid_request_error',
           code: 'account_invalid',
-          message: `The provided key '${maskKey(auth.secretKey)}' does not have access to account '${connected}' (or that account does not exist). The PayOnce sandbox does not emulate Connect.`,
+          message: `The provided key '${maskKey(auth.key)}' does not have access to account '${connected}' (or that account does not exist). The PayOnce sandbox does not emulate Connect.`,
         }),
       });
     }
@@ -1451,6 +1811,11 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
     const path = request.url.pathname;
     const route = matchRoute(request.method, path);
     if (!route) throw unrecognizedUrl(request.method, path);
+    // A publishable key is public (it is in every checkout page): it may only confirm a PaymentIntent
+    // and read it back, and only with that PaymentIntent's client secret — what Stripe.js does.
+    if (call.publishable && route.kind !== 'confirm' && route.kind !== 'retrieve') {
+      return renderAnswer({ ...call, idempotencyKey: null }, invalidRequest(PUBLISHABLE_KEY_REFUSAL, {}, 401).answer());
+    }
 
     const contentType = (headerValue(request.headers, 'content-type') ?? '').toLowerCase();
     if (
@@ -1461,7 +1826,12 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
     ) {
       throw invalidRequest(`Invalid request: Stripe's v1 API takes application/x-www-form-urlencoded bodies, not ${contentType}.`);
     }
-    const params = param(() => parseStripeForm(request.method === 'POST' ? request.body : request.url.search.slice(1)));
+    if (paramError !== undefined || params === undefined) {
+      if (paramError instanceof StripeParamError) throw fromParamError(paramError);
+      throw paramError;
+    }
+    if (call.publishable) delete params.key;
+    const input = params;
     const endpoint = `${request.method} ${path}`;
 
     switch (route.kind) {
@@ -1470,26 +1840,49 @@ async function handleApi(ctx: StripeContext, request: SandboxRequest): Promise<S
           ctx,
           call,
           endpoint,
-          params,
+          input,
           (p) => validateCreate(p, call.apiVersion),
-          (tx, input) => executeCreate(ctx, tx, call, input),
+          (tx, validated) => executeCreate(ctx, tx, call, validated),
         );
       case 'confirm':
-        return await runPost(ctx, call, endpoint, params, validateConfirm, (tx, input) => executeConfirm(ctx, tx, call, route.id, input));
+        return await runPost(
+          ctx,
+          call,
+          endpoint,
+          input,
+          (p) => validateConfirm(p, call.publishable),
+          (tx, validated) => executeConfirm(ctx, tx, call, route.id, validated),
+        );
       case 'cancel':
-        return await runPost(ctx, call, endpoint, params, validateCancel, (tx, input) => executeCancel(ctx, tx, route.id, input));
+        return await runPost(ctx, call, endpoint, input, validateCancel, (tx, validated) =>
+          executeCancel(ctx, tx, call, route.id, validated),
+        );
       case 'refund':
-        return await runPost(ctx, call, endpoint, params, validateRefund, (tx, input) => executeRefund(ctx, tx, call, input));
+        return await runPost(ctx, call, endpoint, input, validateRefund, (tx, validated) => executeRefund(ctx, tx, call, validated));
       case 'list_refunds':
-        return renderAnswer(call, await listRefunds(ctx, params));
+        return renderAnswer(call, await listRefunds(ctx, input));
       case 'retrieve_refund':
-        return renderAnswer(call, await retrieveRefund(ctx, route.id, params));
+        return renderAnswer(call, await retrieveRefund(ctx, route.id, input));
       case 'retrieve':
-        return renderAnswer(call, await retrieve(ctx, route.id, params));
+        return renderAnswer(call, await retrieve(ctx, call, route.id, input));
       case 'list':
-        return renderAnswer(call, await list(ctx, params));
+        return renderAnswer(call, await list(ctx, input));
       case 'search':
-        return renderAnswer(call, await search(ctx, params));
+        return renderAnswer(call, await search(ctx, input));
+      case 'create_endpoint':
+        return await runPost(ctx, call, endpoint, input, validateEndpointCreate, (tx, validated) =>
+          executeEndpointCreate(ctx, tx, validated),
+        );
+      case 'update_endpoint':
+        return await runPost(ctx, call, endpoint, input, validateEndpointUpdate, (tx, validated) =>
+          executeEndpointUpdate(ctx, tx, route.id, validated),
+        );
+      case 'list_endpoints':
+        return renderAnswer(call, await listEndpoints(ctx, input));
+      case 'retrieve_endpoint':
+        return renderAnswer(call, await retrieveEndpoint(ctx, route.id, input));
+      case 'delete_endpoint':
+        return renderAnswer(call, await deleteEndpoint(ctx, route.id, input));
       default: {
         const unreachable: never = route;
         throw new Error(`unhandled route ${JSON.stringify(unreachable)}`);
@@ -1522,7 +1915,7 @@ async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Pro
   if (!card) throw new Error(`no test card for buyer ${buyer}`);
   // The buyer's confirm is a request of its own on Stripe (made with the publishable key): no
   // Idempotency-Key of the merchant's.
-  const call: ApiCall = { requestId: newRequestId(), apiVersion: ACCOUNT_API_VERSION, scope: '', idempotencyKey: null };
+  const call: ApiCall = { requestId: newRequestId(), apiVersion: ACCOUNT_API_VERSION, scope: '', idempotencyKey: null, publishable: false };
   let wake = false;
   const paid = await ctx.sql.begin(async (tx) => {
     await lockOrder(tx, accountId, outTradeNo);
@@ -1552,6 +1945,25 @@ async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Pro
     });
   }
   return json(200, { gateway: GATEWAY, outTradeNo, status: paid.succeeded ? 'succeeded' : 'declined', gatewayTradeNo: paid.intentId });
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /sandbox/stripe/accounts — another merchant's account (not Stripe's)
+
+/**
+ * Opens another test account with keys of its own, as signing up again on Stripe would: its
+ * PaymentIntents, endpoints and events are invisible to every other account's keys. For tests of what
+ * a merchant must ignore (another account's objects and events).
+ */
+async function handleOpenAccount(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
+  const identity = await openAccount(ctx.sql);
+  return json(201, {
+    accountId: identity.accountId,
+    secretKey: identity.secretKey,
+    publishableKey: identity.publishableKey,
+    webhookSecret: identity.webhookSecret,
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1594,6 +2006,8 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
             port: Number(url.port || (protocol === 'https' ? 443 : 80)),
             protocol,
             testBuyers: stripeTestBuyers(),
+            publishableKey: identity.publishableKey,
+            jsUrl: `${baseUrl}${STRIPE_JS_PATH}`,
           };
         },
         async handle(request) {
@@ -1610,6 +2024,9 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
             );
           }
           if (path === '/sandbox/stripe/buyer-pays') return handleBuyerPays(ctx, request);
+          if (path === '/sandbox/stripe/accounts') return handleOpenAccount(ctx, request);
+          const stripeJs = handleStripeJs(request);
+          if (stripeJs) return stripeJs;
           // /v1/… is Stripe's namespace on the sandbox's port: unknown paths get Stripe's own 404.
           if (path === '/v1' || path.startsWith('/v1/')) return handleApi(ctx, request);
           return undefined;

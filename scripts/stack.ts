@@ -14,6 +14,7 @@ import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '..
 import { runMigrations } from '../db/migrate';
 import { demoMode } from '../server/demo';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
+import { registerStripeWebhookEndpoint } from './stripe-listen';
 
 export interface StackOptions {
   appPort: number;
@@ -155,6 +156,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const credentials = (await (await fetch(`${sandboxUrl}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0];
 
     const appUrl = `http://127.0.0.1:${options.appPort}`;
+    const gatewayEnv = sandboxCredentialsToEnv(credentials);
+    // Stripe sends events only to registered endpoints: register the app's, as `stripe listen` would.
+    const stripeWebhookSecret = await registerStripeWebhookEndpoint(gatewayEnv, appUrl);
+    if (stripeWebhookSecret) gatewayEnv.STRIPE_WEBHOOK_SECRET = stripeWebhookSecret;
     // A production build refuses to start without SESSION_SECRET (instrumentation.ts). This is a
     // local runner, so when none is set it makes one for this run, shared by all its instances and
     // their restarts: sessions last as long as the stack. Dev mode keeps its secret under .data/.
@@ -167,7 +172,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       PORT: String(options.appPort),
       PUBLIC_BASE_URL: appUrl,
       PSP_SANDBOX_URL: sandboxUrl,
-      ...sandboxCredentialsToEnv(credentials),
+      ...gatewayEnv,
       NEXT_TELEMETRY_DISABLED: '1',
       ...(options.distDir ? { NEXT_DIST_DIR: options.distDir } : {}),
       ...options.appEnv,

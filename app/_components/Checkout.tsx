@@ -73,7 +73,7 @@ const BUYER_IDS: TestBuyer[] = ['ok', 'insufficient_funds', 'account_restricted'
 
 /** What each test buyer is at the gateway: a wallet for Alipay and WeChat Pay, a test card elsewhere. */
 const TEST_INSTRUMENTS: Partial<Record<GatewayId, Record<TestBuyer, string>>> = {
-  stripe: { ok: '4242 4242 4242 4242', insufficient_funds: '4000 0000 0000 9995', account_restricted: '4000 0000 0000 0002' },
+  stripe: { ok: '4242 4242 4242 4242', insufficient_funds: '4000 0000 0000 9995', account_restricted: '4000 0000 0000 9987' },
   '2c2p': { ok: '4111 1111 1111 1111', insufficient_funds: '4000 0000 0002 4051', account_restricted: '4000 0000 0009 4062' },
 };
 

@@ -1,6 +1,13 @@
 /**
- * The Stripe adapter: a server-side card payment (`POST /v1/payment_intents` with confirm=true)
- * through the official stripe-node SDK, mapped onto PayOnce's closed set of outcomes (./gateway).
+ * The Stripe adapter, through the official stripe-node SDK, mapped onto PayOnce's closed set of
+ * outcomes (./gateway). Two ways to pay one attempt's PaymentIntent (`POST /v1/payment_intents`):
+ *  - a sandbox test buyer: created with its test PaymentMethod and confirm=true, answered at once;
+ *  - the buyer's own card step (buyerSteps ['card'] when `cardStep` is configured): created with no
+ *    payment method and no confirm, answered `awaiting_buyer` with the PaymentIntent's client_secret,
+ *    the publishable key and Stripe.js's URL. The page mounts Stripe.js's card Element and calls
+ *    stripe.confirmCardPayment(clientSecret), which confirms from the browser; the order settles by the
+ *    payment_intent.succeeded webhook or by query(). A declined card leaves the PaymentIntent in
+ *    requires_payment_method for the buyer's next card: still waiting, never a decline of the attempt.
  *
  * Stripe knows nothing of our out_trade_no (it travels as metadata), so it cannot refuse a second
  * charge for a paid order the way Alipay does. What makes a retry safe here is Stripe's idempotency
@@ -33,6 +40,8 @@
  *    take money (cancellation_reason abandoned); succeeded ones are reported (already_paid), never
  *    canceled; a processing one, a cancel in doubt or a look-up that could not read the whole recent
  *    window makes the answer indeterminate.
+ *  - Events of another account, and of PaymentIntents without our metadata.out_trade_no, are
+ *    acknowledged and ignored: nothing of theirs is ours to settle.
  *  - refund() is POST /v1/refunds with Idempotency-Key `payonce-refund-{refundId}` and
  *    metadata.refund_id / metadata.out_trade_no; queryRefund() lists the PaymentIntent's refunds and
  *    matches metadata.refund_id. refund.* webhook events become refund notifications; charge.refunded
@@ -45,6 +54,7 @@ import Stripe from 'stripe';
 import { MAX_TRIES_PER_GATEWAY_CALL } from './gateway';
 import { classifyConnectionFailure, connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS } from './transport';
 import type {
+  BuyerStep,
   ChargeOutcome,
   ChargeRequest,
   CloseOutcome,
@@ -52,6 +62,7 @@ import type {
   NotificationReply,
   NotificationVerdict,
   PaymentGateway,
+  PaymentNotification,
   QueryOutcome,
   RefundOutcome,
   RefundQuery,
@@ -308,6 +319,9 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     httpClient: tracingHttpClient(),
   });
 
+  /** The card step needs the page's Stripe.js and the publishable key; without them only test buyers pay. */
+  const buyerSteps: readonly BuyerStep[] = config.cardStep ? ['card'] : [];
+
   async function call<T>(fn: () => Promise<T>): Promise<Called<T>> {
     const trace: CallTrace = { mayHaveBeenProcessed: false };
     try {
@@ -458,6 +472,61 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     }
   }
 
+  /**
+   * The card step's PaymentIntent: open for the buyer's card (the page confirms it with Stripe.js),
+   * or already paid. A retry of the same attempt is answered from Stripe's idempotency layer with the
+   * PaymentIntent as it was when it was created, so a replay is read again for its current state: the
+   * buyer may have paid (or tried a card and been declined) in between.
+   */
+  async function cardStepOutcome(
+    created: Stripe.Response<Stripe.PaymentIntent>,
+    request: ChargeRequest,
+    cardStep: NonNullable<StripeGatewayConfig['cardStep']>,
+  ): Promise<ChargeOutcome> {
+    let intent: Stripe.PaymentIntent = created;
+    if (created.lastResponse?.headers?.['idempotent-replayed'] === 'true') {
+      const current = await call(() => stripe.paymentIntents.retrieve(created.id));
+      if (!current.ok) {
+        // The PaymentIntent exists and may have been paid since: only a query or the webhook can tell.
+        const { code, message } = failureMessage(current.failure);
+        return { kind: 'indeterminate', code, message: `PaymentIntent ${created.id} could not be read again: ${message}` };
+      }
+      intent = current.value;
+    }
+    const status = knownStatus(intent);
+    switch (status) {
+      case 'requires_payment_method':
+      case 'requires_confirmation':
+      case 'requires_action': {
+        // Waiting for the buyer, after a declined card too: Stripe keeps the PaymentIntent payable and
+        // the buyer may try another card on the same page. requires_action is the buyer mid-3-D Secure.
+        const clientSecret = intent.client_secret;
+        if (!clientSecret) {
+          return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: `PaymentIntent ${intent.id} without client_secret` };
+        }
+        if (intent.amount !== request.amountMinor || intent.currency !== request.currency.toLowerCase()) {
+          return {
+            kind: 'indeterminate',
+            code: 'AMOUNT_MISMATCH',
+            message: `PaymentIntent ${intent.id} is for ${intent.amount} ${intent.currency}, asked ${request.amountMinor} ${request.currency}`,
+          };
+        }
+        return {
+          kind: 'awaiting_buyer',
+          action: { kind: 'card', scriptUrl: cardStep.scriptUrl, publishableKey: cardStep.publishableKey, clientSecret },
+        };
+      }
+      case 'succeeded':
+      case 'canceled':
+      case 'processing':
+      case 'requires_capture':
+      case 'unknown':
+        return outcomeOf(intent, request);
+      default:
+        return assertNever(status);
+    }
+  }
+
   async function charge(request: ChargeRequest): Promise<ChargeOutcome> {
     // Checked before any call: these can only be programming errors, and Stripe would refuse them.
     if (!/^[A-Za-z]{3}$/.test(request.currency)) {
@@ -469,8 +538,21 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     if (!Number.isSafeInteger(request.attempt) || request.attempt < 1) {
       return { kind: 'declined', code: 'INVALID_ATTEMPT', message: `attempt must be a positive integer, got ${request.attempt}` };
     }
-    const paymentMethod = config.testBuyers[request.buyer ?? 'ok'];
-    if (!paymentMethod) return { kind: 'declined', code: 'NO_PAYMENT_METHOD', message: 'no payment method configured for this buyer' };
+    const cardStep = request.buyer === undefined ? config.cardStep : undefined;
+    if (request.buyer === undefined) {
+      const step = request.buyerStep ?? buyerSteps[0];
+      if (step !== 'card' || !cardStep) {
+        return {
+          kind: 'declined',
+          code: 'BUYER_STEP_UNSUPPORTED',
+          message: `Stripe offers the buyer step ${buyerSteps.join(', ') || '(none: STRIPE_PUBLISHABLE_KEY is not set)'}, not ${step ?? 'none'}`,
+        };
+      }
+    }
+    const paymentMethod = request.buyer === undefined ? undefined : config.testBuyers[request.buyer];
+    if (request.buyer !== undefined && !paymentMethod) {
+      return { kind: 'declined', code: 'NO_PAYMENT_METHOD', message: 'no payment method configured for this buyer' };
+    }
     const idempotencyKey = `payonce-${request.outTradeNo}-attempt-${request.attempt}`;
     if (idempotencyKey.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
       return { kind: 'declined', code: 'INVALID_OUT_TRADE_NO', message: 'out_trade_no too long for an idempotency key' };
@@ -501,23 +583,28 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
         {
           amount: request.amountMinor,
           currency: request.currency.toLowerCase(),
-          confirm: true,
-          payment_method: paymentMethod,
-          // Cards only, confirmed server-side: no redirect-based method, so no return_url. (Since API
-          // version 2026-09-30 this replaces payment_method_types, which is now refused.)
+          // A test buyer's card is confirmed here, server-side. The buyer's own card is confirmed by
+          // Stripe.js in their browser with the client secret: no payment method and no confirm here.
+          ...(paymentMethod !== undefined ? { confirm: true, payment_method: paymentMethod } : {}),
+          // Cards only: no redirect-based method, so no return_url. (Since API version 2026-09-30 this
+          // replaces payment_method_types, which is now refused.)
           allowed_payment_method_types: ['card'],
           description: request.subject,
           metadata: {
             out_trade_no: request.outTradeNo,
             attempt: String(request.attempt),
-            // The sandbox's stand-in for the Dashboard's webhook endpoint; real Stripe ignores it.
+            // Where the sandbox delivers this PaymentIntent's events while the account has registered no
+            // webhook endpoint (its old stand-in for the Dashboard's); real Stripe ignores it.
             notify_url: request.notifyUrl,
           },
         },
         { idempotencyKey },
       ),
     );
-    if (created.ok) return outcomeOf(created.value, request);
+    if (created.ok) {
+      if (!cardStep) return outcomeOf(created.value, request);
+      return cardStepOutcome(created.value, request, cardStep);
+    }
 
     const failure = created.failure;
     switch (failure.kind) {
@@ -831,7 +918,13 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
 
     // Signed by Stripe from here on; what follows only checks the event is one we can read.
     if (typeof event.id !== 'string' || event.id === '') return { kind: 'rejected', reason: 'event without id' };
-    const merchantId = typeof event.account === 'string' && event.account !== '' ? event.account : config.accountId;
+    const merchantId = config.accountId;
+    if (typeof event.account === 'string' && event.account !== '' && event.account !== config.accountId) {
+      // Another account's event (an endpoint that also receives connected accounts' events): none of
+      // its PaymentIntents or refunds is ours, whatever its metadata says. Acknowledged and ignored —
+      // refusing it would only make Stripe retry it for three days and then disable the endpoint.
+      return { kind: 'verified', notification: ignoredNotification(event.id) };
+    }
     const object: unknown = event.data?.object;
     if (typeof object === 'object' && object !== null && (object as { object?: unknown }).object === 'refund') {
       return refundNotification(event.id, merchantId, object as Stripe.Refund);
@@ -879,6 +972,20 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
         amountMinor,
         currency: intent.currency.toUpperCase(),
       },
+    };
+  }
+
+  /** An event that is not about one of our orders: acknowledged so Stripe stops sending it, settles nothing. */
+  function ignoredNotification(eventId: string): PaymentNotification {
+    return {
+      gateway: 'stripe',
+      eventId,
+      merchantId: config.accountId,
+      outTradeNo: '',
+      status: 'other',
+      gatewayTradeNo: '',
+      amountMinor: 0,
+      currency: '',
     };
   }
 
@@ -948,7 +1055,7 @@ export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway
     merchantId: config.accountId,
     // Every attempt is a PaymentIntent of its own: the previous one is closed before a new one opens.
     oneTradePerOrder: false,
-    buyerSteps: [],
+    buyerSteps,
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
     charge,
     query,

@@ -30,6 +30,8 @@ interface Credentials {
   port: number;
   protocol: 'http';
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
+  publishableKey: string;
+  jsUrl: string;
 }
 
 let sandbox: RunningSandbox;
@@ -76,6 +78,13 @@ async function failure(promise: Promise<unknown>): Promise<Stripe.errors.StripeE
     return err;
   }
   assert.fail('expected the request to fail');
+}
+
+/** Another merchant's test account, with keys of its own (POST /sandbox/stripe/accounts). */
+async function openAccount(): Promise<{ accountId: string; secretKey: string; publishableKey: string; webhookSecret: string }> {
+  const res = await fetch(`${sandbox.url}/sandbox/stripe/accounts`, { method: 'POST' });
+  assert.equal(res.status, 201);
+  return (await res.json()) as { accountId: string; secretKey: string; publishableKey: string; webhookSecret: string };
 }
 
 function ledger(outTradeNo: string): Promise<Ledger> {
@@ -144,8 +153,20 @@ after(async () => {
 describe('credentials, authentication and routing', () => {
   it('hands out exactly what the adapter needs', () => {
     const { port } = new URL(sandbox.url);
-    assert.deepEqual(Object.keys(creds).sort(), ['accountId', 'host', 'port', 'protocol', 'secretKey', 'testBuyers', 'webhookSecret']);
+    assert.deepEqual(Object.keys(creds).sort(), [
+      'accountId',
+      'host',
+      'jsUrl',
+      'port',
+      'protocol',
+      'publishableKey',
+      'secretKey',
+      'testBuyers',
+      'webhookSecret',
+    ]);
     assert.match(creds.secretKey, /^sk_test_[A-Za-z0-9]{90,}$/);
+    assert.match(creds.publishableKey, /^pk_test_[A-Za-z0-9]{90,}$/);
+    assert.equal(creds.jsUrl, `${sandbox.url}/stripe-js/v3/`);
     assert.match(creds.webhookSecret, /^whsec_[A-Za-z0-9]{32}$/);
     assert.match(creds.accountId, /^acct_1[A-Za-z0-9]{15}$/);
     assert.equal(creds.host, '127.0.0.1');
@@ -154,13 +175,25 @@ describe('credentials, authentication and routing', () => {
     assert.deepEqual(creds.testBuyers, {
       ok: 'pm_card_visa',
       insufficient_funds: 'pm_card_chargeDeclinedInsufficientFunds',
-      account_restricted: 'pm_card_chargeDeclined',
+      account_restricted: 'pm_card_chargeDeclinedLostCard',
     });
   });
 
-  it('accepts any sk_test_ key and refuses everything else with 401 in Stripe’s error shape', async () => {
-    const anyTestKey = client(`sk_test_${randomBytes(12).toString('hex')}`);
-    assert.equal((await anyTestKey.paymentIntents.list({ limit: 1 })).object, 'list');
+  it('accepts only keys an account owns: an unknown sk_test_ key is Stripe’s 401 invalid_request_error “Invalid API Key provided”', async () => {
+    assert.equal((await stripe.paymentIntents.list({ limit: 1 })).object, 'list');
+    const unknownKey = `sk_test_${randomBytes(12).toString('hex')}`;
+    const unknown = await fetch(`${sandbox.url}/v1/payment_intents`, { headers: { authorization: `Bearer ${unknownKey}` } });
+    assert.equal(unknown.status, 401);
+    assert.deepEqual(await unknown.json(), {
+      error: {
+        type: 'invalid_request_error',
+        message: `Invalid API Key provided: sk_test_${'*'.repeat(unknownKey.length - 12)}${unknownKey.slice(-4)}`,
+      },
+    });
+    // stripe-node names every 401 StripeAuthenticationError, whatever the body's type says.
+    const viaSdk = await failure(client(unknownKey).paymentIntents.create({ amount: 1230, currency: 'cny' }));
+    assert.ok(viaSdk instanceof Stripe.errors.StripeAuthenticationError);
+    assert.equal(viaSdk.rawType, 'invalid_request_error');
 
     const live = await failure(client('sk_live_abcdefghijklmnop').paymentIntents.list());
     assert.ok(live instanceof Stripe.errors.StripeAuthenticationError);
@@ -236,7 +269,7 @@ describe('PaymentIntents', () => {
 
     const restricted = await failure(stripe.paymentIntents.confirm(intent.id, { payment_method: creds.testBuyers.account_restricted }));
     assert.ok(restricted instanceof Stripe.errors.StripeCardError);
-    assert.equal(restricted.decline_code, 'generic_decline');
+    assert.equal(restricted.decline_code, 'lost_card');
     assert.equal(restricted.payment_intent?.id, intent.id);
 
     const paid = await stripe.paymentIntents.confirm(intent.id, { payment_method: creds.testBuyers.ok });
@@ -479,7 +512,7 @@ describe('idempotency', () => {
     assert.equal((await ledger(outTradeNo)).charges.length, 1);
   });
 
-  it('does not store validation failures, and scopes keys to the secret key', async () => {
+  it('does not store validation failures, and scopes keys to the secret key (another account’s)', async () => {
     const outTradeNo = newOutTradeNo();
     const key = `payonce-${outTradeNo}-attempt-1`;
     const invalid = await failure(pay(outTradeNo, creds.testBuyers.ok, { amount: 0 }, { idempotencyKey: key }));
@@ -488,7 +521,7 @@ describe('idempotency', () => {
     assert.equal(valid.status, 'succeeded');
     assert.equal(valid.lastResponse.headers['idempotent-replayed'], undefined);
 
-    const otherKey = client(`sk_test_${randomBytes(12).toString('hex')}`);
+    const otherKey = client((await openAccount()).secretKey);
     const elsewhere = await otherKey.paymentIntents
       .create(
         {
