@@ -19,7 +19,8 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { signRsa2, verifyRsa2 } from './keys';
 import { z } from 'zod';
-import { json, readBuyerPays, type SandboxGatewayModule } from './gateway-module';
+import { json, readBuyerPays, type SandboxGatewayModule, type SandboxResponse } from './gateway-module';
+import { errorPage, paidPage, payPage, redirect, type TradeView } from './alipay-pages';
 import {
   enqueueNotification,
   findRefund,
@@ -82,6 +83,15 @@ export const ALIPAY_TEST_BUYERS: Readonly<Record<string, TestBuyer>> = {
     decline: { subCode: 'ACQ.BUYER_ENABLE_STATUS_FORBID', subMsg: '买家状态非法，无法继续交易' },
   },
 };
+
+/**
+ * A payment code whose buyer must still confirm in the app (a large amount, a password or a
+ * fingerprint): alipay.trade.pay answers 10003 "order success pay inprocess" and the trade waits
+ * WAIT_BUYER_PAY, as Alipay documents for barcode payments; the merchant then queries (or cancels).
+ * In the sandbox the buyer confirms with POST /sandbox/alipay/buyer-pays. No ledger charge is recorded
+ * for the 10003 answer itself: nothing has been decided yet.
+ */
+export const ALIPAY_USERPAYING_AUTH_CODE = '280000000000000004';
 
 export function alipayTestBuyerAuthCodes(): Record<TestBuyerName, string> {
   const codes: Partial<Record<TestBuyerName, string>> = {};
@@ -198,6 +208,23 @@ const SUB_MSG = {
 } as const;
 
 /**
+ * How far a request's `timestamp` may be from the gateway's clock. [unverified] Alipay documents
+ * `timestamp` ("发送请求的时间", GMT+8, yyyy-MM-dd HH:mm:ss) and refuses a malformed one with 40002
+ * isv.invalid-timestamp, but publishes no window; a stale request gets the same isv.invalid-timestamp,
+ * the nearest documented error. The timestamp carries no zone and alipay-sdk writes the host's LOCAL
+ * time (utility's YYYYMMDDHHmmss), so the official SDK on a UTC host sends Beijing time − 8 h and
+ * works against Alipay: the window is the span of real time zones (UTC−12 … UTC+14, i.e. Beijing
+ * −20 h … +6 h) plus 15 minutes of clock skew (the tolerance other Alibaba gateways document).
+ * A replayed request from yesterday is refused; a host in any zone with a sane clock is not.
+ */
+export const ALIPAY_TIMESTAMP_WINDOW = { behindMs: (20 * 60 + 15) * 60_000, aheadMs: (6 * 60 + 15) * 60_000 } as const;
+
+/** Beijing `yyyy-MM-dd HH:mm:ss` to a Date; NaN time when it does not parse. */
+function parseBeijingTime(text: string): Date {
+  return new Date(`${text.replace(' ', 'T')}+08:00`);
+}
+
+/**
  * A business parameter error. Alipay answers malformed biz_content fields (an amount with three
  * decimals, a missing out_trade_no, …) with 40004 ACQ.INVALID_PARAMETER "参数无效" and a reason,
  * as its per-interface error tables list; public parameters (app_id, sign, …) get 40001/40002.
@@ -221,6 +248,7 @@ interface TradeRow {
   notify_url: string | null;
   gmt_create: Date;
   gmt_payment: Date | null;
+  gmt_close?: Date | null;
 }
 
 /**
@@ -341,6 +369,8 @@ function notificationFields(app: AppRow, trade: TradeRow, notifyId: string): Rec
     notify_type: 'trade_status_sync',
     notify_id: notifyId,
     app_id: app.app_id,
+    // The app the payment was authorised for; the merchant's own app unless an ISV pays on its behalf.
+    auth_app_id: app.app_id,
     charset: 'utf-8',
     version: '1.0',
     trade_no: trade.trade_no,
@@ -351,8 +381,13 @@ function notificationFields(app: AppRow, trade: TradeRow, notifyId: string): Rec
     total_amount: total,
     receipt_amount: paid ? total : null,
     buyer_pay_amount: paid ? total : null,
+    invoice_amount: paid ? total : null,
+    point_amount: paid ? '0.00' : null,
+    // As Alipay sends it: a JSON array with camelCase keys (unlike the snake_case of trade.pay's answer).
+    fund_bill_list: paid ? JSON.stringify([{ amount: total, fundChannel: 'ALIPAYACCOUNT' }]) : null,
     gmt_create: beijingTime(trade.gmt_create),
     gmt_payment: trade.gmt_payment ? beijingTime(trade.gmt_payment) : null,
+    gmt_close: trade.status === 'TRADE_CLOSED' && trade.gmt_close ? beijingTime(trade.gmt_close) : null,
     subject: trade.subject,
   };
   // No empty fields: Alipay leaves them out, and alipay-sdk's checker would sign them as `k=`.
@@ -427,11 +462,17 @@ export function gatewayParams(url: URL, body: string, contentType: string | unde
   return params;
 }
 
-type MethodHandler = (ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz) => Promise<Inner>;
+/** Where the request came in: the sandbox's own address, for URLs it hands out (precreate's qr_code). */
+interface RequestEnv {
+  baseUrl: string;
+}
+
+type MethodHandler = (ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz, env: RequestEnv) => Promise<Inner>;
 
 const METHODS: Readonly<Record<string, MethodHandler>> = {
   'alipay.trade.pay': tradePay,
   'alipay.trade.create': tradeCreate,
+  'alipay.trade.precreate': tradePrecreate,
   'alipay.trade.query': tradeQuery,
   'alipay.trade.close': tradeClose,
   'alipay.trade.cancel': tradeCancel,
@@ -439,15 +480,22 @@ const METHODS: Readonly<Record<string, MethodHandler>> = {
   'alipay.trade.fastpay.refund.query': tradeRefundQuery,
 };
 
-export async function handleGateway(ctx: AlipayContext, params: Map<string, string>): Promise<GatewayHttpResponse> {
-  const platformKey = ctx.identity.platformPrivateKeyPem;
-  const method = params.get('method') ?? '';
-  // The SDK looks for `<method>_response` and falls back to `error_response`; use the former whenever
-  // the method name is usable so that even errors pass its signature check.
-  const responseKey = METHOD_RE.test(method) ? `${method.replaceAll('.', '_')}_response` : 'error_response';
-  const answer = (inner: Inner) => signedResponse(responseKey, inner, platformKey);
+/** The request passed the gateway's public checks: its app and its parsed biz_content. */
+type Authenticated = { app: AppRow; biz: Biz };
 
-  // Public parameters, checked in the order Alipay's public error table lists them.
+/**
+ * The gateway's public checks, in the order Alipay's public error table lists them: required public
+ * parameters (40001), then method, charset, sign_type, timestamp, app_id and signature (40002), then
+ * biz_content. `knownMethod` says whether the method is one this gateway serves; `checkClock`
+ * applies the timestamp window (see ALIPAY_TIMESTAMP_WINDOW_MS).
+ */
+async function authenticate(
+  ctx: AlipayContext,
+  params: Map<string, string>,
+  options: { knownMethod: boolean; checkClock: boolean; now?: Date },
+): Promise<Authenticated | { refusal: Inner }> {
+  const refuse = (inner: Inner) => ({ refusal: inner });
+  const method = params.get('method') ?? '';
   const missing: [string, string][] = [
     ['method', 'isv.missing-method'],
     ['app_id', 'isv.missing-app-id'],
@@ -457,32 +505,44 @@ export async function handleGateway(ctx: AlipayContext, params: Map<string, stri
     ['version', 'isv.missing-version'],
   ];
   for (const [name, subCode] of missing) {
-    if (!params.get(name)) return answer(failure('40001', subCode, `缺少参数 ${name}`));
+    if (!params.get(name)) return refuse(failure('40001', subCode, `缺少参数 ${name}`));
   }
-  if (!METHOD_RE.test(method) || !(method in METHODS)) {
-    return answer(failure('40002', 'isv.invalid-method', `不存在的方法名: ${method}`));
+  if (!METHOD_RE.test(method) || !options.knownMethod) {
+    return refuse(failure('40002', 'isv.invalid-method', `不存在的方法名: ${method}`));
   }
   const charset = params.get('charset');
   if (charset && charset.toLowerCase() !== 'utf-8') {
-    return answer(failure('40002', 'isv.invalid-charset', '字符集错误，仅支持 utf-8'));
+    return refuse(failure('40002', 'isv.invalid-charset', '字符集错误，仅支持 utf-8'));
   }
   if (params.get('sign_type') !== 'RSA2') {
-    return answer(failure('40002', 'isv.invalid-signature-type', '无效的签名类型，请使用 RSA2'));
+    return refuse(failure('40002', 'isv.invalid-signature-type', '无效的签名类型，请使用 RSA2'));
   }
-  if (!TIMESTAMP_RE.test(params.get('timestamp') ?? '')) {
-    return answer(failure('40002', 'isv.invalid-timestamp', '非法的时间戳参数，格式为 yyyy-MM-dd HH:mm:ss'));
+  const timestamp = params.get('timestamp') ?? '';
+  const sentAt = parseBeijingTime(timestamp);
+  if (!TIMESTAMP_RE.test(timestamp) || Number.isNaN(sentAt.getTime())) {
+    return refuse(failure('40002', 'isv.invalid-timestamp', '非法的时间戳参数，格式为 yyyy-MM-dd HH:mm:ss'));
+  }
+  const skew = sentAt.getTime() - (options.now ?? new Date()).getTime();
+  if (options.checkClock && (skew < -ALIPAY_TIMESTAMP_WINDOW.behindMs || skew > ALIPAY_TIMESTAMP_WINDOW.aheadMs)) {
+    return refuse(
+      failure(
+        '40002',
+        'isv.invalid-timestamp',
+        `非法的时间戳参数: ${timestamp} 与支付宝网关时间 ${beijingTime(options.now ?? new Date())} 相差过大`,
+      ),
+    );
   }
 
   const appId = params.get('app_id') ?? '';
   const apps = await ctx.sql<AppRow[]>`
     SELECT app_id, seller_id, app_public_key_pem FROM psp_sandbox.alipay_apps WHERE app_id = ${appId}`;
   const app = apps[0];
-  if (!app) return answer(failure('40002', 'isv.invalid-app-id', `无效的AppID参数: ${appId}`));
+  if (!app) return refuse(failure('40002', 'isv.invalid-app-id', `无效的AppID参数: ${appId}`));
 
   const content = signContent(params, new Set(['sign']));
   if (!verifyRsa2(content, params.get('sign') ?? '', app.app_public_key_pem)) {
     // Like Alipay, show the string the gateway verified, which is what a developer needs to debug.
-    return answer(
+    return refuse(
       failure(
         '40002',
         'isv.invalid-signature',
@@ -501,15 +561,27 @@ export async function handleGateway(ctx: AlipayContext, params: Map<string, stri
       parsed = undefined;
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      return answer(failure('40002', 'isv.invalid-parameter', 'biz_content 不是合法的 JSON 对象'));
+      return refuse(failure('40002', 'isv.invalid-parameter', 'biz_content 不是合法的 JSON 对象'));
     }
     biz = parsed as Biz;
   }
+  return { app, biz };
+}
 
-  const handler = METHODS[method];
+export async function handleGateway(ctx: AlipayContext, params: Map<string, string>, baseUrl = ''): Promise<GatewayHttpResponse> {
+  const platformKey = ctx.identity.platformPrivateKeyPem;
+  const method = params.get('method') ?? '';
+  // The SDK looks for `<method>_response` and falls back to `error_response`; use the former whenever
+  // the method name is usable so that even errors pass its signature check.
+  const responseKey = METHOD_RE.test(method) ? `${method.replaceAll('.', '_')}_response` : 'error_response';
+  const answer = (inner: Inner) => signedResponse(responseKey, inner, platformKey);
+
+  const handler = Object.hasOwn(METHODS, method) ? METHODS[method] : undefined;
+  const checked = await authenticate(ctx, params, { knownMethod: handler !== undefined, checkClock: true });
+  if ('refusal' in checked) return answer(checked.refusal);
   if (!handler) return answer(failure('40002', 'isv.invalid-method', `不存在的方法名: ${method}`));
   try {
-    return answer(await handler(ctx, app, params, biz));
+    return answer(await handler(ctx, checked.app, params, checked.biz, { baseUrl }));
   } catch (err) {
     // The gateway's "unknown error": the caller cannot tell whether the request took effect, which
     // is exactly what a database failure mid-request means.
@@ -624,6 +696,17 @@ async function tradePay(ctx: AlipayContext, app: AppRow, params: Map<string, str
       if (!trade) throw new Error('INSERT … RETURNING returned no row');
     }
 
+    if (authCode === ALIPAY_USERPAYING_AUTH_CODE) {
+      // 10003: the trade exists and waits for the buyer's confirmation; the answer is not final, so
+      // the merchant must query (or cancel) — it carries no sub_code, as Alipay's sample shows.
+      return {
+        code: '10003',
+        msg: 'order success pay inprocess',
+        ...zero,
+        trade_no: trade.trade_no,
+        total_amount: formatFen(fen),
+      };
+    }
     const attempt = await payOpenTrade(tx, app, trade, ALIPAY_TEST_BUYERS[authCode]);
     if (attempt.kind === 'declined') return businessFailure(attempt.subCode, attempt.subMsg, zero);
     const { trade: paid, buyer } = attempt;
@@ -727,22 +810,51 @@ async function tradeQuery(ctx: AlipayContext, app: AppRow, _params: Map<string, 
 async function tradeClose(ctx: AlipayContext, app: AppRow, _params: Map<string, string>, biz: Biz): Promise<Inner> {
   const ref = readTradeRef(biz);
   if ('code' in ref) return ref;
-  return ctx.sql.begin(async (tx): Promise<Inner> => {
+  let notified = false;
+  const result = await ctx.sql.begin(async (tx): Promise<Inner> => {
     const found = await selectTrade(tx, app.app_id, ref);
     if (!found) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
     await lockTrade(tx, app.app_id, found.out_trade_no);
     // Re-read under the lock: a payment may have committed between the lookup and the lock.
     const trade = await selectTrade(tx, app.app_id, { outTradeNo: found.out_trade_no });
     if (!trade) return businessFailure('ACQ.TRADE_NOT_EXIST', SUB_MSG['ACQ.TRADE_NOT_EXIST']);
-    if (isPaid(trade)) return businessFailure('ACQ.TRADE_STATUS_ERROR', SUB_MSG['ACQ.TRADE_STATUS_ERROR']);
-    // Closing a closed trade answers success again: closing is idempotent for the caller.
-    if (trade.status === 'WAIT_BUYER_PAY') {
-      await tx`
-        UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
-         WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no}`;
-    }
+    // Only a WAIT_BUYER_PAY trade closes: a paid one and an already closed one are both
+    // ACQ.TRADE_STATUS_ERROR "交易状态不合法" (Alipay's error table for trade.close), so a caller
+    // must query to tell them apart.
+    if (trade.status !== 'WAIT_BUYER_PAY') return businessFailure('ACQ.TRADE_STATUS_ERROR', SUB_MSG['ACQ.TRADE_STATUS_ERROR']);
+    notified = await closeOpenTrade(tx, app, trade);
     return success({ trade_no: trade.trade_no, out_trade_no: trade.out_trade_no });
   });
+  if (notified) ctx.wakeNotifier();
+  return result;
+}
+
+/**
+ * Closes a WAIT_BUYER_PAY trade under its lock and schedules its TRADE_CLOSED notification to the
+ * trade's notify_url in the same transaction. Alipay lists TRADE_CLOSED among the trade_status_sync
+ * triggers ("未付款交易超时关闭，或支付完成后全额退款"); [unverified] whether a close the merchant asked for
+ * is notified too — the sandbox notifies it, the nearest documented behaviour, so receivers are
+ * tested against a non-success notification. True when a notification was scheduled.
+ */
+async function closeOpenTrade(tx: Tx, app: AppRow, trade: TradeRow): Promise<boolean> {
+  const closed = await tx<TradeRow[]>`
+    UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
+     WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no} AND status = 'WAIT_BUYER_PAY'
+    RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+              notify_url, gmt_create, gmt_payment, gmt_close`;
+  const row = closed[0];
+  if (!row) throw new Error('trade left WAIT_BUYER_PAY under its lock');
+  if (!row.notify_url) return false;
+  const notifyId = newNotifyId();
+  await enqueueNotification(tx, {
+    gateway: 'alipay',
+    merchantId: app.app_id,
+    outTradeNo: row.out_trade_no,
+    notifyId,
+    notifyUrl: row.notify_url,
+    fields: notificationFields(app, row, notifyId),
+  });
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -894,9 +1006,7 @@ async function tradeCancel(ctx: AlipayContext, app: AppRow, _params: Map<string,
     const done = { trade_no: trade.trade_no, out_trade_no: trade.out_trade_no, retry_flag: 'N' };
     switch (trade.status) {
       case 'WAIT_BUYER_PAY':
-        await tx`
-          UPDATE psp_sandbox.alipay_trades SET status = 'TRADE_CLOSED', gmt_close = now()
-           WHERE app_id = ${app.app_id} AND out_trade_no = ${trade.out_trade_no}`;
+        notified = await closeOpenTrade(tx, app, trade);
         return success({ ...done, action: 'close' });
       case 'TRADE_CLOSED': {
         const cancelRefund = await findRefund(tx, 'alipay', app.app_id, trade.out_trade_no);
@@ -1026,6 +1136,352 @@ async function tradeRefundQuery(ctx: AlipayContext, app: AppRow, _params: Map<st
 }
 
 // ---------------------------------------------------------------------------------------------
+// alipay.trade.precreate (当面付 扫码支付) and the buyer's scan page
+
+/**
+ * A precreated order: what the QR code will open once scanned. Alipay documents that precreate
+ * creates no trade ("预下单并没有创建订单 … 当用户扫码后订单才会创建"): until the buyer scans, trade.query,
+ * trade.close and trade.refund answer ACQ.TRADE_NOT_EXIST. So the order waits here, apart from the
+ * trades, and becomes a WAIT_BUYER_PAY trade on the first scan. alipay.trade.cancel blocks the
+ * out_trade_no (alipay_cancelled_orders), after which the code opens nothing.
+ */
+const PRECREATES_SQL = `
+CREATE TABLE IF NOT EXISTS psp_sandbox.alipay_precreates (
+  app_id            text NOT NULL REFERENCES psp_sandbox.alipay_apps (app_id),
+  out_trade_no      text NOT NULL,
+  qr_token          text NOT NULL UNIQUE,
+  subject           text NOT NULL,
+  total_amount_fen  bigint NOT NULL CHECK (total_amount_fen > 0),
+  notify_url        text,
+  created_at        timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (app_id, out_trade_no)
+);
+`;
+
+interface PrecreateRow {
+  app_id: string;
+  out_trade_no: string;
+  qr_token: string;
+  subject: string;
+  total_amount_fen: string;
+  notify_url: string | null;
+}
+
+/** The sandbox's qr_code: the scan page's address (Alipay's is https://qr.alipay.com/bax…). */
+function qrCodeUrl(baseUrl: string, token: string): string {
+  return `${baseUrl}/sandbox/alipay/qr/${token}`;
+}
+
+/**
+ * alipay.trade.precreate. The same out_trade_no again follows the trade rules (shared/gateways.md):
+ * identical parameters answer the same qr_code (before and after the scan: the trade is kept),
+ * another amount or subject is ACQ.CONTEXT_INCONSISTENT, a paid trade ACQ.TRADE_HAS_SUCCESS, a closed
+ * (or cancelled) one ACQ.TRADE_HAS_CLOSE. [unverified] Alipay may issue a fresh code for a repeat;
+ * answering the same one is what makes a retried charge give the page the same QR code.
+ */
+async function tradePrecreate(ctx: AlipayContext, app: AppRow, params: Map<string, string>, biz: Biz, env: RequestEnv): Promise<Inner> {
+  const outTradeNo = readOutTradeNo(biz, true);
+  if (typeof outTradeNo !== 'string') return outTradeNo ?? invalidParameter('缺少 out_trade_no');
+  const fen = readAmount(biz);
+  if (typeof fen !== 'bigint') return fen;
+  const subject = readSubject(biz);
+  if (typeof subject !== 'string') return subject;
+  const notifyUrl = params.get('notify_url') || null;
+
+  return ctx.sql.begin(async (tx): Promise<Inner> => {
+    await lockTrade(tx, app.app_id, outTradeNo);
+    const trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    const refuse = (subCode: keyof typeof SUB_MSG) => businessFailure(subCode, SUB_MSG[subCode], { out_trade_no: outTradeNo });
+    if (!trade && (await isCancelledOrder(tx, app.app_id, outTradeNo))) return refuse('ACQ.TRADE_HAS_CLOSE');
+    if (trade) {
+      const refusal = repeatedTradeError(trade, fen, subject);
+      if (refusal) return { ...refusal, out_trade_no: outTradeNo };
+      if (notifyUrl) {
+        await tx`UPDATE psp_sandbox.alipay_trades SET notify_url = ${notifyUrl}
+                  WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo}`;
+      }
+    }
+    const existing = (
+      await tx<PrecreateRow[]>`
+        SELECT app_id, out_trade_no, qr_token, subject, total_amount_fen, notify_url
+          FROM psp_sandbox.alipay_precreates WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo}`
+    )[0];
+    if (existing && (BigInt(existing.total_amount_fen) !== fen || existing.subject !== subject)) {
+      return refuse('ACQ.CONTEXT_INCONSISTENT');
+    }
+    const rows = await tx<{ qr_token: string }[]>`
+      INSERT INTO psp_sandbox.alipay_precreates (app_id, out_trade_no, qr_token, subject, total_amount_fen, notify_url)
+      VALUES (${app.app_id}, ${outTradeNo}, ${randomBytes(16).toString('hex')}, ${subject}, ${fen.toString()}, ${notifyUrl})
+      ON CONFLICT (app_id, out_trade_no)
+        DO UPDATE SET notify_url = COALESCE(EXCLUDED.notify_url, psp_sandbox.alipay_precreates.notify_url)
+      RETURNING qr_token`;
+    const token = rows[0]?.qr_token;
+    if (!token) throw new Error('INSERT … RETURNING returned no row');
+    return success({ out_trade_no: outTradeNo, qr_code: qrCodeUrl(env.baseUrl, token) });
+  });
+}
+
+async function loadApp(db: Sql | Tx, appId: string): Promise<AppRow> {
+  const apps = await db<AppRow[]>`
+    SELECT app_id, seller_id, app_public_key_pem FROM psp_sandbox.alipay_apps WHERE app_id = ${appId}`;
+  const app = apps[0];
+  if (!app) throw new Error(`the sandbox merchant app ${appId} is missing`);
+  return app;
+}
+
+/** Why a trade cannot be paid, in the words Alipay's pages and error codes use. */
+type NotPayable = { subCode: 'ACQ.TRADE_NOT_EXIST' | 'ACQ.TRADE_HAS_SUCCESS' | 'ACQ.TRADE_HAS_CLOSE'; subMsg: string };
+
+function notPayable(subCode: NotPayable['subCode']): NotPayable {
+  return { subCode, subMsg: SUB_MSG[subCode] };
+}
+
+function payableOrNot(trade: TradeRow): TradeRow | NotPayable {
+  if (isPaid(trade)) return notPayable('ACQ.TRADE_HAS_SUCCESS');
+  if (trade.status === 'TRADE_CLOSED') return notPayable('ACQ.TRADE_HAS_CLOSE');
+  return trade;
+}
+
+/**
+ * The buyer scans a precreated order, under its lock: the first scan creates the trade
+ * (WAIT_BUYER_PAY, the precreate's amount, subject and notify_url); later scans find it. A cancelled
+ * order opens nothing.
+ */
+async function scanPrecreate(tx: Tx, precreate: PrecreateRow): Promise<TradeRow | NotPayable> {
+  const existing = await selectTrade(tx, precreate.app_id, { outTradeNo: precreate.out_trade_no });
+  if (existing) return payableOrNot(existing);
+  if (await isCancelledOrder(tx, precreate.app_id, precreate.out_trade_no)) return notPayable('ACQ.TRADE_HAS_CLOSE');
+  const inserted = await tx<TradeRow[]>`
+    INSERT INTO psp_sandbox.alipay_trades
+      (app_id, out_trade_no, trade_no, subject, total_amount_fen, status, notify_url)
+    VALUES (${precreate.app_id}, ${precreate.out_trade_no}, ${newTradeNo()}, ${precreate.subject},
+            ${precreate.total_amount_fen}, 'WAIT_BUYER_PAY', ${precreate.notify_url})
+    RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+              notify_url, gmt_create, gmt_payment`;
+  const trade = inserted[0];
+  if (!trade) throw new Error('INSERT … RETURNING returned no row');
+  return trade;
+}
+
+function isNotPayable(value: TradeRow | NotPayable): value is NotPayable {
+  return 'subCode' in value;
+}
+
+function tradeView(app: AppRow, trade: { subject: string; total_amount_fen: string; out_trade_no: string }): TradeView {
+  return {
+    merchant: `PayOnce 沙箱商户 (sandbox merchant ${app.app_id})`,
+    subject: trade.subject,
+    totalAmount: formatFen(BigInt(trade.total_amount_fen)),
+    outTradeNo: trade.out_trade_no,
+  };
+}
+
+const NOT_PAYABLE_TITLE: Record<NotPayable['subCode'], string> = {
+  'ACQ.TRADE_NOT_EXIST': '交易不存在 (no such trade)',
+  'ACQ.TRADE_HAS_SUCCESS': '交易已支付 (already paid)',
+  'ACQ.TRADE_HAS_CLOSE': '交易已关闭 (trade closed)',
+};
+
+function notPayablePage(reason: NotPayable): SandboxResponse {
+  return errorPage(409, NOT_PAYABLE_TITLE[reason.subCode], reason.subCode, reason.subMsg);
+}
+
+/** The test buyer a page's `buyer` field names, or undefined for anything else. */
+function buyerNamed(name: string | null): TestBuyer | undefined {
+  return Object.values(ALIPAY_TEST_BUYERS).find((buyer) => buyer.name === name);
+}
+
+/**
+ * GET /sandbox/alipay/qr/<token> — what the Alipay app shows after scanning: the scan creates the
+ * trade. POST (form field `buyer`) pays it: ok → TRADE_SUCCESS, the ledger charge and the
+ * notification; a declining buyer sees the failure and the trade stays WAIT_BUYER_PAY. A paid,
+ * closed or unknown code answers 409 with a page that says so.
+ */
+async function qrPage(ctx: AlipayContext, token: string, method: string, body: string): Promise<SandboxResponse> {
+  if (method !== 'GET' && method !== 'POST')
+    return errorPage(405, '不支持的请求 (method not allowed)', 'METHOD_NOT_ALLOWED', '请使用 GET 或 POST');
+  const precreate = (
+    await ctx.sql<PrecreateRow[]>`
+      SELECT app_id, out_trade_no, qr_token, subject, total_amount_fen, notify_url
+        FROM psp_sandbox.alipay_precreates WHERE qr_token = ${token}`
+  )[0];
+  if (!precreate) return notPayablePage(notPayable('ACQ.TRADE_NOT_EXIST'));
+  const app = await loadApp(ctx.sql, precreate.app_id);
+  const buyer = method === 'POST' ? buyerNamed(new URLSearchParams(body).get('buyer')) : undefined;
+  if (method === 'POST' && !buyer)
+    return errorPage(400, '参数错误 (bad request)', 'INVALID_BUYER', 'buyer 只能是 ok、insufficient_funds 或 account_restricted');
+  const action = `/sandbox/alipay/qr/${token}`;
+  let paid = false;
+  const page = await ctx.sql.begin(async (tx): Promise<SandboxResponse> => {
+    await lockTrade(tx, precreate.app_id, precreate.out_trade_no);
+    const trade = await scanPrecreate(tx, precreate);
+    if (isNotPayable(trade)) return notPayablePage(trade);
+    const view = tradeView(app, trade);
+    if (!buyer) return payPage({ title: '确认付款 (confirm payment)', trade: view, action });
+    const attempt = await payOpenTrade(tx, app, trade, buyer);
+    if (attempt.kind === 'declined') return payPage({ title: '确认付款 (confirm payment)', trade: view, action, failure: attempt });
+    paid = true;
+    return paidPage(view, attempt.trade.trade_no);
+  });
+  if (paid) ctx.wakeNotifier();
+  return page;
+}
+
+// ---------------------------------------------------------------------------------------------
+// alipay.trade.page.pay (电脑网站支付) and the cashier
+
+/** page.pay's business parameters, checked as the gateway checks them before the cashier opens. */
+function readPagePay(biz: Biz): { ok: true; outTradeNo: string; fen: bigint; subject: string } | { ok: false; refusal: Inner } {
+  const refuse = (refusal: Inner) => ({ ok: false as const, refusal });
+  const outTradeNo = readOutTradeNo(biz, true);
+  if (typeof outTradeNo !== 'string') return refuse(outTradeNo ?? invalidParameter('缺少 out_trade_no'));
+  const fen = readAmount(biz);
+  if (typeof fen !== 'bigint') return refuse(fen);
+  const subject = readSubject(biz);
+  if (typeof subject !== 'string') return refuse(subject);
+  const productCode = requiredString(biz, 'product_code');
+  if (typeof productCode !== 'string') return refuse(productCode);
+  if (productCode !== 'FAST_INSTANT_TRADE_PAY') return refuse(invalidParameter('product_code 只能是 FAST_INSTANT_TRADE_PAY'));
+  return { ok: true, outTradeNo, fen, subject };
+}
+
+function gatewayErrorPage(inner: Inner): SandboxResponse {
+  const subCode = typeof inner.sub_code === 'string' ? inner.sub_code : String(inner.code);
+  const subMsg = typeof inner.sub_msg === 'string' ? inner.sub_msg : String(inner.msg);
+  return errorPage(400, '支付宝 - 请求错误 (invalid request)', subCode, subMsg);
+}
+
+/**
+ * The synchronous return (同步通知): the buyer's browser goes back to return_url with these
+ * parameters, signed like a notification (all but sign and sign_type, sorted, RSA2 by the platform
+ * key), so alipay-sdk's checkNotifySign verifies them. Alipay's sample: charset, out_trade_no,
+ * method=alipay.trade.page.pay.return, total_amount, sign, trade_no, auth_app_id, version, app_id,
+ * sign_type, seller_id, timestamp. return_url keeps its own query (Alipay advises against one; the
+ * sandbox appends with `&` rather than break a merchant that has one) [unverified].
+ */
+function returnLocation(returnUrl: string, app: AppRow, trade: TradeRow, platformPrivateKeyPem: string, now: Date): string {
+  const params = new Map<string, string>([
+    ['charset', 'utf-8'],
+    ['out_trade_no', trade.out_trade_no],
+    ['method', 'alipay.trade.page.pay.return'],
+    ['total_amount', formatFen(BigInt(trade.total_amount_fen))],
+    ['trade_no', trade.trade_no],
+    ['auth_app_id', app.app_id],
+    ['version', '1.0'],
+    ['app_id', app.app_id],
+    ['seller_id', app.seller_id],
+    ['timestamp', beijingTime(now)],
+  ]);
+  const sign = signRsa2(signContent(params, new Set(['sign', 'sign_type'])), platformPrivateKeyPem);
+  params.set('sign_type', 'RSA2');
+  params.set('sign', sign);
+  const query = new URLSearchParams([...params.entries()]).toString();
+  return `${returnUrl}${returnUrl.includes('?') ? '&' : '?'}${query}`;
+}
+
+/**
+ * GET (or POST) /gateway.do?method=alipay.trade.page.pay — the buyer's browser arrives with the
+ * merchant's signed request. The gateway checks it like any request (a bad signature is an error
+ * page, HTTP 400, and creates nothing), creates or reopens the trade WAIT_BUYER_PAY under the trade
+ * rules (a repeat: identical → the same trade; another amount → ACQ.CONTEXT_INCONSISTENT; paid →
+ * ACQ.TRADE_HAS_SUCCESS; closed → ACQ.TRADE_HAS_CLOSE, as 409 pages), and shows the cashier.
+ * [unverified] The timestamp window is not applied here: the buyer opens the link some time after the
+ * merchant signed it, and Alipay bounds a page payment by its timeout_express, not the timestamp.
+ */
+async function pagePay(ctx: AlipayContext, params: Map<string, string>): Promise<SandboxResponse> {
+  const checked = await authenticate(ctx, params, { knownMethod: true, checkClock: false });
+  if ('refusal' in checked) return gatewayErrorPage(checked.refusal);
+  const { app, biz } = checked;
+  const read = readPagePay(biz);
+  if (!read.ok) return gatewayErrorPage(read.refusal);
+  const { outTradeNo, fen, subject } = read;
+  const notifyUrl = params.get('notify_url') || null;
+  return ctx.sql.begin(async (tx): Promise<SandboxResponse> => {
+    await lockTrade(tx, app.app_id, outTradeNo);
+    let trade = await selectTrade(tx, app.app_id, { outTradeNo });
+    if (!trade && (await isCancelledOrder(tx, app.app_id, outTradeNo))) return notPayablePage(notPayable('ACQ.TRADE_HAS_CLOSE'));
+    if (trade) {
+      const refusal = repeatedTradeError(trade, fen, subject);
+      if (refusal) return errorPage(409, '无法付款 (cannot pay)', String(refusal.sub_code), String(refusal.sub_msg));
+      if (notifyUrl) {
+        await tx`UPDATE psp_sandbox.alipay_trades SET notify_url = ${notifyUrl}
+                  WHERE app_id = ${app.app_id} AND out_trade_no = ${outTradeNo}`;
+      }
+    } else {
+      const inserted = await tx<TradeRow[]>`
+        INSERT INTO psp_sandbox.alipay_trades
+          (app_id, out_trade_no, trade_no, subject, total_amount_fen, status, notify_url)
+        VALUES (${app.app_id}, ${outTradeNo}, ${newTradeNo()}, ${subject}, ${fen.toString()}, 'WAIT_BUYER_PAY', ${notifyUrl})
+        RETURNING app_id, out_trade_no, trade_no, subject, total_amount_fen, status, buyer_id, buyer_logon_id,
+                  notify_url, gmt_create, gmt_payment`;
+      trade = inserted[0];
+      if (!trade) throw new Error('INSERT … RETURNING returned no row');
+    }
+    return cashierPage(app, trade, params);
+  });
+}
+
+/**
+ * The cashier posts the merchant's signed request back with the buyer's choice, so paying needs no
+ * server-side session: POST /sandbox/alipay/cashier re-checks the same request the GET checked.
+ */
+function cashierPage(
+  app: AppRow,
+  trade: TradeRow,
+  params: Map<string, string>,
+  failure?: { subCode: string; subMsg: string },
+): SandboxResponse {
+  const request = new URLSearchParams([...params.entries()]).toString();
+  return payPage({
+    title: '支付宝收银台 (Alipay cashier)',
+    trade: tradeView(app, trade),
+    action: '/sandbox/alipay/cashier',
+    hidden: { request },
+    ...(failure ? { failure } : {}),
+  });
+}
+
+/**
+ * POST /sandbox/alipay/cashier (form: request, buyer) — the buyer pays on the cashier page. Paid →
+ * TRADE_SUCCESS, the notification, then 302 to return_url with the signed synchronous return (or a
+ * "paid" page without return_url); a decline shows the cashier again with the message and leaves the
+ * trade open; a trade that is no longer payable answers 409.
+ */
+async function cashierPay(ctx: AlipayContext, method: string, body: string): Promise<SandboxResponse> {
+  if (method !== 'POST') return errorPage(405, '不支持的请求 (method not allowed)', 'METHOD_NOT_ALLOWED', '请使用 POST');
+  const form = new URLSearchParams(body);
+  const buyer = buyerNamed(form.get('buyer'));
+  if (!buyer) return errorPage(400, '参数错误 (bad request)', 'INVALID_BUYER', 'buyer 只能是 ok、insufficient_funds 或 account_restricted');
+  const params = new Map<string, string>();
+  for (const [key, value] of new URLSearchParams(form.get('request') ?? '')) if (!params.has(key)) params.set(key, value);
+  if (params.get('method') !== 'alipay.trade.page.pay')
+    return gatewayErrorPage(failure('40002', 'isv.invalid-method', '不是电脑网站支付请求'));
+  const checked = await authenticate(ctx, params, { knownMethod: true, checkClock: false });
+  if ('refusal' in checked) return gatewayErrorPage(checked.refusal);
+  const { app, biz } = checked;
+  const read = readPagePay(biz);
+  if (!read.ok) return gatewayErrorPage(read.refusal);
+  let paid = false;
+  const page = await ctx.sql.begin(async (tx): Promise<SandboxResponse> => {
+    await lockTrade(tx, app.app_id, read.outTradeNo);
+    const found = await selectTrade(tx, app.app_id, { outTradeNo: read.outTradeNo });
+    if (!found) return notPayablePage(notPayable('ACQ.TRADE_NOT_EXIST'));
+    const trade = payableOrNot(found);
+    if (isNotPayable(trade)) return notPayablePage(trade);
+    const refusal = repeatedTradeError(trade, read.fen, read.subject);
+    if (refusal) return errorPage(409, '无法付款 (cannot pay)', String(refusal.sub_code), String(refusal.sub_msg));
+    const attempt = await payOpenTrade(tx, app, trade, buyer);
+    if (attempt.kind === 'declined') return cashierPage(app, trade, params, attempt);
+    paid = true;
+    const returnUrl = params.get('return_url');
+    if (!returnUrl) return paidPage(tradeView(app, attempt.trade), attempt.trade.trade_no);
+    return redirect(returnLocation(returnUrl, app, attempt.trade, ctx.identity.platformPrivateKeyPem, new Date()));
+  });
+  if (paid) ctx.wakeNotifier();
+  return page;
+}
+
+// ---------------------------------------------------------------------------------------------
 // POST /sandbox/alipay/buyer-pays — the buyer completes an open trade
 
 /**
@@ -1045,7 +1501,17 @@ export async function buyerPays(
   const authCode = alipayTestBuyerAuthCodes()[request.buyer];
   const outcome = await ctx.sql.begin(async (tx) => {
     await lockTrade(tx, app.app_id, request.outTradeNo);
-    const trade = await selectTrade(tx, app.app_id, { outTradeNo: request.outTradeNo });
+    let trade = await selectTrade(tx, app.app_id, { outTradeNo: request.outTradeNo });
+    if (!trade) {
+      // A precreated order nobody scanned yet: the tool scans it first, as the buyer's app would.
+      const precreate = (
+        await tx<PrecreateRow[]>`
+          SELECT app_id, out_trade_no, qr_token, subject, total_amount_fen, notify_url
+            FROM psp_sandbox.alipay_precreates WHERE app_id = ${app.app_id} AND out_trade_no = ${request.outTradeNo}`
+      )[0];
+      const scanned = precreate ? await scanPrecreate(tx, precreate) : undefined;
+      if (scanned && !isNotPayable(scanned)) trade = scanned;
+    }
     if (!trade) throw new ToolError(409, 'TRADE_NOT_PAYABLE', `no Alipay trade with out_trade_no ${request.outTradeNo}`);
     if (trade.status !== 'WAIT_BUYER_PAY') {
       throw new ToolError(409, 'TRADE_NOT_PAYABLE', `trade ${request.outTradeNo} is ${trade.status}`);
@@ -1131,7 +1597,7 @@ export const alipayModule: SandboxGatewayModule = {
   gateway: 'alipay',
   // Alipay's trade tables are part of the shared schema (store.ts), which predates the module split;
   // only what came after it lives here.
-  schemaSql: CANCELLED_ORDERS_SQL,
+  schemaSql: CANCELLED_ORDERS_SQL + PRECREATES_SQL,
   async setUp(tx, moduleContext) {
     const identity = await loadOrCreateAlipayIdentity(tx);
     const ctx: AlipayContext = {
@@ -1142,15 +1608,34 @@ export const alipayModule: SandboxGatewayModule = {
     };
     return {
       notifier: alipayNotifier(identity.platformPrivateKeyPem),
+      // Alipay's own failure: HTTP 200 with a signed 20000 "Service Currently Unavailable"
+      // (isp.unknow-error) under the method's response key — the SDK returns it, it does not throw.
+      systemError: (request) => {
+        const method = request.url.searchParams.get('method') ?? new URLSearchParams(request.body).get('method') ?? '';
+        const responseKey = METHOD_RE.test(method) ? `${method.replaceAll('.', '_')}_response` : 'error_response';
+        const answer = signedResponse(responseKey, failure('20000', 'isp.unknow-error', '服务暂不可用'), identity.platformPrivateKeyPem);
+        return { status: answer.status, headers: { 'content-type': answer.contentType }, body: answer.body };
+      },
       credentials: (baseUrl) => ({
         appId: identity.appId,
         appPrivateKey: identity.appPrivateKeyPem,
         alipayPublicKey: identity.platformPublicKeyPem,
         gateway: `${baseUrl}/gateway.do`,
         testBuyers: alipayTestBuyerAuthCodes(),
+        // Not a test buyer of the checkout's: a barcode whose payment waits for the buyer (10003).
+        userPayingAuthCode: ALIPAY_USERPAYING_AUTH_CODE,
       }),
       async handle(request) {
         const path = request.url.pathname;
+        const qr = /^\/sandbox\/alipay\/qr\/([0-9a-f]{32})$/.exec(path);
+        if (qr?.[1]) return qrPage(ctx, qr[1], request.method, request.body);
+        if (path.startsWith('/sandbox/alipay/qr/')) return notPayablePage(notPayable('ACQ.TRADE_NOT_EXIST'));
+        if (path === '/sandbox/alipay/cashier') return cashierPay(ctx, request.method, request.body);
+        if (path === '/gateway.do' && request.url.searchParams.get('method') === 'alipay.trade.page.pay') {
+          // A page interface: the buyer's browser gets HTML (the cashier), not a signed JSON answer.
+          const params = gatewayParams(request.url, request.method === 'POST' ? request.body : '', request.headers['content-type']);
+          return pagePay(ctx, params);
+        }
         if (path === '/gateway.do') {
           if (request.method !== 'POST' && request.method !== 'GET') {
             return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use POST' } });
@@ -1158,6 +1643,7 @@ export const alipayModule: SandboxGatewayModule = {
           const answer = await handleGateway(
             ctx,
             gatewayParams(request.url, request.method === 'POST' ? request.body : '', request.headers['content-type']),
+            request.baseUrl,
           );
           return { status: answer.status, headers: { 'content-type': answer.contentType }, body: answer.body };
         }

@@ -62,7 +62,7 @@
  * stripe-webhooks.ts (signing, the retry schedule and the notification test tool) and stripe-js.ts
  * (Stripe.js and the card iframe).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type postgres from 'postgres';
 import type { SandboxGatewayModule, SandboxRequest, SandboxResponse } from './gateway-module';
 import { json, readBuyerPays } from './gateway-module';
@@ -1995,6 +1995,13 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
       };
       return {
         notifier: stripeNotifier(identity.webhookSecret),
+        // Stripe's own failure before executing: 500 api_error in its error envelope, with a request id
+        // (stripe-node raises StripeAPIError and retries a 500 with the same Idempotency-Key).
+        systemError: () => ({
+          status: 500,
+          headers: { 'content-type': 'application/json', 'request-id': `req_${randomBytes(7).toString('hex')}` },
+          body: JSON.stringify(errorBody({ type: 'api_error', message: 'An unknown error occurred' }), null, 2),
+        }),
         credentials: (baseUrl) => {
           const url = new URL(baseUrl);
           const protocol = url.protocol === 'https:' ? 'https' : 'http';

@@ -2,6 +2,15 @@
  * The Alipay adapter: face-to-face payment (`alipay.trade.pay`, scene bar_code) through the official
  * alipay-sdk, mapped onto PayOnce's closed set of outcomes (./gateway).
  *
+ * Without a test buyer the buyer takes their own step (buyerSteps, 'qr' first):
+ *  - qr: alipay.trade.precreate → the qr_code the buyer scans with the Alipay app. Precreate creates
+ *    no trade; Alipay creates it when the buyer scans, so trade.query says ACQ.TRADE_NOT_EXIST
+ *    (`not_found`) until then. The same out_trade_no and parameters answer the same code again.
+ *  - redirect: alipay.trade.page.pay, a page interface: no HTTP call from here, only the signed GET
+ *    URL that alipay-sdk's pageExecute(method, 'GET', …) builds; the buyer's browser opens it, pays
+ *    on Alipay's cashier and comes back to returnUrl. The trade exists once the cashier opens.
+ *  Either way the outcome arrives by notification or query.
+ *
  * Idempotency comes from the gateway itself: every attempt at paying an order sends the order's
  * out_trade_no, which Alipay keeps one trade for. Paying it again after a decline reopens the same
  * trade; paying it again after a success answers ACQ.TRADE_HAS_SUCCESS, which we confirm with a query
@@ -22,9 +31,13 @@
  * goes back exactly once):
  *  - close() queries first, because the two ways Alipay closes a trade cannot be told apart from
  *    their refusals: alipay.trade.close refuses a paid trade with the same ACQ.TRADE_STATUS_ERROR it
- *    uses for other states, and alipay.trade.cancel REFUNDS a paid trade. So: paid → already_paid;
+ *    uses for a closed one, and alipay.trade.cancel REFUNDS a paid trade. So: paid → already_paid;
  *    WAIT_BUYER_PAY → trade.close; no trade yet → trade.cancel (it blocks the out_trade_no, so a
- *    late trade.pay cannot create and charge it); closed → closed.
+ *    late trade.pay cannot create and charge it, and a precreate QR code nobody scanned yet can no
+ *    longer open a trade — trade.close cannot reach it: ACQ.TRADE_NOT_EXIST); closed → closed.
+ *    trade.cancel is used only where the query found no trade, so it refunds only if the buyer paid
+ *    in the instant between the query and the cancel; that answer (action "refund") is reported
+ *    `indeterminate` CANCEL_REFUNDED, never `closed` or `already_paid` (see classifyClose).
  *  - refund() sends PayOnce's refundId as out_request_no, Alipay's idempotency key for refunds: the
  *    same one again answers the same refund with fund_change "N" and moves no money. Alipay says
  *    fund_change "Y" is a success and anything else must be confirmed with the refund query.
@@ -204,6 +217,8 @@ function classifyPay(response: Fields): PayAnswer {
 
 type CloseAnswer =
   | { kind: 'closed' }
+  /** trade.cancel found the trade paid and refunded it in full (action "refund"). */
+  | { kind: 'refunded_by_cancel'; message: string }
   /** The trade is not (or no longer) in the state the call expected: settle it with a query. */
   | { kind: 'state_changed'; code: string; message: string }
   /** Not processed (public checks) or outcome unknown: the trade may still take money. */
@@ -217,11 +232,13 @@ function classifyClose(response: Fields, method: 'alipay.trade.close' | 'alipay.
     case '10000': {
       if (method === 'alipay.trade.close') return { kind: 'closed' };
       // trade.cancel says what it did. "close": the trade (or the out_trade_no) can take no money.
-      // "refund": it had been paid after all and Alipay gave the money back in full — nothing can be
-      // kept or taken any more, which is what `closed` promises; the charge and its refund both show
-      // at the gateway. Anything else is not an answer we can rely on.
+      // "refund": the buyer had paid after all and Alipay gave the money back in full. Anything else
+      // is not an answer we can rely on.
       const action = str(response, 'action');
-      if (action === 'close' || action === 'refund') return { kind: 'closed' };
+      if (action === 'close') return { kind: 'closed' };
+      if (action === 'refund') {
+        return { kind: 'refunded_by_cancel', message: 'trade.cancel found the trade paid and refunded it in full (action refund)' };
+      }
       return { kind: 'in_doubt', code: 'UNKNOWN_CANCEL_ACTION', message: `trade.cancel action ${action ?? '(none)'}` };
     }
     case '40004':
@@ -399,7 +416,8 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     if (!Number.isSafeInteger(request.amountMinor) || request.amountMinor < 1 || request.amountMinor > MAX_AMOUNT_FEN) {
       return { kind: 'declined', code: 'INVALID_AMOUNT', message: 'amount must be 1 … 10,000,000,000 fen' };
     }
-    const authCode = config.testBuyerAuthCodes[request.buyer ?? 'ok'];
+    if (!request.buyer) return openForBuyer(request);
+    const authCode = config.testBuyerAuthCodes[request.buyer];
     if (!authCode) {
       return { kind: 'declined', code: 'NO_PAYMENT_CODE', message: 'no payment code configured for this buyer' };
     }
@@ -472,6 +490,110 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     }
   }
 
+  /**
+   * The trade already paid (a retry after the buyer paid, or another step paid it): believe it only
+   * if the trade says so, for this amount.
+   */
+  async function confirmPaid(request: ChargeRequest, code: string): Promise<ChargeOutcome> {
+    const found = await query(request.outTradeNo);
+    if (found.kind === 'answered' && found.trade.kind === 'succeeded' && found.trade.amountMinor === request.amountMinor) {
+      return { kind: 'succeeded', gatewayTradeNo: found.trade.gatewayTradeNo, amountMinor: found.trade.amountMinor, currency: CURRENCY };
+    }
+    return {
+      kind: 'indeterminate',
+      code,
+      message: found.kind === 'answered' ? `trade is ${found.trade.kind} for another amount or state` : found.message,
+    };
+  }
+
+  /**
+   * alipay.trade.precreate. It moves no money by itself — only a buyer who scans the code can pay —
+   * so a lost answer is `retryable`: the retry gets the same code (same out_trade_no and parameters),
+   * and whatever the buyer may already have paid is found by the notification or by close()'s query.
+   */
+  async function precreate(request: ChargeRequest): Promise<ChargeOutcome> {
+    const exchange = await call('alipay.trade.precreate', {
+      notifyUrl: request.notifyUrl,
+      bizContent: {
+        out_trade_no: request.outTradeNo,
+        total_amount: minorToDecimal(request.amountMinor),
+        subject: request.subject,
+      },
+    });
+    if (exchange.kind !== 'answered') return { kind: 'retryable', code: exchange.code, message: exchange.message };
+    const { response } = exchange;
+    const code = str(response, 'code') ?? '';
+    const subCode = str(response, 'sub_code') ?? '';
+    const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+    if (code === '10000') {
+      const qrCode = str(response, 'qr_code');
+      if (!qrCode) return { kind: 'retryable', code: 'MALFORMED_RESPONSE', message: 'precreate success without qr_code' };
+      return { kind: 'awaiting_buyer', action: { kind: 'qr', qrCode } };
+    }
+    if (code === '40004') {
+      switch (subCode) {
+        case 'ACQ.TRADE_HAS_SUCCESS':
+          return confirmPaid(request, subCode);
+        case 'ACQ.TRADE_HAS_CLOSE':
+        case 'ACQ.CONTEXT_INCONSISTENT':
+        case 'ACQ.TRADE_BUYER_NOT_MATCH':
+        case 'ACQ.INVALID_PARAMETER':
+          return { kind: 'declined', code: subCode, message };
+        default:
+          break;
+      }
+    }
+    // 20000, 40001/40002/40006, ACQ.SYSTEM_ERROR, unknown codes: no code was handed out.
+    return { kind: 'retryable', code: subCode || code || 'MALFORMED_RESPONSE', message };
+  }
+
+  /**
+   * alipay.trade.page.pay: the signed GET URL of Alipay's cashier, built by the SDK's own
+   * pageExecute(method, 'GET', …) exactly as Alipay's docs tell merchants to (gateway?method, app_id,
+   * charset, sign_type, timestamp, version, notify_url, return_url, biz_content, sign). No HTTP call;
+   * a query first, so that a trade the buyer already paid (or one that was closed) is answered as
+   * such instead of sending the buyer to a cashier that would refuse them.
+   */
+  async function pagePayUrl(request: ChargeRequest): Promise<ChargeOutcome> {
+    if (!request.returnUrl) return { kind: 'declined', code: 'NO_RETURN_URL', message: 'the redirect step needs a returnUrl' };
+    const found = await query(request.outTradeNo);
+    if (found.kind === 'answered') {
+      if (found.trade.kind === 'succeeded') return confirmPaid(request, 'ACQ.TRADE_HAS_SUCCESS');
+      if (found.trade.kind === 'closed') return { kind: 'declined', code: 'ACQ.TRADE_HAS_CLOSE', message: 'the trade is closed' };
+    }
+    // An unavailable query changes nothing: the gateway applies the same rules when the buyer arrives.
+    let url: string;
+    try {
+      url = sdk.pageExecute('alipay.trade.page.pay', 'GET', {
+        bizContent: {
+          out_trade_no: request.outTradeNo,
+          total_amount: minorToDecimal(request.amountMinor),
+          subject: request.subject,
+          product_code: 'FAST_INSTANT_TRADE_PAY',
+        },
+        notifyUrl: request.notifyUrl,
+        returnUrl: request.returnUrl,
+      });
+    } catch (err) {
+      return { kind: 'retryable', code: 'SDK_ERROR', message: err instanceof Error ? err.message : String(err) };
+    }
+    return { kind: 'awaiting_buyer', action: { kind: 'redirect', url } };
+  }
+
+  async function openForBuyer(request: ChargeRequest): Promise<ChargeOutcome> {
+    const step = request.buyerStep ?? 'qr';
+    switch (step) {
+      case 'qr':
+        return precreate(request);
+      case 'redirect':
+        return pagePayUrl(request);
+      case 'card':
+        return { kind: 'declined', code: 'UNSUPPORTED_BUYER_STEP', message: 'Alipay offers the qr and redirect steps' };
+      default:
+        return assertNever(step);
+    }
+  }
+
   /** A second look after close/cancel said the trade was not where the first query left it. */
   async function settleClose(outTradeNo: string, code: string, message: string): Promise<CloseOutcome> {
     const found = await query(outTradeNo);
@@ -502,6 +624,13 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     switch (answer.kind) {
       case 'closed':
         return { kind: 'closed' };
+      case 'refunded_by_cancel':
+        // The buyer paid between our query and the cancel, and Alipay refunded it. Not `already_paid`:
+        // the checkout would settle the order on money that has gone back. Not `closed` either: the
+        // payment's TRADE_SUCCESS notification is still on its way and a person should see that a
+        // payment was made and reversed. `indeterminate` blocks a new attempt until a later close,
+        // whose query then finds TRADE_CLOSED and answers `closed`.
+        return { kind: 'indeterminate', code: 'CANCEL_REFUNDED', message: answer.message };
       case 'state_changed':
         // Typically the buyer paid between our query and the close: the query says so.
         return settleClose(outTradeNo, answer.code, answer.message);
@@ -734,7 +863,9 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     merchantId: config.appId,
     // Alipay keeps one trade per out_trade_no: a new attempt reopens the WAIT_BUYER_PAY trade.
     oneTradePerOrder: true,
-    buyerSteps: [],
+    // The QR code first: it works on any screen; the redirect needs the buyer on a browser that can
+    // leave the shop and come back.
+    buyerSteps: ['qr', 'redirect'],
     hasTestBuyers: Object.values(config.testBuyerAuthCodes).some(Boolean),
     charge,
     query,

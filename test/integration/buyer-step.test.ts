@@ -90,6 +90,8 @@ for (const [gateway, steps] of Object.entries(STEPS) as [GatewayId, BuyerStep[]]
         const order = await customer.createOrder();
         const answer = await customer.pay(order.orderId, { gateway, buyer: null, buyerStep: step });
         assert.equal(answer.status, 202, answer.text);
+        // A gateway's page exists once the buyer's browser opens it (Alipay's cashier creates the trade).
+        if (step === 'redirect') assert.equal((await fetch(answer.json.result.data.action.url)).status, 200);
 
         const paid = await buyerPays(gateway, order.outTradeNo);
         assert.equal(paid.status, 200, await paid.text());

@@ -60,6 +60,8 @@ function chargeRequest(outTradeNo: string, overrides: Partial<ChargeRequest> = {
     currency: 'CNY',
     subject: 'PayOnce 订单 测试',
     attempt: 1,
+    // A test buyer keeps the charge synchronous (a barcode payment); buyer-step tests remove it.
+    buyer: 'ok',
     notifyUrl: 'http://127.0.0.1:9/unused', // discard port: deliveries fail fast, nothing listens
     ...overrides,
   };
@@ -600,7 +602,8 @@ describe('close', () => {
     const outcome = await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' });
     assert.deepEqual(outcome.kind, 'indeterminate');
     assert.ok(outcome.kind === 'indeterminate', "outcome.kind === 'indeterminate'");
-    assert.equal(outcome.code, 'HTTP_500');
+    // Alipay's own failure shape: a signed 20000 isp.unknow-error in an HTTP 200.
+    assert.equal(outcome.code, 'isp.unknow-error');
     assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
     assert.deepEqual(await gateway.close({ outTradeNo, amountMinor: 1230, currency: 'CNY' }), { kind: 'closed' });
   });
@@ -689,13 +692,13 @@ describe('refund', () => {
     assert.equal((await ledger(outTradeNo)).refunds.length, 1);
   });
 
-  it('is retryable and refunds nothing under fail_before_charge', async () => {
+  it('is indeterminate under fail_before_charge (20000: Alipay cannot say whether it ran); queryRefund says not_found and the same refundId refunds once', async () => {
     const { outTradeNo, gatewayTradeNo } = await paidTrade();
     const request = refundRequest(outTradeNo, gatewayTradeNo);
     await armFault({ operation: 'refund', action: 'fail_before_charge' });
     const outcome = await gateway.refund(request);
-    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
-    assert.equal(outcome.code, 'HTTP_500');
+    assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
+    assert.equal(outcome.code, 'isp.unknow-error');
     assert.deepEqual((await ledger(outTradeNo)).refunds, []);
     assert.deepEqual(await gateway.queryRefund(request), { kind: 'answered', refund: { kind: 'not_found' } });
     assert.equal((await gateway.refund(request)).kind, 'succeeded');

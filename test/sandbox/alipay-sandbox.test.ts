@@ -367,15 +367,19 @@ describe('asynchronous notifications', () => {
     assert.ok(first && second, 'first && second');
     assert.deepEqual(Object.keys(first).sort(), [
       'app_id',
+      'auth_app_id',
       'buyer_id',
       'buyer_pay_amount',
       'charset',
+      'fund_bill_list',
       'gmt_create',
       'gmt_payment',
+      'invoice_amount',
       'notify_id',
       'notify_time',
       'notify_type',
       'out_trade_no',
+      'point_amount',
       'receipt_amount',
       'seller_id',
       'sign',
@@ -393,6 +397,11 @@ describe('asynchronous notifications', () => {
     assert.equal(first.app_id, creds.appId);
     assert.equal(first.trade_no, res.trade_no);
     assert.equal(first.subject, 'PayOnce 订单');
+    // Like Alipay's own: the authorised app, the amounts the buyer's funds made up, and the funds.
+    assert.equal(first.auth_app_id, creds.appId);
+    assert.equal(first.invoice_amount, '20.00');
+    assert.equal(first.point_amount, '0.00');
+    assert.deepEqual(JSON.parse(first.fund_bill_list ?? ''), [{ amount: '20.00', fundChannel: 'ALIPAYACCOUNT' }]);
     assert.equal(second.notify_id, first.notify_id); // one notification, retried
     assert.ok(sdk.checkNotifySignV2(first), 'sdk.checkNotifySignV2(first)');
     assert.ok(sdk.checkNotifySign(first), 'sdk.checkNotifySign(first)');
@@ -504,14 +513,17 @@ async function armFault(spec: Record<string, unknown>): Promise<void> {
 }
 
 describe('alipay.trade.close', () => {
-  it('closes an open trade after a decline, is idempotent, and the closed trade takes no payment', async () => {
+  it('closes an open trade after a decline; closing it again is ACQ.TRADE_STATUS_ERROR; the closed trade takes no payment', async () => {
     const outTradeNo = newOutTradeNo();
     assert.equal((await pay(outTradeNo, creds.testBuyers.insufficient_funds)).sub_code, 'ACQ.BUYER_BALANCE_NOT_ENOUGH');
-    // 1. Close, 2. close again: success both times, TRADE_CLOSED.
+    // 1. Close: success, TRADE_CLOSED. 2. Close again: ACQ.TRADE_STATUS_ERROR, as Alipay's trade.close
+    // error table answers for a trade that is not WAIT_BUYER_PAY (closed or paid alike).
     const first = await exec('alipay.trade.close', { out_trade_no: outTradeNo });
     assert.equal(first.code, '10000');
     assert.equal(first.out_trade_no, outTradeNo);
-    assert.equal((await exec('alipay.trade.close', { out_trade_no: outTradeNo })).code, '10000');
+    const again = await exec('alipay.trade.close', { out_trade_no: outTradeNo });
+    assert.equal(again.code, '40004');
+    assert.equal(again.sub_code, 'ACQ.TRADE_STATUS_ERROR');
     assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'TRADE_CLOSED');
     // 3. Neither the buyer nor the merchant can pay it any more.
     const late = await buyerPays({ outTradeNo, buyer: 'ok' });
@@ -534,11 +546,13 @@ describe('alipay.trade.close', () => {
     assert.equal((await exec('alipay.trade.close', { out_trade_no: newOutTradeNo() })).sub_code, 'ACQ.TRADE_NOT_EXIST');
   });
 
-  it('answers HTTP 500 and closes nothing under fail_before_charge', async () => {
+  it('answers a signed 20000 Service Currently Unavailable (HTTP 200) and closes nothing under fail_before_charge', async () => {
     const outTradeNo = newOutTradeNo();
     await pay(outTradeNo, creds.testBuyers.insufficient_funds);
     await armFault({ operation: 'close', action: 'fail_before_charge' });
-    await assert.rejects(exec('alipay.trade.close', { out_trade_no: outTradeNo }), /status: 500/);
+    const failed = await exec('alipay.trade.close', { out_trade_no: outTradeNo });
+    assert.equal(failed.code, '20000');
+    assert.equal(failed.subCode ?? failed.sub_code, 'isp.unknow-error');
     assert.equal((await exec('alipay.trade.query', { out_trade_no: outTradeNo })).trade_status, 'WAIT_BUYER_PAY');
   });
 });
