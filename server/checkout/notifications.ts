@@ -6,15 +6,15 @@
  * committed; a duplicate that arrives while the first is still being processed is NOT acknowledged,
  * so the gateway tries again later instead of believing it was handled.
  */
-import { and, eq } from 'drizzle-orm';
+import { and, eq, like } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
-import { orders, refunds } from '../../db/schema';
+import { orders, orderTrades, refunds } from '../../db/schema';
 import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
 import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import { executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '../idempotency';
-import type { GatewayId, NotificationReply, RefundNotification } from '../payments/gateway';
+import { CLOSE_REVERSED_PAYMENT, type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
@@ -98,6 +98,28 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
     });
     count('unplaced');
     return refuse(400, 'AMOUNT_MISMATCH');
+  }
+
+  // A close of this order's trade reversed a payment made at that instant (Alipay's cancel refunds
+  // it): this notification may be that payment's, whose money is on its way back. The trade's state
+  // at the gateway decides; unknown, the gateway is asked to deliver again later.
+  const [reversing] = await services.db
+    .select({ gateway: orderTrades.gateway })
+    .from(orderTrades)
+    .where(
+      and(
+        eq(orderTrades.orderId, order.id),
+        eq(orderTrades.gateway, gatewayId),
+        like(orderTrades.lastCloseError, `${CLOSE_REVERSED_PAYMENT}%`),
+      ),
+    );
+  if (reversing) {
+    const answer = await gateway.query(notification.outTradeNo);
+    if (answer.kind === 'unavailable') return toResponse(gateway.notificationReply(false));
+    if (answer.trade.kind !== 'succeeded') {
+      count('ignored');
+      return toResponse(gateway.notificationReply(true));
+    }
   }
 
   // 3. Dedupe through the same core as the API, then settle and store the outcome in one transaction.

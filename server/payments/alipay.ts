@@ -64,6 +64,7 @@ import type {
   TestBuyer,
   TradeStatus,
 } from './gateway';
+import { CLOSE_REVERSED_PAYMENT } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
 import { keyFromText } from './support';
 import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure } from './transport';
@@ -630,7 +631,7 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
         // payment's TRADE_SUCCESS notification is still on its way and a person should see that a
         // payment was made and reversed. `indeterminate` blocks a new attempt until a later close,
         // whose query then finds TRADE_CLOSED and answers `closed`.
-        return { kind: 'indeterminate', code: 'CANCEL_REFUNDED', message: answer.message };
+        return { kind: 'indeterminate', code: CLOSE_REVERSED_PAYMENT, message: answer.message };
       case 'state_changed':
         // Typically the buyer paid between our query and the close: the query says so.
         return settleClose(outTradeNo, answer.code, answer.message);

@@ -167,6 +167,14 @@ export interface SucceededTrade {
  *   indeterminate — could not close or could not tell (timeout, 5xx, buyer mid-payment): no new attempt
  *                   may start until a later close or query settles it.
  */
+/**
+ * The `indeterminate` close whose call reversed a payment made at that very instant (Alipay's
+ * trade.cancel refunds a trade the buyer paid between our query and the cancel). The money is on its
+ * way back, so that payment's success notification must not pay the order: the checkout asks the
+ * gateway first (./checkout/notifications).
+ */
+export const CLOSE_REVERSED_PAYMENT = 'CANCEL_REFUNDED';
+
 export type CloseOutcome =
   { kind: 'closed' } | { kind: 'already_paid'; charges: SucceededTrade[] } | { kind: 'indeterminate'; code: string; message: string };
 

@@ -201,3 +201,51 @@ describe('the buyer step: refusals that change nothing', () => {
     });
   }
 });
+
+describe('a payment a close reversed', () => {
+  it('Alipay: the success notification of a payment trade.cancel refunded (close in doubt, CANCEL_REFUNDED) does not pay the order', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    assert.equal((await customer.pay(order.orderId, { gateway: 'alipay', buyer: null })).status, 202);
+    // 1. The buyer scans and pays at the very instant our close finds no trade and cancels: Alipay's
+    //    cancel refunds the payment, and the close answers in doubt. Its notification is delayed.
+    await stack.sandboxFault({ gateway: 'alipay', action: 'lose_notifications', times: 1000 });
+    try {
+      assert.equal((await buyerPays('alipay', order.outTradeNo)).status, 200);
+      const credentials = (await (await fetch(`${stack.sandboxUrl}/sandbox/credentials`)).json()) as {
+        alipay: { appId: string; appPrivateKey: string; alipayPublicKey: string; gateway: string };
+      };
+      const { AlipaySdk } = await import('alipay-sdk');
+      const sdk = new AlipaySdk({
+        appId: credentials.alipay.appId,
+        privateKey: credentials.alipay.appPrivateKey,
+        alipayPublicKey: credentials.alipay.alipayPublicKey,
+        gateway: credentials.alipay.gateway,
+      });
+      const cancelled = (await sdk.exec('alipay.trade.cancel', { bizContent: { out_trade_no: order.outTradeNo } })) as { action?: string };
+      assert.equal(cancelled.action, 'refund');
+      await stack.sql`update order_trades set last_close_error = 'CANCEL_REFUNDED: the cancel refunded a payment'
+                       where order_id = ${order.orderId} and gateway = 'alipay'`;
+    } finally {
+      await fetch(`${stack.sandboxUrl}/sandbox/faults`, { method: 'DELETE' });
+    }
+    // 2. The payment's TRADE_SUCCESS notification arrives late, genuinely signed.
+    const response = await fetch(`${stack.sandboxUrl}/sandbox/alipay/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo: order.outTradeNo, overrides: { trade_status: 'TRADE_SUCCESS' } }),
+    });
+    assert.equal(response.status, 200, await response.clone().text());
+    const deliveries = ((await response.json()) as { deliveries: { status: number | null; body: string | null }[] }).deliveries;
+    assert.deepEqual(
+      deliveries.map((d) => d.body),
+      ['success'],
+      'acknowledged: there is nothing to settle',
+    );
+    // 3. The money went back, so the order is not paid by it.
+    assert.equal(await orderStatus(order.orderId), 'awaiting_payment');
+    const ledger = await stack.ledger(order.outTradeNo);
+    assert.equal(ledger.charges.filter((c) => c.status === 'succeeded').length, 1);
+    assert.equal(ledger.refunds.filter((r) => r.status === 'succeeded').length, 1);
+  });
+});

@@ -43,6 +43,7 @@ export interface LedgerCharge {
 export interface Ledger {
   charges: LedgerCharge[];
   notifications: { gateway: string; outTradeNo: string; attempt: number; acknowledged: boolean; at: string }[];
+  refunds: { gateway: string; outTradeNo: string; amountMinor: number; currency: string; status: string; refundId: string }[];
 }
 
 export interface ApiResponse<T = unknown> {
