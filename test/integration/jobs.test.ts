@@ -35,6 +35,7 @@ async function orderChargedButNeverRecorded() {
     currency: 'CNY',
     subject: 'lost response',
     attempt: 1,
+    buyer: 'ok',
     notifyUrl: 'http://127.0.0.1:9/unreachable', // the notification never arrives either
   });
   assert.equal(outcome.kind, 'succeeded');
