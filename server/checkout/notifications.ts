@@ -6,7 +6,7 @@
  * committed; a duplicate that arrives while the first is still being processed is NOT acknowledged,
  * so the gateway tries again later instead of believing it was handled.
  */
-import { and, eq, like } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, orderTrades, refunds } from '../../db/schema';
 import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
@@ -68,7 +68,15 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
     return toResponse(gateway.notificationReply(true));
   }
   const [order] = await services.db
-    .select({ id: orders.id, amountMinor: orders.amountMinor, currency: orders.currency })
+    .select({
+      id: orders.id,
+      amountMinor: orders.amountMinor,
+      currency: orders.currency,
+      // A close of this order's trade at this gateway reversed a payment made at that instant (see below).
+      closeReversedPayment: sql<boolean>`exists (select 1 from ${orderTrades}
+        where ${orderTrades.orderId} = ${orders.id} and ${orderTrades.gateway} = ${gatewayId}
+          and ${orderTrades.lastCloseError} like ${`${CLOSE_REVERSED_PAYMENT}%`})`,
+    })
     .from(orders)
     .where(eq(orders.outTradeNo, notification.outTradeNo));
   if (!order) {
@@ -103,17 +111,7 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
   // A close of this order's trade reversed a payment made at that instant (Alipay's cancel refunds
   // it): this notification may be that payment's, whose money is on its way back. The trade's state
   // at the gateway decides; unknown, the gateway is asked to deliver again later.
-  const [reversing] = await services.db
-    .select({ gateway: orderTrades.gateway })
-    .from(orderTrades)
-    .where(
-      and(
-        eq(orderTrades.orderId, order.id),
-        eq(orderTrades.gateway, gatewayId),
-        like(orderTrades.lastCloseError, `${CLOSE_REVERSED_PAYMENT}%`),
-      ),
-    );
-  if (reversing) {
+  if (order.closeReversedPayment) {
     const answer = await gateway.query(notification.outTradeNo);
     if (answer.kind === 'unavailable') return toResponse(gateway.notificationReply(false));
     if (answer.trade.kind !== 'succeeded') {

@@ -22,7 +22,7 @@ import { journal, journaledCall } from '../checkout/journal';
 import { applyOrderTransition } from '../checkout/order-state';
 import { settleSucceededCharge } from '../checkout/settle';
 import { closeOpenTrades, settledOrdersWithOpenTrades } from '../checkout/trades';
-import type { GatewayId } from '../payments/gateway';
+import type { GatewayId, PaymentGateway, QueryOutcome, SucceededTrade } from '../payments/gateway';
 
 export interface ReconcileSummary {
   examined: number;
@@ -86,16 +86,7 @@ export async function reconcilePayments(
       summary.undecided++;
       continue;
     }
-    const answer = await journaledCall(
-      services.db,
-      {
-        orderId: order.id,
-        gateway: order.attempt_gateway,
-        operation: 'query',
-        request: { outTradeNo: order.out_trade_no, by: 'reconciler' },
-      },
-      () => gateway.query(order.out_trade_no),
-    );
+    const answer = await askGateway(services, gateway, order.id, order.out_trade_no);
     if (answer.kind === 'unavailable') {
       summary.undecided++; // ask again on the next run
       continue;
@@ -103,16 +94,7 @@ export async function reconcilePayments(
     const trade = answer.trade;
     switch (trade.kind) {
       case 'succeeded':
-        await services.db.transaction((tx) =>
-          settleSucceededCharge(tx, {
-            gateway: order.attempt_gateway!,
-            outTradeNo: order.out_trade_no,
-            gatewayTradeNo: trade.gatewayTradeNo,
-            amountMinor: trade.amountMinor,
-            currency: trade.currency,
-            source: 'reconciliation',
-          }),
-        );
+        await settleFound(services, order.attempt_gateway, order.out_trade_no, trade);
         summary.settled++;
         break;
       case 'not_found':
@@ -147,6 +129,27 @@ export async function reconcilePayments(
   return summary;
 }
 
+/** The reconciler's question, journaled like every gateway call: what became of this out_trade_no? */
+function askGateway(services: CheckoutServices, gateway: PaymentGateway, orderId: string, outTradeNo: string): Promise<QueryOutcome> {
+  return journaledCall(services.db, { orderId, gateway: gateway.id, operation: 'query', request: { outTradeNo, by: 'reconciler' } }, () =>
+    gateway.query(outTradeNo),
+  );
+}
+
+/** Settles a charge the gateway reported paid; idempotent with the response and the notification. */
+async function settleFound(services: CheckoutServices, gateway: GatewayId, outTradeNo: string, paid: SucceededTrade): Promise<void> {
+  await services.db.transaction((tx) =>
+    settleSucceededCharge(tx, {
+      gateway,
+      outTradeNo,
+      gatewayTradeNo: paid.gatewayTradeNo,
+      amountMinor: paid.amountMinor,
+      currency: paid.currency,
+      source: 'reconciliation',
+    }),
+  );
+}
+
 /**
  * A payable order's open trade may have been paid with no notification reaching us (the buyer scanned
  * the QR code, entered a card or paid on a hosted page, and the gateway's notifications were lost or
@@ -175,23 +178,9 @@ export async function settlePaidOpenTrades(services: CheckoutServices, options: 
     await services.db.execute(
       sql`update order_trades set last_queried_at = now() where order_id = ${trade.id} and gateway = ${trade.gateway} and status = 'open'`,
     );
-    const answer = await journaledCall(
-      services.db,
-      { orderId: trade.id, gateway: trade.gateway, operation: 'query', request: { outTradeNo: trade.out_trade_no, by: 'reconciler' } },
-      () => gateway.query(trade.out_trade_no),
-    );
+    const answer = await askGateway(services, gateway, trade.id, trade.out_trade_no);
     if (answer.kind !== 'answered' || answer.trade.kind !== 'succeeded') continue;
-    const paid = answer.trade;
-    await services.db.transaction((tx) =>
-      settleSucceededCharge(tx, {
-        gateway: trade.gateway,
-        outTradeNo: trade.out_trade_no,
-        gatewayTradeNo: paid.gatewayTradeNo,
-        amountMinor: paid.amountMinor,
-        currency: paid.currency,
-        source: 'reconciliation',
-      }),
-    );
+    await settleFound(services, trade.gateway, trade.out_trade_no, answer.trade);
     settled++;
   }
   return settled;
