@@ -204,19 +204,20 @@ async function processOnce(
     const result = await executeIdempotent(
       services.idempotencyStore,
       { scope: `webhook:${gatewayId}`, ...request },
-      async (key) =>
-        (
-          await key.atomicPhase(async (tx) => {
-            const outcome = await effects(tx);
-            await journal(tx, {
-              orderId: event.orderId,
-              gateway: gatewayId,
-              kind: 'notification.processed',
-              data: { gateway: gatewayId, eventId: event.eventId, about: event.about, verified: true, acknowledged: true, outcome },
-            });
-            return respond(200, outcome);
-          })
-        ).response,
+      {
+        // One phase, carrying the claim: a copy arriving while the first is in this transaction waits
+        // on its row and is answered as a duplicate once it commits.
+        firstPhase: async (tx) => {
+          const outcome = await effects(tx);
+          await journal(tx, {
+            orderId: event.orderId,
+            gateway: gatewayId,
+            kind: 'notification.processed',
+            data: { gateway: gatewayId, eventId: event.eventId, about: event.about, verified: true, acknowledged: true, outcome },
+          });
+          return respond(200, outcome);
+        },
+      },
       services.idempotencyOptions,
     );
     if (result.replayed) {

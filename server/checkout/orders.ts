@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
-import { respond, type OwnedKey, type StoredResponse } from '../idempotency';
+import { respond, type PhasedHandler, type StoredResponse } from '../idempotency';
 import { envFrom, type RawEnv } from '../env';
 import { CheckoutError } from './errors';
 import { journal } from './journal';
@@ -48,62 +48,66 @@ export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
   return { openOrders: config.OPEN_ORDERS_PER_CUSTOMER, heldUnitsPerSku: config.OPEN_ORDER_HELD_UNITS_PER_SKU };
 }
 
-export async function createOrder(
-  key: OwnedKey<Transaction>,
+/**
+ * checkout.createOrder in one atomic phase — the order, its lines and the stock it takes — which
+ * also carries the key's claim and its answer: one transaction, no round trip for the guard.
+ */
+export function createOrder(
   customerId: string,
   items: OrderLineInput[],
   caps?: OrderCaps,
-): Promise<StoredResponse<CreatedOrder, 201>> {
+): PhasedHandler<Transaction, StoredResponse<CreatedOrder, 201>> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
     throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
   }
 
-  const phase = await key.atomicPhase(async (tx) => {
-    await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
-    if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) await enforceOrderCaps(tx, customerId, items, caps);
+  return { firstPhase: (tx) => orderPhase(tx, customerId, items, skus, caps) };
+}
 
-    // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
-    // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
-    const taken = await tx.execute<{ sku: string; name: string; price_minor: number; currency: string }>(sql`
-      update products p set stock = p.stock - v.quantity
-        from jsonb_to_recordset(${JSON.stringify(items)}::jsonb) as v(sku text, quantity int)
-       where p.sku = v.sku and p.stock >= v.quantity
-      returning p.sku, p.name, p.price_minor, p.currency`);
-    if (taken.length !== items.length) {
-      const known = await tx.select({ sku: products.sku }).from(products).where(inArray(products.sku, skus));
-      const unknown = skus.filter((sku) => !known.some((row) => row.sku === sku));
-      if (unknown.length > 0) {
-        throw new CheckoutError(400, 'UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
-      }
-      throw new CheckoutError(409, 'OUT_OF_STOCK', 'Not enough stock for one of the products.');
+async function orderPhase(tx: Transaction, customerId: string, items: OrderLineInput[], skus: string[], caps?: OrderCaps) {
+  await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
+  if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) await enforceOrderCaps(tx, customerId, items, caps);
+
+  // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
+  // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
+  const taken = await tx.execute<{ sku: string; name: string; price_minor: number; currency: string }>(sql`
+    update products p set stock = p.stock - v.quantity
+      from jsonb_to_recordset(${JSON.stringify(items)}::jsonb) as v(sku text, quantity int)
+     where p.sku = v.sku and p.stock >= v.quantity
+    returning p.sku, p.name, p.price_minor, p.currency`);
+  if (taken.length !== items.length) {
+    const known = await tx.select({ sku: products.sku }).from(products).where(inArray(products.sku, skus));
+    const unknown = skus.filter((sku) => !known.some((row) => row.sku === sku));
+    if (unknown.length > 0) {
+      throw new CheckoutError(400, 'UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
     }
+    throw new CheckoutError(409, 'OUT_OF_STOCK', 'Not enough stock for one of the products.');
+  }
 
-    const currencies = new Set(taken.map((row) => row.currency));
-    const [currency] = currencies;
-    if (currencies.size !== 1 || currency === undefined) {
-      throw new CheckoutError(400, 'MIXED_CURRENCIES', 'All products of one order must share a currency.');
-    }
-    const lines = items.map((item) => {
-      const product = taken.find((row) => row.sku === item.sku)!;
-      return { ...item, name: product.name, unitPriceMinor: product.price_minor };
-    });
-    const amountMinor = lines.reduce((sum, line) => sum + line.unitPriceMinor * line.quantity, 0);
-
-    const orderId = randomUUID();
-    const outTradeNo = outTradeNoFor(orderId);
-    await tx.insert(orders).values({ id: orderId, customerId, outTradeNo, amountMinor, currency });
-    await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
-    await journal(tx, {
-      orderId,
-      kind: 'order.created',
-      data: { outTradeNo, amountMinor, currency, items: items.map((item) => ({ sku: item.sku, quantity: item.quantity })) },
-    });
-
-    const created: CreatedOrder = { orderId, outTradeNo, amountMinor, currency, status: 'awaiting_payment' };
-    return respond(201, created);
+  const currencies = new Set(taken.map((row) => row.currency));
+  const [currency] = currencies;
+  if (currencies.size !== 1 || currency === undefined) {
+    throw new CheckoutError(400, 'MIXED_CURRENCIES', 'All products of one order must share a currency.');
+  }
+  const lines = items.map((item) => {
+    const product = taken.find((row) => row.sku === item.sku)!;
+    return { ...item, name: product.name, unitPriceMinor: product.price_minor };
   });
-  return phase.response;
+  const amountMinor = lines.reduce((sum, line) => sum + line.unitPriceMinor * line.quantity, 0);
+
+  const orderId = randomUUID();
+  const outTradeNo = outTradeNoFor(orderId);
+  await tx.insert(orders).values({ id: orderId, customerId, outTradeNo, amountMinor, currency });
+  await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
+  await journal(tx, {
+    orderId,
+    kind: 'order.created',
+    data: { outTradeNo, amountMinor, currency, items: items.map((item) => ({ sku: item.sku, quantity: item.quantity })) },
+  });
+
+  const created: CreatedOrder = { orderId, outTradeNo, amountMinor, currency, status: 'awaiting_payment' };
+  return respond(201, created);
 }
 
 /**

@@ -17,7 +17,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
-import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
+import { recoveryPoint, respond, STARTED, type OwnedKey, type PhasedHandler, type PhaseResult, type StoredResponse } from '../idempotency';
 import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import { notifyUrlFor, returnUrlFor, type CheckoutServices } from './services';
@@ -60,19 +60,50 @@ export interface AwaitingBuyer {
 /** checkout.pay's answers: the paid order, the buyer's step, or a terminal decline — each stored and replayed per key. */
 export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<AwaitingBuyer, 202> | StoredResponse<DeclinedPayment, 402>;
 
-export async function payOrder(
-  services: CheckoutServices,
-  key: OwnedKey<Transaction>,
-  customerId: string,
-  input: PayInput,
-): Promise<PayResponse> {
+/**
+ * checkout.pay for the guard: refused before anything is claimed when the gateway or the buyer does
+ * not fit; phase 1 carries the key's claim in its transaction.
+ */
+export function payOrder(services: CheckoutServices, customerId: string, input: PayInput): PhasedHandler<Transaction, PayResponse> {
   const gateway = services.gateways[input.gateway];
   if (!gateway) {
     throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
   }
   checkBuyer(gateway, input);
+  const keep = keptTrade(gateway, input);
+  return {
+    // Phase 1 with the claim: the attempt starts at once when the order holds no other open trade
+    // (the usual case). Otherwise only the claim commits here, at `started`, and the rest closes those
+    // trades first — a gateway call, so never before this request owns the key.
+    firstPhase: async (tx, key) => {
+      try {
+        return await attemptPhase(tx, key, customerId, input, keep);
+      } catch (error) {
+        if (error instanceof OpenTradesRemain) return { kind: 'none' };
+        throw error;
+      }
+    },
+    then: (key) => payWithKey(services, key, customerId, input, gateway),
+  };
+}
 
-  // Phase 1 — start the attempt, unless a previous owner of this key already did.
+/**
+ * Alipay, WeChat Pay and 2C2P: another attempt on the same gateway reopens the same trade (one
+ * out_trade_no), so that trade is kept. Stripe: every attempt is a new PaymentIntent, so the old one
+ * is cancelled first.
+ */
+function keptTrade(gateway: PaymentGateway, input: PayInput): GatewayId | null {
+  return gateway.oneTradePerOrder ? input.gateway : null;
+}
+
+async function payWithKey(
+  services: CheckoutServices,
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  input: PayInput,
+  gateway: PaymentGateway,
+): Promise<PayResponse> {
+  // Phase 1 — start the attempt, unless this request's first phase or a previous owner already did.
   if (key.recoveryPoint === STARTED) {
     const phase = await openAttempt(services, key, customerId, input, gateway);
     if (phase.kind === 'response') return phase.response;
@@ -294,33 +325,7 @@ async function openAttempt(
   input: PayInput,
   gateway: PaymentGateway,
 ): Promise<PhaseResult<PayResponse>> {
-  // Alipay, WeChat Pay and 2C2P: another attempt on the same gateway reopens the same trade (one
-  // out_trade_no), so that trade is kept. Stripe: every attempt is a new PaymentIntent, so the old
-  // one is cancelled first.
-  const keep = gateway.oneTradePerOrder ? input.gateway : null;
-  if (keep) {
-    const order = await loadOrder(services, customerId, input.orderId);
-    if (order.status === 'awaiting_payment' && (await tradeState(services.db, order.id, keep)) === 'closed') {
-      // This order's trade at this gateway was closed when it moved elsewhere, and the gateway never
-      // reopens a closed out_trade_no: a terminal answer for this gateway, stored as a decline, with
-      // no call that could only be refused — and no other trade closed for nothing.
-      const declined: DeclinedPayment = {
-        reason: 'PAYMENT_DECLINED',
-        message: '此订单在该支付方式的交易已关闭，请换一种支付方式。',
-        orderId: order.id,
-        gateway: input.gateway,
-        declineCode: 'TRADE_CLOSED',
-      };
-      return key.atomicPhase(async (tx) => {
-        await journal(tx, {
-          orderId: order.id,
-          kind: 'payment.declined',
-          data: { gateway: input.gateway, code: 'TRADE_CLOSED', message: 'trade closed earlier; no gateway call' },
-        });
-        return respond(402, declined);
-      });
-    }
-  }
+  const keep = keptTrade(gateway, input);
   for (let round = 1; ; round++) {
     const order = await loadOrder(services, customerId, input.orderId);
     if (order.status === 'awaiting_payment') {
@@ -356,43 +361,69 @@ function startAttempt(
   input: PayInput,
   keep: GatewayId | null,
 ): Promise<PhaseResult<PayResponse>> {
-  return key.atomicPhase(async (tx): Promise<PhaseResult<PayResponse>> => {
-    const [order] = await tx
-      .select()
-      .from(orders)
-      .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
-      .for('update');
-    if (!order) throw orderNotFound();
-    switch (order.status) {
-      case 'paid': {
-        // Already paid (by another tab, another gateway, a notification): answer with that
-        // payment and call no gateway at all.
-        const paid = await paidOrderView(tx, order.id);
-        if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
-        return respond(201, paid);
-      }
-      case 'paying':
-        // Only the order sees two tabs or two gateways: they hold different keys.
-        if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
-        return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
-      case 'failed':
-      case 'expired':
-        throw orderNotPayable(order.status);
-      case 'awaiting_payment': {
-        if ((await otherOpenTrades(tx, order.id, keep)).length > 0) throw new OpenTradesRemain();
-        await markTradeOpen(tx, order.id, input.gateway, order.paymentAttempt + 1);
-        await requireOrderTransition(tx, order.id, 'attempt_started', { keyId: key.id, gateway: input.gateway });
+  return key.atomicPhase((tx) => attemptPhase(tx, key, customerId, input, keep));
+}
+
+async function attemptPhase(
+  tx: Transaction,
+  key: OwnedKey<Transaction>,
+  customerId: string,
+  input: PayInput,
+  keep: GatewayId | null,
+): Promise<PhaseResult<PayResponse>> {
+  const [order] = await tx
+    .select()
+    .from(orders)
+    .where(and(eq(orders.id, input.orderId), eq(orders.customerId, customerId)))
+    .for('update');
+  if (!order) throw orderNotFound();
+  switch (order.status) {
+    case 'paid': {
+      // Already paid (by another tab, another gateway, a notification): answer with that
+      // payment and call no gateway at all.
+      const paid = await paidOrderView(tx, order.id);
+      if (!paid) throw new Error(`order ${order.id} is paid but has no successful payment`);
+      return respond(201, paid);
+    }
+    case 'paying':
+      // Only the order sees two tabs or two gateways: they hold different keys.
+      if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
+      return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
+    case 'failed':
+    case 'expired':
+      throw orderNotPayable(order.status);
+    case 'awaiting_payment': {
+      if (keep && (await tradeState(tx, order.id, keep)) === 'closed') {
+        // This order's trade at this gateway was closed when it moved elsewhere, and the gateway
+        // never reopens a closed out_trade_no: a terminal answer for this gateway, stored as a
+        // decline, with no call that could only be refused — and no other trade closed for nothing.
         await journal(tx, {
           orderId: order.id,
-          kind: 'attempt.started',
-          data: { attempt: order.paymentAttempt + 1, gateway: input.gateway, ...(input.buyer ? { buyer: input.buyer } : {}) },
+          kind: 'payment.declined',
+          data: { gateway: input.gateway, code: 'TRADE_CLOSED', message: 'trade closed earlier; no gateway call' },
         });
-        return recoveryPoint(ATTEMPT_STARTED);
+        const declined: DeclinedPayment = {
+          reason: 'PAYMENT_DECLINED',
+          message: '此订单在该支付方式的交易已关闭，请换一种支付方式。',
+          orderId: order.id,
+          gateway: input.gateway,
+          declineCode: 'TRADE_CLOSED',
+        };
+        return respond(402, declined);
       }
-      default: {
-        const unreachable: never = order.status;
-        throw new Error(`unknown order status ${String(unreachable)}`);
-      }
+      if ((await otherOpenTrades(tx, order.id, keep)).length > 0) throw new OpenTradesRemain();
+      await markTradeOpen(tx, order.id, input.gateway, order.paymentAttempt + 1);
+      await requireOrderTransition(tx, order.id, 'attempt_started', { keyId: key.id, gateway: input.gateway });
+      await journal(tx, {
+        orderId: order.id,
+        kind: 'attempt.started',
+        data: { attempt: order.paymentAttempt + 1, gateway: input.gateway, ...(input.buyer ? { buyer: input.buyer } : {}) },
+      });
+      return recoveryPoint(ATTEMPT_STARTED);
     }
-  });
+    default: {
+      const unreachable: never = order.status;
+      throw new Error(`unknown order status ${String(unreachable)}`);
+    }
+  }
 }

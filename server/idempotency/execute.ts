@@ -1,11 +1,20 @@
 /**
  * The idempotency engine: one call wraps one request.
  *
- *   executeIdempotent(store, request, async (key) => {
- *     await key.atomicPhase(async (tx) => { …; return recoveryPoint('charge_started') });
- *     … call the gateway (outside any transaction) …
- *     return (await key.atomicPhase(async (tx) => { …; return respond(201, body) })).response;
+ *   executeIdempotent(store, request, {
+ *     // The claim rides in this phase's own transaction (no round trip of its own).
+ *     firstPhase: async (tx, key) => { …; return recoveryPoint('charge_started') },
+ *     // The rest, once the first phase has committed (or resuming a key taken over from a dead owner).
+ *     then: async (key) => {
+ *       … call the gateway (outside any transaction) …
+ *       return (await key.atomicPhase(async (tx) => { …; return respond(201, body) })).response;
+ *     },
  *   })
+ *
+ * A one-phase request (the business transaction is all there is) gives only `firstPhase`, which
+ * responds: claim, effects and answer then commit in one transaction that costs no more round trips
+ * than the business work alone. A plain function handler is claimed first, with a statement of its
+ * own, and may do anything before its first phase.
  *
  * It knows no HTTP framework: adapters (the tRPC middleware, the webhook handlers) turn its result
  * and its errors into their own responses, each with one call to it.
@@ -14,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { canonicalJson, requestFingerprint } from './fingerprint';
 import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
 import { parseIdempotencyKey } from './key';
-import type { Acquisition, IdempotencyStore, KeyRef, StoredResponse } from './store';
+import type { Acquisition, ClaimOutcome, ClaimRequest, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
 
 export interface IdempotencyOptions {
   /**
@@ -25,6 +34,19 @@ export interface IdempotencyOptions {
   leaseMs: number;
   /** How long a completed answer is kept for replay (Stripe keeps 24 h). */
   ttlMs: number;
+  /**
+   * How long a duplicate waits on the row of a claim that has not committed yet (see
+   * ClaimRequest.waitMs). A one-phase request commits within milliseconds, so a duplicate arriving
+   * meanwhile gets its answer replayed; one second is the most a client should be held before it is
+   * told 409 + Retry-After.
+   */
+  claimWaitMs?: number;
+  /**
+   * How many completed answers this process keeps for replay without asking the store (0: none).
+   * A completed answer never changes until its record expires, so a cached one is the stored one;
+   * entries are dropped before the record's own expiry. Default 10,000 (a few MB).
+   */
+  replayCacheSize?: number;
   /** Told of every outcome, e.g. to count them for metrics. */
   observe?: (event: GuardEvent) => void;
 }
@@ -33,6 +55,9 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = {
   leaseMs: 30_000,
   ttlMs: 24 * 60 * 60 * 1000,
 };
+
+const DEFAULT_CLAIM_WAIT_MS = 1000;
+const DEFAULT_REPLAY_CACHE_SIZE = 10_000;
 
 export type GuardOutcome =
   | 'claimed'
@@ -61,7 +86,30 @@ export interface IdempotentRequest {
   path: string;
   /** The parsed input; canonicalised, so key order and whitespace never matter. */
   input: unknown;
+  /**
+   * Called once this request owns the key, before any of the handler's work (inside the first phase's
+   * transaction when the claim rides in it). It may throw to abandon the request: the key is given
+   * up. The failure drills pause or fail requests here.
+   */
+  afterClaim?: () => Promise<void>;
 }
+
+/**
+ * A handler in phases, whose first atomic phase carries the claim. `firstPhase` is all that runs
+ * before the key is owned, so a duplicate runs nothing; it runs again only for a key taken over at
+ * `started` (its previous run never committed).
+ */
+export interface PhasedHandler<Tx, R extends StoredResponse = StoredResponse> {
+  firstPhase: (tx: Tx, key: OwnedKey<Tx>) => Promise<PhaseResult<R>>;
+  /**
+   * Everything after the first phase, outside its transaction: given its committed result, or
+   * `undefined` when this request took the key over past the first phase (resume from
+   * `key.recoveryPoint`). Without it the first phase must respond.
+   */
+  then?: (key: OwnedKey<Tx>, first: PhaseResult<R> | undefined) => Promise<R | void>;
+}
+
+export type IdempotentHandler<Tx> = ((key: OwnedKey<Tx>) => Promise<StoredResponse | void>) | PhasedHandler<Tx>;
 
 export interface IdempotentResult extends StoredResponse {
   /** True when this answer is the stored one, replayed without running the handler. */
@@ -104,7 +152,8 @@ export class OwnedKey<Tx> {
 
   constructor(
     private readonly store: IdempotencyStore<Tx>,
-    private readonly ref: KeyRef,
+    /** @internal the record and this request's fencing token */
+    readonly ref: KeyRef,
     recoveryPoint: string,
     /** How this request came to own the key; anything but `new` means it resumes someone's work. */
     readonly acquisition: Acquisition,
@@ -132,18 +181,81 @@ export class OwnedKey<Tx> {
    * takeover, the whole transaction rolls back and nothing it did is kept.
    */
   async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
-    const result = await this.store.atomicPhase(this.ref, fn, (phase) =>
-      phase.kind === 'recovery_point'
-        ? { recoveryPoint: phase.name }
-        : phase.kind === 'response'
-          ? { response: phase.response }
-          : undefined,
-    );
-    // Only now, after the commit, is the new state true.
+    return this.#committed(await this.store.atomicPhase(this.ref, fn, closingWriteOf));
+  }
+
+  /** The first phase with the claim in its transaction (the engine's, for a PhasedHandler). */
+  async claimingPhase<R extends PhaseResult>(request: ClaimRequest, fn: (tx: Tx) => Promise<R>, afterClaim?: () => Promise<void>) {
+    const outcome = await this.store.claimingPhase!({ ...request, id: this.ref.id }, fn, closingWriteOf, afterClaim);
+    if (outcome.kind === 'owned') this.#committed(outcome.value);
+    return outcome;
+  }
+
+  /** Only after the commit is the new state true. */
+  #committed<R extends PhaseResult>(result: R): R {
     if (result.kind === 'recovery_point') this.#recoveryPoint = result.name;
     if (result.kind === 'response') this.#completed = result.response;
     return result;
   }
+}
+
+function closingWriteOf(phase: PhaseResult): ClosingWrite | undefined {
+  return phase.kind === 'recovery_point'
+    ? { recoveryPoint: phase.name }
+    : phase.kind === 'response'
+      ? { response: phase.response }
+      : undefined;
+}
+
+/**
+ * Completed answers of one store, kept in this process: a replay of a warm key costs no statement.
+ * Safe because a completed record is immutable until it expires (the store never changes it; only an
+ * expired one is taken over or deleted), and every entry is dropped a margin before that expiry, on
+ * this process's monotonic clock, counted from before the store was asked. Bounded: the oldest entry
+ * goes first (a Map iterates in insertion order).
+ */
+class ReplayCache {
+  readonly #entries = new Map<string, { path: string; fingerprint: string; response: StoredResponse; expiresAt: number }>();
+  constructor(readonly size: number) {}
+
+  get(scope: string, key: string) {
+    if (this.size <= 0) return undefined;
+    const id = `${scope}\u0000${key}`;
+    const entry = this.#entries.get(id);
+    if (entry && entry.expiresAt <= performance.now()) {
+      this.#entries.delete(id);
+      return undefined;
+    }
+    return entry;
+  }
+
+  set(
+    scope: string,
+    key: string,
+    entry: { path: string; fingerprint: string; response: StoredResponse },
+    startedAt: number,
+    liveMs: number,
+  ) {
+    // A second less than the record lives: the clocks of this process and the database never meet.
+    const expiresAt = startedAt + liveMs - 1000;
+    if (this.size <= 0 || expiresAt <= performance.now()) return;
+    const id = `${scope}\u0000${key}`;
+    this.#entries.delete(id);
+    this.#entries.set(id, { ...entry, expiresAt });
+    if (this.#entries.size > this.size) this.#entries.delete(this.#entries.keys().next().value!);
+  }
+}
+
+const replayCaches = new WeakMap<object, ReplayCache>();
+
+const NO_REPLAY_CACHE = new ReplayCache(0);
+
+/** The store's cache in this process; a call that asks for none neither reads nor fills it. */
+function replayCacheOf(store: object, size: number): ReplayCache {
+  if (size <= 0) return NO_REPLAY_CACHE;
+  let cache = replayCaches.get(store);
+  if (!cache) replayCaches.set(store, (cache = new ReplayCache(size)));
+  return cache;
 }
 
 /**
@@ -152,68 +264,141 @@ export class OwnedKey<Tx> {
  * an atomic phase or returns a response for side-effect-free work; if it throws, the key is released
  * (kept at its recovery point) so a retry can run — safe because every gateway call is itself
  * idempotent by a stable identifier.
+ *
+ * A PhasedHandler on a store with `claimingPhase` is claimed inside its first phase's transaction; a
+ * duplicate of a request still in that transaction waits on its row (`claimWaitMs`) and is then
+ * answered from what committed. A function handler, or a store without it, is claimed first.
  */
 export async function executeIdempotent<Tx>(
   store: IdempotencyStore<Tx>,
   request: IdempotentRequest,
-  handler: (key: OwnedKey<Tx>) => Promise<StoredResponse | void>,
+  handler: IdempotentHandler<Tx>,
   options: IdempotencyOptions = DEFAULT_IDEMPOTENCY_OPTIONS,
 ): Promise<IdempotentResult> {
   const observe = options.observe ?? (() => {});
   const key = parseIdempotencyKey(request.key);
-  const leaseToken = randomUUID();
+  const fingerprint = requestFingerprint(request.path, request.input);
+  const cache = replayCacheOf(store, options.replayCacheSize ?? DEFAULT_REPLAY_CACHE_SIZE);
   const claimStarted = performance.now();
-  const claim = await store.claim({
+
+  const cached = cache.get(request.scope, key);
+  if (cached) {
+    if (cached.fingerprint !== fingerprint || cached.path !== request.path) {
+      observe({ outcome: 'mismatch', claimMs: performance.now() - claimStarted });
+      throw new KeyReusedError();
+    }
+    observe({ outcome: 'replayed', claimMs: performance.now() - claimStarted });
+    return { ...cached.response, body: canonicalise(cached.response.body), replayed: true };
+  }
+
+  const claimRequest: ClaimRequest = {
     scope: request.scope,
     key,
     path: request.path,
-    fingerprint: requestFingerprint(request.path, request.input),
+    fingerprint,
     leaseMs: options.leaseMs,
     ttlMs: options.ttlMs,
-    leaseToken,
-  });
-  const claimMs = performance.now() - claimStarted;
+    leaseToken: randomUUID(),
+    waitMs: options.claimWaitMs ?? DEFAULT_CLAIM_WAIT_MS,
+  };
+  const remember = (response: StoredResponse, liveMs: number) =>
+    cache.set(request.scope, key, { path: request.path, fingerprint, response }, claimStarted, liveMs);
+  /** The answer to a request that does not own the key. */
+  const unowned = (outcome: Exclude<ClaimOutcome, { kind: 'owned' }>): IdempotentResult => {
+    const claimMs = performance.now() - claimStarted;
+    switch (outcome.kind) {
+      case 'completed':
+        observe({ outcome: 'replayed', claimMs });
+        if (outcome.expiresInMs !== undefined) remember(outcome.response, outcome.expiresInMs);
+        return { ...outcome.response, body: canonicalise(outcome.response.body), replayed: true };
+      case 'mismatch':
+        observe({ outcome: 'mismatch', claimMs });
+        throw new KeyReusedError();
+      case 'in_progress':
+        observe({ outcome: 'in_progress', claimMs });
+        throw new RequestInProgressError(Math.max(1, Math.ceil(outcome.retryAfterMs / 1000)));
+      default: {
+        const unreachable: never = outcome;
+        throw new Error(`unknown claim outcome ${JSON.stringify(unreachable)}`);
+      }
+    }
+  };
 
-  switch (claim.kind) {
-    case 'completed':
-      observe({ outcome: 'replayed', claimMs });
-      return { ...claim.response, body: canonicalise(claim.response.body), replayed: true };
-    case 'mismatch':
-      observe({ outcome: 'mismatch', claimMs });
-      throw new KeyReusedError();
-    case 'in_progress':
-      observe({ outcome: 'in_progress', claimMs });
-      throw new RequestInProgressError(Math.max(1, Math.ceil(claim.retryAfterMs / 1000)));
-    case 'owned':
-      break;
-    default: {
-      const unreachable: never = claim;
-      throw new Error(`unknown claim outcome ${JSON.stringify(unreachable)}`);
+  const phased = typeof handler === 'function' ? undefined : handler;
+  let owned: OwnedKey<Tx>;
+  /** The handler's work once the key is owned (its first phase already done when `first` is set). */
+  let work: (key: OwnedKey<Tx>) => Promise<StoredResponse | void>;
+
+  const claimedInPhase = phased && store.claimingPhase ? await claimInFirstPhase(phased) : undefined;
+  if (claimedInPhase?.kind === 'found') return unowned(claimedInPhase.outcome);
+  if (claimedInPhase?.kind === 'owned') {
+    owned = claimedInPhase.key;
+    work = (k) => rest(phased!, k, claimedInPhase.first);
+  } else {
+    const claim = await store.claim(claimRequest);
+    if (claim.kind !== 'owned') return unowned(claim);
+    observeAcquisition(claim.acquisition);
+    owned = new OwnedKey(store, { id: claim.id, leaseToken: claimRequest.leaseToken }, claim.recoveryPoint, claim.acquisition);
+    work = phased
+      ? async (k) => {
+          const first = k.recoveryPoint === STARTED ? await k.atomicPhase((tx) => phased.firstPhase(tx, k)) : undefined;
+          return rest(phased, k, first);
+        }
+      : (handler as (key: OwnedKey<Tx>) => Promise<StoredResponse | void>);
+    const afterClaim = request.afterClaim;
+    if (afterClaim) {
+      const inner = work;
+      work = async (k) => {
+        await afterClaim();
+        return inner(k);
+      };
     }
   }
 
-  observe({
-    outcome:
-      claim.acquisition === 'new'
-        ? 'claimed'
-        : claim.acquisition === 'stale_lease'
-          ? 'lease_taken_over'
-          : claim.acquisition === 'released'
-            ? 'released_taken_over'
-            : 'expired_taken_over',
-    claimMs,
-  });
-  const ref: KeyRef = { id: claim.id, leaseToken };
-  const owned = new OwnedKey(store, ref, claim.recoveryPoint, claim.acquisition);
+  async function claimInFirstPhase(phasedHandler: PhasedHandler<Tx>) {
+    const key = new OwnedKey(store, { id: randomUUID(), leaseToken: claimRequest.leaseToken }, STARTED, 'new');
+    let claimed = false;
+    const afterClaim = async () => {
+      claimed = true;
+      observeAcquisition('new');
+      await request.afterClaim?.();
+    };
+    let outcome;
+    try {
+      outcome = await key.claimingPhase(claimRequest, (tx) => phasedHandler.firstPhase(tx, key), afterClaim);
+    } catch (error) {
+      // Nothing was kept (the claim rolled back with the phase): there is nothing to release.
+      if (claimed) observe({ outcome: 'released' });
+      throw error;
+    }
+    if (outcome.kind === 'busy') return undefined;
+    if (outcome.kind === 'found') return outcome;
+    return { kind: 'owned' as const, key, first: outcome.value };
+  }
+
+  function observeAcquisition(acquisition: Acquisition) {
+    observe({
+      outcome:
+        acquisition === 'new'
+          ? 'claimed'
+          : acquisition === 'stale_lease'
+            ? 'lease_taken_over'
+            : acquisition === 'released'
+              ? 'released_taken_over'
+              : 'expired_taken_over',
+      claimMs: performance.now() - claimStarted,
+    });
+  }
 
   let returned: StoredResponse | void;
   try {
-    returned = await handler(owned);
+    returned = owned.completed ?? (await work(owned));
   } catch (error) {
     // The handler committed its final answer and then threw it (an adapter's way of sending a
     // stored error): that answer stands.
     if (owned.completed) {
       observe({ outcome: 'completed' });
+      remember(owned.completed, options.ttlMs);
       return { ...owned.completed, replayed: false };
     }
     if (error instanceof LeaseLostError) {
@@ -222,7 +407,7 @@ export async function executeIdempotent<Tx>(
       throw new RequestInProgressError(1);
     }
     observe({ outcome: 'released' });
-    await store.release(ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
+    await store.release(owned.ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
       // If even the release fails (database gone), the lease simply runs out and a retry takes
       // the key over: the original error is the one worth reporting.
     });
@@ -237,6 +422,7 @@ export async function executeIdempotent<Tx>(
       );
     }
     observe({ outcome: 'completed' });
+    remember(owned.completed, options.ttlMs);
     return { ...owned.completed, replayed: false };
   }
   // Side-effect-free work (or work whose effects are themselves idempotent) may return its answer
@@ -244,7 +430,15 @@ export async function executeIdempotent<Tx>(
   const response = respond(returned?.status ?? 200, returned?.body ?? null);
   await owned.atomicPhase(async () => response);
   observe({ outcome: 'completed' });
+  remember(response.response, options.ttlMs);
   return { ...response.response, replayed: false };
+}
+
+/** A phased handler's work after its first phase (`first` undefined: resumed past it). */
+async function rest<Tx>(handler: PhasedHandler<Tx>, key: OwnedKey<Tx>, first: PhaseResult | undefined): Promise<StoredResponse | void> {
+  if (handler.then) return handler.then(key, first);
+  if (first?.kind === 'response') return first.response;
+  throw new Error('a phased handler without `then` must respond in its first phase');
 }
 
 /** Deletes expired records in bounded batches so no single DELETE holds locks for long. */

@@ -12,7 +12,16 @@
 import type postgres from 'postgres';
 import { LeaseLostError } from './errors';
 import { startBeforeCommit } from './postgres-pipelining';
-import type { ClaimOutcome, ClaimRequest, ClosingWrite, IdempotencyStore, KeyRef, KeySummary } from './store';
+import type {
+  ClaimOutcome,
+  ClaimRequest,
+  ClosingWrite,
+  IdempotencyStore,
+  KeyRef,
+  KeySummary,
+  PhaseClaimOutcome,
+  PhaseClaimRequest,
+} from './store';
 
 interface ClaimRow extends Record<string, unknown> {
   id: string;
@@ -26,6 +35,7 @@ interface ClaimRow extends Record<string, unknown> {
   completed_at: Date | string | null;
   expired: boolean;
   lease_remaining_ms: number;
+  expires_in_ms: number;
 }
 
 /** How often a claim re-reads when the row it saw changed under it before giving up with a 409. */
@@ -41,7 +51,14 @@ const fenced = (update: string) => `
 
 const OWNED_ROW = 'id = $1::uuid and lease_token = $2::uuid and completed_at is null';
 
-const isLeaseLost = (error: unknown) => (error as { code?: string } | null)?.code === LEASE_LOST_SQLSTATE;
+/** PostgreSQL's lock_not_available: the claim waited its `waitMs` on a concurrent claim's row. */
+const LOCK_TIMEOUT_SQLSTATE = '55P03';
+
+const sqlstate = (error: unknown) => (error as { code?: string } | null)?.code;
+const isLeaseLost = (error: unknown) => sqlstate(error) === LEASE_LOST_SQLSTATE;
+const isLockTimeout = (error: unknown) => sqlstate(error) === LOCK_TIMEOUT_SQLSTATE;
+/** An error PostgreSQL answered with (the connection is fine), not a broken connection. */
+const isServerError = (error: unknown) => typeof (error as { severity?: unknown } | null)?.severity === 'string';
 
 const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recovery_point = $3 where ${OWNED_ROW}`);
 
@@ -69,6 +86,15 @@ export interface PostgresStoreOptions<Tx> {
 /** `$n` as a duration in milliseconds. */
 const ms = (n: number) => `($${n}::bigint * interval '1 millisecond')`;
 
+/** The columns a claim reads from a record it did not insert ($1 scope, $2 key). */
+const EXISTING_RECORD = `
+  select id, false as claimed, request_path, request_hash, response_status, response_body, lease_token,
+         recovery_point, completed_at, expires_at <= now() as expired,
+         coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8 as lease_remaining_ms,
+         (extract(epoch from (expires_at - now())) * 1000)::float8 as expires_in_ms
+    from idempotency_keys
+   where scope = $1::text and key = $2::text`;
+
 /**
  * Insert-or-read in one statement: the happy path and the replay path each cost one round trip.
  * The read half sees the snapshot taken when the statement began, so a row committed by a concurrent
@@ -83,12 +109,15 @@ const ms = (n: number) => `($${n}::bigint * interval '1 millisecond')`;
  * first request had never arrived. Completions and recovery points, which do record work, keep the
  * server's synchronous_commit.
  *
- * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms.
+ * A row that a concurrent claim inserted and has not committed makes the INSERT wait for that claim's
+ * transaction; lock_timeout ($8) bounds the wait (then 55P03: in progress).
+ *
+ * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms, $8 wait ms.
  */
 const INSERT_OR_READ_SQL = `
   with async_commit as (
-    -- is_local: for this statement's own transaction only; the connection's setting is untouched.
-    select set_config('synchronous_commit', 'off', true)
+    -- is_local: for this statement's own transaction only; the connection's settings are untouched.
+    select set_config('synchronous_commit', 'off', true), set_config('lock_timeout', $8::text, true)
   ),
   claimed as (
     insert into idempotency_keys
@@ -96,26 +125,53 @@ const INSERT_OR_READ_SQL = `
     select $1::text, $2::text, $3::text, $4::text, now(), now() + ${ms(5)}, $6::uuid, now() + ${ms(7)}
       from async_commit
     on conflict (scope, key) do nothing
-    returning id, true as claimed, request_path, request_hash, response_status, response_body,
-              lease_token, recovery_point, completed_at, false as expired,
-              0::float8 as lease_remaining_ms
+    returning id
   )
-  select * from claimed
+  select id, true as claimed, null::text as request_path, null::text as request_hash, null::int as response_status,
+         null::jsonb as response_body, null::uuid as lease_token, 'started' as recovery_point,
+         null::timestamptz as completed_at, false as expired, 0::float8 as lease_remaining_ms, 0::float8 as expires_in_ms
+    from claimed
   union all
-  select id, false, request_path, request_hash, response_status, response_body, lease_token,
-         recovery_point, completed_at, expires_at <= now(),
-         coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8
-    from idempotency_keys
-   where scope = $1::text and key = $2::text
-     and not exists (select 1 from claimed)`;
+  ${EXISTING_RECORD} and not exists (select 1 from claimed)`;
+
+/**
+ * The claim as the first statement of an atomic phase's own transaction, sent together with its BEGIN:
+ * a fresh key costs no round trip of its own, and the record commits with the phase's effects (or
+ * not at all). The id is chosen by the caller ($9), so the phase can refer to its key before anything
+ * is committed.
+ *
+ * The wait on a concurrent claim's uncommitted row is bounded by lock_timeout ($8) for this statement
+ * only: the RETURNING puts the transaction's previous lock_timeout back once the row is in, so the
+ * business statements after it wait as they always would. No synchronous_commit change here: this
+ * transaction carries business effects.
+ *
+ * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms, $8 wait ms, $9 id.
+ */
+const CLAIM_IN_PHASE_SQL = `
+  with prior as materialized (
+    select current_setting('lock_timeout') as lock_timeout
+  ),
+  bounded as materialized (
+    select set_config('lock_timeout', $8::text, true) as lock_timeout from prior
+  ),
+  claimed as (
+    insert into idempotency_keys
+      (id, scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
+    select $9::uuid, $1::text, $2::text, $3::text, $4::text, now(), now() + ${ms(5)}, $6::uuid, now() + ${ms(7)}
+      from bounded
+    on conflict (scope, key) do nothing
+    returning id, set_config('lock_timeout', (select lock_timeout from prior), true) as lock_timeout_restored
+  )
+  select id, lock_timeout_restored is not null as claimed, null::text as request_path, null::text as request_hash,
+         null::int as response_status, null::jsonb as response_body, null::uuid as lease_token,
+         'started' as recovery_point, null::timestamptz as completed_at, false as expired,
+         0::float8 as lease_remaining_ms, 0::float8 as expires_in_ms
+    from claimed
+  union all
+  ${EXISTING_RECORD} and not exists (select 1 from claimed)`;
 
 /** $1 scope, $2 key. */
-const READ_ONLY_SQL = `
-  select id, false as claimed, request_path, request_hash, response_status, response_body,
-         lease_token, recovery_point, completed_at, expires_at <= now() as expired,
-         coalesce(extract(epoch from (lease_expires_at - now())) * 1000, 0)::float8 as lease_remaining_ms
-    from idempotency_keys
-   where scope = $1::text and key = $2::text`;
+const READ_ONLY_SQL = EXISTING_RECORD;
 
 /**
  * An expired record counts as absent: reset it in place for the new request.
@@ -185,6 +241,28 @@ const LIST_KEYS_SQL = `
    where scope = $1::text and ($2::text is null or request_path = $2::text)
    order by created_at`;
 
+/**
+ * A concurrent claim has inserted the row and not committed within the wait: its request is running
+ * (a one-phase request commits in milliseconds; this one is slow). Ask again in a second.
+ */
+const inProgressWhileUncommitted = { kind: 'in_progress', retryAfterMs: 1000 } as const;
+
+/**
+ * What an existing, unexpired record with the same request answers by itself: its stored response, or
+ * "in progress" while its owner's lease is live. `undefined` for a record nobody is working on.
+ */
+function settledOutcome(row: ClaimRow): Exclude<ClaimOutcome, { kind: 'owned' }> | undefined {
+  if (row.completed_at !== null) {
+    return {
+      kind: 'completed',
+      response: { status: row.response_status ?? 200, body: row.response_body ?? null },
+      expiresInMs: row.expires_in_ms,
+    };
+  }
+  if (row.lease_remaining_ms > 0) return { kind: 'in_progress', retryAfterMs: row.lease_remaining_ms };
+  return undefined;
+}
+
 export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
   sql: postgres.Sql,
   options: PostgresStoreOptions<Tx> = {},
@@ -202,10 +280,17 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
     Math.round(request.leaseMs),
     request.leaseToken,
     Math.round(request.ttlMs),
+    String(Math.max(1, Math.round(request.waitMs))),
   ];
 
-  async function insertOrRead(request: ClaimRequest): Promise<ClaimRow | undefined> {
-    return (await run<ClaimRow>(INSERT_OR_READ_SQL, claimParameters(request)))[0];
+  /** `null`: the wait on a concurrent claim's uncommitted row ran out. */
+  async function insertOrRead(request: ClaimRequest): Promise<ClaimRow | undefined | null> {
+    try {
+      return (await run<ClaimRow>(INSERT_OR_READ_SQL, claimParameters(request)))[0];
+    } catch (error) {
+      if (isLockTimeout(error)) return null;
+      throw error;
+    }
   }
 
   async function readOnly(request: ClaimRequest): Promise<ClaimRow | undefined> {
@@ -243,6 +328,7 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
     async claim(request): Promise<ClaimOutcome> {
       let row = await insertOrRead(request);
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+        if (row === null) return inProgressWhileUncommitted;
         row ??= await readOnly(request);
         if (!row) {
           // Deleted between our statements (released with `forget`): claim afresh.
@@ -262,15 +348,8 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
         if (row.request_hash !== request.fingerprint || row.request_path !== request.path) {
           return { kind: 'mismatch' };
         }
-        if (row.completed_at !== null) {
-          return {
-            kind: 'completed',
-            response: { status: row.response_status ?? 200, body: row.response_body ?? null },
-          };
-        }
-        if (row.lease_remaining_ms > 0) {
-          return { kind: 'in_progress', retryAfterMs: row.lease_remaining_ms };
-        }
+        const settled = settledOutcome(row);
+        if (settled) return settled;
         const recoveryPoint = await takeOverIdle(request, row.id, row.lease_token);
         if (recoveryPoint !== undefined) {
           return {
@@ -306,6 +385,82 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
         throw isLeaseLost(error) ? new LeaseLostError() : error;
       }
       return value;
+    },
+
+    async claimingPhase<R>(
+      request: PhaseClaimRequest,
+      fn: (tx: Tx) => Promise<R>,
+      closingWrite: (result: R) => ClosingWrite | undefined,
+      afterClaim?: () => Promise<void>,
+    ): Promise<PhaseClaimOutcome<R>> {
+      // A connection of our own for the transaction (postgres.js `reserve`, not `begin`): `begin` waits
+      // for the BEGIN's answer before it runs anything, which would cost the round trip this saves.
+      const connection = await sql.reserve();
+      const tx = connection as unknown as postgres.TransactionSql;
+      let open = true;
+      /** False once the connection is gone: postgres.js has taken it back as closed, so it is not released. */
+      let usable = true;
+      /** The not-claimed path hands the connection back itself, once its unawaited ROLLBACK is done. */
+      let handedBack = false;
+      const end = async (statement: 'commit' | 'rollback') => {
+        open = false;
+        try {
+          await connection.unsafe(statement);
+        } catch (error) {
+          usable = isServerError(error);
+          if (statement === 'commit') throw error;
+        }
+      };
+      try {
+        // BEGIN and the claim leave in one write: one round trip for both.
+        const begin = connection.unsafe('begin');
+        begin.execute();
+        let row: ClaimRow | undefined;
+        try {
+          [row] = await connection.unsafe<ClaimRow[]>(CLAIM_IN_PHASE_SQL, [...claimParameters(request), request.id] as never[], {
+            prepare: true,
+          });
+          await begin;
+        } catch (error) {
+          if (!isLockTimeout(error)) throw error;
+          await end('rollback');
+          return { kind: 'found', outcome: inProgressWhileUncommitted };
+        }
+        if (!row?.claimed) {
+          // Nothing was written and the answer needs nothing more from this transaction, so its
+          // ROLLBACK is not waited for: the connection goes back to the pool once it is done.
+          open = false;
+          handedBack = true;
+          connection.unsafe('rollback').then(
+            () => connection.release(),
+            (error: unknown) => {
+              if (isServerError(error)) connection.release();
+            },
+          );
+          const outcome =
+            row && !row.expired
+              ? row.request_hash !== request.fingerprint || row.request_path !== request.path
+                ? ({ kind: 'mismatch' } as const)
+                : settledOutcome(row)
+              : undefined;
+          return outcome ? { kind: 'found', outcome } : { kind: 'busy' };
+        }
+        await afterClaim?.();
+        const value = await fn(handleOf(tx));
+        const write = closingWrite(value);
+        // As in atomicPhase: the closing write goes out with the COMMIT, fenced by the lease token.
+        const ref = { id: request.id, leaseToken: request.leaseToken };
+        const fence = write ? startBeforeCommit(tx, ...closingStatement(ref, write)) : undefined;
+        fence?.catch(() => {}); // awaited below, once the transaction has settled
+        await end('commit');
+        await fence;
+        return { kind: 'owned', value };
+      } catch (error) {
+        if (open) await end('rollback');
+        throw isLeaseLost(error) ? new LeaseLostError() : error;
+      } finally {
+        if (!handedBack && usable) connection.release();
+      }
     },
 
     async release(ref: KeyRef, { forget }) {

@@ -19,14 +19,36 @@ export interface ClaimRequest {
   ttlMs: number;
   /** The new owner's fencing token. */
   leaseToken: string;
+  /**
+   * How long a claim may wait on a row that a concurrent claim inserted and has not committed yet
+   * (PostgreSQL's lock_timeout for that statement): long enough for a one-phase request to commit, so
+   * its duplicate replays the answer instead of a 409; short enough that a slow first request turns
+   * its duplicates away with 409 + Retry-After rather than holding them.
+   */
+  waitMs: number;
 }
+
+/** A claim that rides in the first atomic phase's own transaction: the record's id is chosen up front. */
+export interface PhaseClaimRequest extends ClaimRequest {
+  id: string;
+}
+
+/**
+ * What a claim made inside the first phase's transaction came to: the phase ran and committed
+ * (`owned`), the key was found answered or refused (`found`: the phase did not run, nothing was
+ * written), or the key is in some other state (`busy`: in flight, idle, expired, or committed by a
+ * concurrent claim during the wait) for the ordinary `claim` to decide.
+ */
+export type PhaseClaimOutcome<R> =
+  { kind: 'owned'; value: R } | { kind: 'found'; outcome: Exclude<ClaimOutcome, { kind: 'owned' }> } | { kind: 'busy' };
 
 /** How the owner came by the key: fresh, or taken over from one that can no longer finish it. */
 export type Acquisition = 'new' | 'expired_record' | 'stale_lease' | 'released';
 
 export type ClaimOutcome =
   | { kind: 'owned'; id: string; recoveryPoint: string; acquisition: Acquisition }
-  | { kind: 'completed'; response: StoredResponse }
+  /** `expiresInMs`: how long the record stays replayable (a replay cache must not keep it longer). */
+  | { kind: 'completed'; response: StoredResponse; expiresInMs?: number }
   | { kind: 'mismatch' }
   | { kind: 'in_progress'; retryAfterMs: number };
 
@@ -59,6 +81,18 @@ export interface IdempotencyStore<Tx> {
    * promise rejects with LeaseLostError. A store may send the write together with the COMMIT.
    */
   atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R>;
+  /**
+   * Optional: claims the key inside the transaction of its first atomic phase, so the claim costs no
+   * round trip of its own (the PostgreSQL store sends it with the BEGIN). Only a fresh claim runs
+   * `fn` (after `afterClaim`); the claim, `fn`'s writes and the closing write commit together or not
+   * at all. A store without it is claimed with `claim` first.
+   */
+  claimingPhase?<R>(
+    request: PhaseClaimRequest,
+    fn: (tx: Tx) => Promise<R>,
+    closingWrite: (result: R) => ClosingWrite | undefined,
+    afterClaim?: () => Promise<void>,
+  ): Promise<PhaseClaimOutcome<R>>;
   /**
    * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
    * request starts clean); otherwise the record and its recovery point stay and only the lease goes.

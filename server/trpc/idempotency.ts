@@ -23,8 +23,11 @@ import {
   RequestInProgressError,
   type IdempotencyOptions,
   type IdempotencyStore,
+  type IdempotentHandler,
   type IdempotentResult,
   type OwnedKey,
+  type PhasedHandler,
+  type PhaseResult,
   type StoredResponse,
 } from '../idempotency';
 
@@ -120,59 +123,100 @@ export type SuccessBody<R> =
 /**
  * Wraps a mutation's resolver in the guard. The resolver gets the key it owns (`key.atomicPhase` for
  * work that must commit with its recovery point or answer) and returns the response to store: the
- * one its last phase committed, or one to be stored now (side-effect-free work).
+ * one its last phase committed, or one to be stored now (side-effect-free work). The key is claimed
+ * with a statement of its own before the resolver runs; `idempotentPhases` saves that round trip.
  */
 export function idempotent<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
   resolver: (opts: { ctx: TCtx; input: TInput; key: OwnedKey<TransactionOf<TCtx>> }) => Promise<R>,
 ): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
-  type Tx = TransactionOf<TCtx>;
-  return async ({ ctx, input, path }) => {
-    const guard = ctx.idempotency as IdempotencyContext<Tx>;
-    const request: GuardedRequest = { path, input, key: guard.key };
-    const hooks = guard.hooks ?? {};
-    await hooks.beforeClaim?.(request);
-    let acquisition: OwnedKey<Tx>['acquisition'] | undefined;
-    let result: IdempotentResult;
-    try {
-      result = await executeIdempotent<Tx>(
-        guard.store,
-        { scope: guard.scope, key: guard.key, path, input },
-        async (key) => {
-          acquisition = key.acquisition;
-          await hooks.afterClaim?.(request);
-          return resolver({ ctx, input, key });
-        },
-        guard.options,
-      );
-    } catch (error) {
-      // 409 in progress, 422 mismatch, 400 bad key, or the resolver failed and the key was released.
-      await report(hooks, request, outcomeOfError(error, acquisition), statusOf(error), undefined);
-      if (error instanceof IdempotencyError) {
-        // As the status the guard means (400, 409, 422), not a 500.
-        if (error instanceof RequestInProgressError) guard.response.headers['Retry-After'] = String(error.retryAfterSeconds);
-        throw new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
-      }
-      throw error;
-    }
-    const outcome: RequestOutcome = result.replayed
-      ? 'replayed'
-      : acquisition === 'new' || acquisition === undefined
-        ? 'claimed'
-        : 'taken_over';
-    await report(hooks, request, outcome, result.status, result.body);
-    await hooks.afterCommit?.(request, result);
+  return ({ ctx, input, path }) => guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, (key) => resolver({ ctx, input, key }));
+}
 
-    guard.response.status = result.status;
-    if (result.replayed) guard.response.headers['Idempotency-Replayed'] = 'true';
-    if (result.status >= 400) {
-      throw new TRPCError({
-        code: trpcCodeFor(result.status),
-        cause: new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>),
-      });
+/**
+ * Wraps a mutation whose first atomic phase carries the claim (PhasedHandler): `phases` builds the
+ * handler from the request — it may validate and refuse, but must not touch anything, since it runs
+ * before the key is claimed — and the claim costs no round trip of its own. A one-phase mutation
+ * gives only `firstPhase` and responds in it.
+ */
+export function idempotentPhases<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
+  phases: (opts: { ctx: TCtx; input: TInput }) => PhasedHandler<TransactionOf<TCtx>, R>,
+): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
+  return ({ ctx, input, path }) => guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, phases({ ctx, input }));
+}
+
+async function guarded<Tx, R extends StoredResponse>(
+  guard: IdempotencyContext<Tx>,
+  input: unknown,
+  path: string,
+  handler: ((key: OwnedKey<Tx>) => Promise<R>) | PhasedHandler<Tx, R>,
+): Promise<SuccessBody<R>> {
+  const request: GuardedRequest = { path, input, key: guard.key };
+  const hooks = guard.hooks ?? {};
+  await hooks.beforeClaim?.(request);
+  let acquisition: OwnedKey<Tx>['acquisition'] | undefined;
+  const noteAcquisition = (key: OwnedKey<Tx>) => (acquisition = key.acquisition);
+  const watched: IdempotentHandler<Tx> =
+    typeof handler === 'function'
+      ? (key) => (noteAcquisition(key), handler(key))
+      : {
+          firstPhase: (tx, key) => (noteAcquisition(key), handler.firstPhase(tx, key)),
+          then: async (key, first) => {
+            noteAcquisition(key);
+            const phase = first as PhaseResult<R> | undefined;
+            return handler.then ? handler.then(key, phase) : respondedFirst(phase);
+          },
+        };
+  let result: IdempotentResult;
+  try {
+    result = await executeIdempotent<Tx>(
+      guard.store,
+      {
+        scope: guard.scope,
+        key: guard.key,
+        path,
+        input,
+        afterClaim: async () => {
+          acquisition ??= 'new'; // owned from here on: a failure now gives the key up ('released')
+          await hooks.afterClaim?.(request);
+        },
+      },
+      watched,
+      guard.options,
+    );
+  } catch (error) {
+    // 409 in progress, 422 mismatch, 400 bad key, or the resolver failed and the key was released.
+    await report(hooks, request, outcomeOfError(error, acquisition), statusOf(error), undefined);
+    if (error instanceof IdempotencyError) {
+      // As the status the guard means (400, 409, 422), not a 500.
+      if (error instanceof RequestInProgressError) guard.response.headers['Retry-After'] = String(error.retryAfterSeconds);
+      throw new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
     }
-    // The stored body: the resolver's own answer, or the same answer replayed.
-    return result.body as SuccessBody<R>;
-  };
+    throw error;
+  }
+  const outcome: RequestOutcome = result.replayed
+    ? 'replayed'
+    : acquisition === 'new' || acquisition === undefined
+      ? 'claimed'
+      : 'taken_over';
+  await report(hooks, request, outcome, result.status, result.body);
+  await hooks.afterCommit?.(request, result);
+
+  guard.response.status = result.status;
+  if (result.replayed) guard.response.headers['Idempotency-Replayed'] = 'true';
+  if (result.status >= 400) {
+    throw new TRPCError({
+      code: trpcCodeFor(result.status),
+      cause: new StoredErrorResponse(result.status, (result.body ?? {}) as Record<string, unknown>),
+    });
+  }
+  // The stored body: the resolver's own answer, or the same answer replayed.
+  return result.body as SuccessBody<R>;
+}
+
+/** A one-phase handler's answer is its first phase's response. */
+function respondedFirst<R extends StoredResponse>(first: PhaseResult<R> | undefined): R {
+  if (first?.kind === 'response') return first.response;
+  throw new Error('a one-phase mutation must respond in its first phase');
 }
 
 function outcomeOfError(error: unknown, acquisition: string | undefined): RequestOutcome {

@@ -134,20 +134,21 @@ describe('bench router', () => {
     await customer.mutate('bench.guarded', { tag: `warm-${randomUUID()}`, amountMinor: 1 }, randomUUID());
     const tag = `guarded-${randomUUID()}`;
     const key = randomUUID();
-    // 1. First request: claim + (BEGIN, INSERT, complete, COMMIT), the completion sent in one
-    //    round trip with the COMMIT.
+    // 1. First request: BEGIN with the claim, INSERT, the completion with the COMMIT — the round
+    //    trips of the unguarded transaction, no more.
     const first = await statementsOf(() => customer.mutate('bench.guarded', { tag, amountMinor: 6800 }, key));
     assert.equal(first.result.status, 201, first.result.text);
     assert.equal(first.result.headers.get('idempotency-replayed'), null);
     assert.deepEqual({ total: first.total, begin: first.begin, commit: first.commit }, { total: 5, begin: 1, commit: 1 });
-    assert.equal(first.roundTrips, 4);
-    // 2. The same key and input: the stored answer, one statement, no second write.
+    assert.equal(first.roundTrips, 3);
+    // 2. The same key and input: the stored answer, from this process's replay cache — no statement,
+    //    no second write.
     const replay = await statementsOf(() => customer.mutate('bench.guarded', { amountMinor: 6800, tag }, key));
     assert.equal(replay.result.status, 201);
     assert.equal(replay.result.headers.get('idempotency-replayed'), 'true');
     assert.equal(replay.result.text, first.result.text);
-    assert.equal(replay.total, 1);
-    assert.equal(replay.roundTrips, 1);
+    assert.equal(replay.total, 0);
+    assert.equal(replay.roundTrips, 0);
     assert.deepEqual(await rowsTagged(tag), [{ scenario: 'guarded' }]);
     const [stored] = await stack.sql<{ completed: boolean; status: number }[]>`
       select completed_at is not null as completed, response_status as status from idempotency_keys

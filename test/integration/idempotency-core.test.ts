@@ -240,6 +240,8 @@ describe('idempotency core', () => {
 
   it('7. treats an expired record as absent and takes it over', async () => {
     const tag = randomUUID();
+    // The record is expired behind the process's back, so this process must not remember the answer.
+    const options: IdempotencyOptions = { leaseMs: 30_000, ttlMs: 24 * 3600_000, replayCacheSize: 0 };
     await executeIdempotent(store, { scope: s, key: 'k', path: 'p', input: { v: 1 } }, writeEffectAndComplete(tag), options);
     await db.execute(sql`update idempotency_keys set expires_at = now() - interval '1 second' where scope = ${s}`);
     // Even a different request may use the key once its record has expired.
@@ -380,8 +382,21 @@ describe('idempotency core', () => {
       assert.match(work[1]!, /update idempotency_keys/);
 
       statements.length = 0;
-      await executeIdempotent(countingStore, { scope: s, key: 'rt', path: 'p', input: {} }, async () => assert.fail(), options);
-      assert.equal(statements.length, 1, 'a replay is one round trip');
+      await executeIdempotent(countingStore, { scope: s, key: 'rt', path: 'p', input: {} }, async () => assert.fail(), {
+        ...options,
+        replayCacheSize: 0,
+      });
+      assert.equal(statements.length, 1, 'a replay the process does not remember is one round trip');
+
+      statements.length = 0;
+      const warm = await executeIdempotent(
+        countingStore,
+        { scope: s, key: 'rt', path: 'p', input: {} },
+        async () => assert.fail(),
+        options,
+      );
+      assert.deepEqual(warm, { status: 201, body: { ok: 1 }, replayed: true });
+      assert.equal(statements.length, 0, 'a replay of an answer this process committed costs no statement');
     } finally {
       await counting.end({ timeout: 5 });
     }

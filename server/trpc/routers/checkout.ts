@@ -5,7 +5,7 @@ import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import { GATEWAY_IDS } from '../../payments/gateway-ids';
 import { BUYER_STEPS } from '../../payments/gateway';
-import { idempotent, idempotentProcedure } from '../procedures';
+import { idempotentPhases, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
 
 const createOrderInput = z.object({
@@ -57,14 +57,14 @@ export const checkoutRouter = createTRPCRouter({
   ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(
-    idempotent(({ ctx, input, key }) => createOrder(key, ctx.customerId, input.items, ctx.services.orderCaps)),
+    idempotentPhases(({ ctx, input }) => createOrder(ctx.customerId, input.items, ctx.services.orderCaps)),
   ),
 
   /**
    * 201 with the paid order; 202 awaiting_buyer with the buyer's step (no test buyer); 402 for a
    * terminal decline — each stored and replayed per key.
    */
-  pay: idempotentProcedure(payInput).mutation(idempotent(({ ctx, input, key }) => payOrder(ctx.services, key, ctx.customerId, input))),
+  pay: idempotentProcedure(payInput).mutation(idempotentPhases(({ ctx, input }) => payOrder(ctx.services, ctx.customerId, input))),
 
   order: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
