@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { defineConfig } from '@playwright/test';
+import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
 
 /**
  * Browser tests and failure drills. `npx playwright test` starts two stacks of its own (database,
@@ -9,7 +10,9 @@ import { defineConfig } from '@playwright/test';
  *                                  injection, no /mail, no /api/metrics, whatever the shell sets
  *   drills    e2e/drills/*.spec.ts the app in demo mode (PAYONCE_DEMO=1: fault injection on), a
  *                                  short lease and fast jobs, supervised so a crash drill's
- *                                  SIGKILL is followed by a restart
+ *                                  SIGKILL is followed by a restart; its two instances reach
+ *                                  PostgreSQL through a PgBouncer in transaction-pooling mode
+ *                                  whenever pgbouncer is installed (DRILL_PGBOUNCER=0: direct)
  *
  * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
  *
@@ -28,6 +31,18 @@ process.env.DRILL_SECOND_APP_URL = `http://127.0.0.1:${DRILL_APP_PORT + 1}`;
 // Each checkout of the project that runs its browser tests beside another on one PostgreSQL server
 // (DATABASE_URL) gives its stacks databases of their own: E2E_DATABASE_PREFIX=payonce_mine_.
 const DATABASE_PREFIX = process.env.E2E_DATABASE_PREFIX ?? 'payonce_';
+
+// The drills' app instances share one database through PgBouncer in transaction-pooling mode, as
+// instances behind one pooler do in production (docs/scaling.md) — whenever pgbouncer is installed
+// (CI installs it), so every drill runs through it at no extra cost; DRILL_PGBOUNCER=0 runs them
+// direct, DRILL_PGBOUNCER=1 insists. Its admin console lets the two-instance drill see the traffic:
+// a fixed port and password, loopback only, like the embedded PostgreSQL's.
+const DRILL_PGBOUNCER = (process.env.DRILL_PGBOUNCER ?? (findPgBouncer() ? '1' : '0')) === '1';
+const DRILL_PGBOUNCER_PORT = Number(process.env.DRILL_PGBOUNCER_PORT ?? 6232);
+const DRILL_PGBOUNCER_PASSWORD = 'payonce-drills';
+process.env.DRILL_PGBOUNCER_ADMIN_URL = DRILL_PGBOUNCER
+  ? `postgres://${encodeURIComponent(pgbouncerUser(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1'))}:${DRILL_PGBOUNCER_PASSWORD}@127.0.0.1:${DRILL_PGBOUNCER_PORT}/pgbouncer`
+  : '';
 
 const systemChromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const executablePath = process.env.CHROMIUM_PATH || systemChromium;
@@ -99,6 +114,10 @@ export default defineConfig({
       // have tests of their own (test/hostile/rate-limits.test.ts).
       RATE_LIMIT_SESSION_PER_MINUTE: '0',
       RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+      // Through PgBouncer (scripts/stack.ts): the instances get DATABASE_POOLING=transaction.
+      STACK_PGBOUNCER: DRILL_PGBOUNCER ? '1' : '0',
+      STACK_PGBOUNCER_PORT: String(DRILL_PGBOUNCER_PORT),
+      STACK_PGBOUNCER_PASSWORD: DRILL_PGBOUNCER_PASSWORD,
     }),
   ],
 });

@@ -3,18 +3,28 @@
  * the statement counter) and without background jobs (no reconciler or relay adding load), the PSP
  * sandbox, and PostgreSQL — embedded, or DATABASE_URL. Ports and build folder are the benchmark's
  * own, so it runs beside a developer's `npm run dev` and the browser tests.
+ *
+ * With `--pgbouncer` the app reaches PostgreSQL through a PgBouncer in transaction-pooling mode that
+ * the stack starts (scripts/pgbouncer.ts, DATABASE_POOLING=transaction); the benchmark's own
+ * connection, which fills and counts tables, stays direct. docs/scaling.md has both runs side by side.
  */
 import os from 'node:os';
 import postgres from 'postgres';
+import { DEFAULT_POOL_SIZES } from '../scripts/pgbouncer';
 import { startStack, type Stack } from '../scripts/stack';
 
 export const BENCH_APP_PORT = Number(process.env.BENCH_APP_PORT ?? 3400);
 export const BENCH_SANDBOX_PORT = Number(process.env.BENCH_SANDBOX_PORT ?? 4410);
 export const BENCH_DIST_DIR = '.next-bench';
 
-export async function startBenchStack(options: { build: boolean; verbose: boolean }): Promise<Stack> {
+/** The PgBouncer of the stack this process started, for machineInfo. */
+let benchPgBouncer: Stack['pgbouncer'];
+
+/** `pgbouncer`: through a PgBouncer in transaction mode (unset: STACK_PGBOUNCER decides, off by default). */
+export async function startBenchStack(options: { build: boolean; verbose: boolean; pgbouncer?: boolean }): Promise<Stack> {
   const started = Date.now();
   const stack = await startStack({
+    pgbouncer: options.pgbouncer,
     appPort: BENCH_APP_PORT,
     sandboxPort: BENCH_SANDBOX_PORT,
     mode: 'prod',
@@ -36,7 +46,11 @@ export async function startBenchStack(options: { build: boolean; verbose: boolea
       if (options.verbose || /^\[(build|supervisor)\]|error|Error/.test(line)) console.error(line);
     },
   });
-  console.error(`[bench] stack up in ${((Date.now() - started) / 1000).toFixed(1)} s: app ${stack.appUrl}, sandbox ${stack.sandboxUrl}`);
+  benchPgBouncer = stack.pgbouncer;
+  console.error(
+    `[bench] stack up in ${((Date.now() - started) / 1000).toFixed(1)} s: app ${stack.appUrl}, sandbox ${stack.sandboxUrl}` +
+      (stack.pgbouncer ? `, the app through PgBouncer on :${stack.pgbouncer.port} (transaction pooling)` : ''),
+  );
   return stack;
 }
 
@@ -61,6 +75,8 @@ export interface MachineInfo {
   sharedBuffers: string;
   synchronousCommit: string;
   appDbPoolMax: number;
+  /** The app's path to PostgreSQL: direct, or through PgBouncer (its version, mode and pool). */
+  pgbouncer: string | null;
   loadGenerator: string;
   loadAverage: { start: number[]; end?: number[] };
 }
@@ -70,6 +86,7 @@ export async function machineInfo(sql: postgres.Sql, databaseUrl: string): Promi
     select current_setting('server_version') as version, current_setting('shared_buffers') as shared_buffers,
            current_setting('synchronous_commit') as synchronous_commit`;
   const url = new URL(databaseUrl);
+  const pgbouncer = benchPgBouncer ? await pgbouncerVersion(benchPgBouncer.adminUrl) : null;
   return {
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     cores: os.cpus().length,
@@ -78,11 +95,26 @@ export async function machineInfo(sql: postgres.Sql, databaseUrl: string): Promi
     node: process.version,
     postgres: pg?.version ?? 'unknown',
     database: process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded',
-    databaseHost: `${url.hostname}:${url.port || 5432}${url.pathname}`,
+    // The report prints this as "DATABASE_URL at …": through PgBouncer it says so there.
+    databaseHost: `${url.hostname}:${url.port || 5432}${url.pathname}${pgbouncer ? `, the app through ${pgbouncer}` : ''}`,
     sharedBuffers: pg?.shared_buffers ?? 'unknown',
     synchronousCommit: pg?.synchronous_commit ?? 'unknown',
     appDbPoolMax: Number(process.env.DB_POOL_MAX ?? 10),
+    pgbouncer,
     loadGenerator: 'autocannon 8, in the bench process, on the same machine as the app and PostgreSQL',
     loadAverage: { start: os.loadavg().map((n) => Math.round(n * 100) / 100) },
   };
+}
+
+/** "PgBouncer 1.18.0 (transaction pooling, 8 + 2 server connections)", from its admin console. */
+async function pgbouncerVersion(adminUrl: string): Promise<string> {
+  // The admin console speaks the simple protocol only: no type fetch, no parameters.
+  const admin = postgres(adminUrl, { max: 1, prepare: false, fetch_types: false, onnotice: () => {} });
+  try {
+    const [row] = await admin.unsafe<{ version: string }[]>('show version');
+    const version = row?.version ?? 'PgBouncer';
+    return `${version} (transaction pooling, ${DEFAULT_POOL_SIZES.poolSize} + ${DEFAULT_POOL_SIZES.reservePoolSize} server connections)`;
+  } finally {
+    await admin.end({ timeout: 1 });
+  }
 }

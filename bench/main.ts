@@ -12,6 +12,8 @@
  * Flags: --quick (2 s × 2 rounds at 1 and 32, no 5 M, a 200-order storm), --seconds N, --rounds N,
  * --concurrency 1,8,32,128, --skip-5m, --prefill N, --skip-storm, --storm-orders N,
  * --replay-keys N, --reuse-build (keep an existing .next-bench build), --verbose (app and sandbox logs).
+ * --in-process: only the in-process set (bench/in-process/run.ts: our guard against the Redis-backed
+ * libraries, in one process), which a plain run also runs first.
  *
  * PostgreSQL: DATABASE_URL, or the embedded cluster (database payonce_bench). App on :3400, sandbox on
  * :4410 (BENCH_APP_PORT, BENCH_SANDBOX_PORT). Results: bench/results/latest.{json,md}.
@@ -33,6 +35,7 @@ import type { Stack } from '../scripts/stack';
 import { machineInfo, sessionCookie, startBenchStack } from './environment';
 import { mergeSorted, percentile, runLoad, type LoadResult } from './load';
 import { runNotificationStorm } from './notification-storm';
+import { runInProcessBench } from './in-process/run';
 import {
   checkTargets,
   compareWithControl,
@@ -58,6 +61,9 @@ const { values: flags } = parseArgs({
     'replay-keys': { type: 'string' },
     'reuse-build': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
+    'in-process': { type: 'boolean', default: false },
+    // The app through a PgBouncer in transaction-pooling mode (bench/environment.ts, docs/scaling.md).
+    pgbouncer: { type: 'boolean' },
   },
 });
 
@@ -404,7 +410,10 @@ function gitCommit(): string | null {
 
 async function main(): Promise<void> {
   const started = Date.now();
-  const stack = await startBenchStack({ build: !flags['reuse-build'], verbose: flags.verbose });
+  // The in-process set (bench/in-process/, docs/benchmark.md) first, while nothing else runs; alone with --in-process.
+  await runInProcessBench({ quick, seconds: flags.seconds, rounds: flags.rounds, concurrency: settings.concurrency });
+  if (flags['in-process']) return;
+  const stack = await startBenchStack({ build: !flags['reuse-build'], verbose: flags.verbose, pgbouncer: flags.pgbouncer });
   const sql = postgres(stack.databaseUrl, {
     max: 4,
     onnotice: () => {},

@@ -70,11 +70,37 @@ export function databaseUrl(configured: string | undefined = process.env.DATABAS
   return url;
 }
 
-export function openDatabase(url: string, options: { max?: number } = {}): DatabaseHandle {
+/**
+ * What the URL points at (DATABASE_POOLING, server/env.ts). `session`: every connection is one
+ * PostgreSQL session — the server itself, or a pooler in session mode. `transaction`: a transaction
+ * pooler (PgBouncer pool_mode = transaction before 1.21, or without max_prepared_statements), which
+ * gives each transaction whichever server connection is free, so a statement prepared on one
+ * connection is missing on the next (docs/scaling.md).
+ */
+export type DatabasePooling = 'session' | 'transaction';
+
+/** Like databaseUrl: the app passes its validated configuration, scripts fall back to the variable. */
+export function databasePooling(configured: string | undefined = process.env.DATABASE_POOLING): DatabasePooling {
+  const value = configured?.trim() || 'session';
+  if (value !== 'session' && value !== 'transaction') {
+    throw new Error(`DATABASE_POOLING=${JSON.stringify(configured)} is not valid: expected session or transaction`);
+  }
+  return value;
+}
+
+export function openDatabase(url: string, options: { max?: number; pooling?: DatabasePooling } = {}): DatabaseHandle {
+  const pooling = options.pooling ?? 'session';
   const sql = postgres(url, {
     // Enough for the guard's claim, the business transaction and a notification at once per core;
     // an app instance behind a pooler can raise it with DB_POOL_MAX.
     max: options.max ?? 10,
+    // Behind a transaction pooler, no named statements at all: postgres.js's pool-level `prepare: false`
+    // overrides the per-query `prepare: true` that ./prepared-statements.ts and the idempotency store
+    // ask for (connection.js: `q.prepare = options.prepare && (…)`). Each parameterised statement is
+    // then parsed unnamed and described before it runs: one more round trip, on the same server
+    // connection (Parse, Describe and Flush, no Sync, so the pooler keeps it linked). Statements without
+    // parameters still go in one message and still pipeline.
+    ...(pooling === 'transaction' ? { prepare: false } : {}),
     // NOTICE messages (e.g. "relation already exists, skipping") are noise in the app's log.
     onnotice: () => {},
     connection: { application_name: 'payonce' },
@@ -84,11 +110,12 @@ export function openDatabase(url: string, options: { max?: number } = {}): Datab
 }
 
 /** The process-wide database, opened on first use. */
-export function getDatabase(config: { url?: string; max?: number } = {}): DatabaseHandle {
+export function getDatabase(config: { url?: string; max?: number; pooling?: DatabasePooling } = {}): DatabaseHandle {
   const url = databaseUrl(config.url);
+  const pooling = config.pooling ?? databasePooling();
   const cached = globalForDb.__payonceDb;
   if (cached && cached.url === url) return cached;
-  const handle = openDatabase(url, { max: config.max });
+  const handle = openDatabase(url, { max: config.max, pooling });
   globalForDb.__payonceDb = handle;
   return handle;
 }

@@ -2,8 +2,20 @@
  * Applies the committed migrations in db/migrations at start-up.
  *
  * Drizzle's migrate() takes no lock of its own, so two app instances starting together would both
- * try to apply the same migration. A session-level advisory lock on a dedicated connection makes
- * every other starter wait, then find nothing left to do.
+ * try to apply the same migration. The whole run — Drizzle's bookkeeping table, its read of the last
+ * migration applied, every pending migration — is one transaction that first takes a
+ * transaction-scoped advisory lock: every other starter waits at the lock, then finds nothing left
+ * to do.
+ *
+ * Transaction-scoped, not a session lock (pg_advisory_lock), because the URL may be a transaction
+ * pooler (PgBouncer pool_mode = transaction, docs/scaling.md): there each statement outside a
+ * transaction may run on another server connection, so a session lock would be taken on one backend,
+ * "released" on another (which holds nothing), and left held on the first for as long as PgBouncer
+ * keeps it open — blocking every later start — while a second starter handed that same backend
+ * would take the lock again (advisory locks are re-entrant per session) and migrate alongside the
+ * first. A transaction keeps one server connection from BEGIN to COMMIT on any pooler, and the lock
+ * ends with it, even if the process dies. PostgreSQL's DDL is transactional, so a migration that
+ * fails leaves nothing half-applied (Drizzle runs them in one transaction anyway).
  */
 import path from 'node:path';
 import { drizzle } from 'drizzle-orm/postgres-js';
@@ -18,16 +30,31 @@ const MIGRATION_LOCK_ID = 7_240_100_110_099_001n;
 export const MIGRATIONS_FOLDER = path.join(process.cwd(), 'db', 'migrations');
 
 export async function runMigrations(url: string, migrationsFolder = MIGRATIONS_FOLDER): Promise<void> {
-  // One connection, so the advisory lock and the migration share a session.
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  // prepare: false — a handful of statements once per start, so named statements save nothing, and
+  // a transaction pooler before PgBouncer 1.21 cannot keep them.
+  const sql = postgres(url, { max: 1, prepare: false, onnotice: () => {} });
   try {
-    await sql`select pg_advisory_lock(${MIGRATION_LOCK_ID.toString()}::bigint)`;
-    try {
-      await migrate(drizzle(sql), { migrationsFolder });
-    } finally {
-      await sql`select pg_advisory_unlock(${MIGRATION_LOCK_ID.toString()}::bigint)`;
-    }
+    await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_ID.toString()}::bigint)`;
+      await migrate(drizzle(asDrizzleClient(tx)), { migrationsFolder });
+    });
   } finally {
     await sql.end({ timeout: 5 });
   }
+}
+
+/**
+ * Drizzle over an open transaction. Its migrator opens a transaction of its own (`client.begin`),
+ * which inside ours is a savepoint; and Drizzle writes its value parsers to the client's `options`,
+ * which a transaction handle does not have (it parses with its pool's, as in db/client.ts).
+ */
+function asDrizzleClient(tx: postgres.TransactionSql): postgres.Sql {
+  const options = { parsers: {}, serializers: {} };
+  return new Proxy(tx, {
+    get(target, property, receiver) {
+      if (property === 'options') return options;
+      if (property === 'begin') return (fn: (savepoint: postgres.TransactionSql) => unknown) => target.savepoint(fn);
+      return Reflect.get(target, property, receiver);
+    },
+  }) as unknown as postgres.Sql;
 }

@@ -4,6 +4,11 @@
  * environment variables only — exactly as separate deployments would be.
  *
  * Used by `npm run dev`, `npm start` and the browser tests' web server.
+ *
+ * With STACK_PGBOUNCER=1 (or `pgbouncer: true`) the app instances reach the database through a
+ * PgBouncer in transaction-pooling mode that the stack starts in front of it, as several instances
+ * behind one pooler would in production: `STACK_PGBOUNCER=1 npm start -- --instances 3`
+ * (docs/scaling.md).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -14,6 +19,7 @@ import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '..
 import { runMigrations } from '../db/migrate';
 import { demoMode } from '../server/demo';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
+import { startPgBouncer, type PgBouncer } from './pgbouncer';
 import { registerStripeWebhookEndpoint } from './stripe-listen';
 
 export interface StackOptions {
@@ -41,11 +47,27 @@ export interface StackOptions {
   build?: boolean;
   /** With mode `prod`: how many app processes, on appPort, appPort + 1, … (default 1). */
   instances?: number;
+  /**
+   * The app instances (their requests, jobs and start-up migrations) go through a PgBouncer in
+   * transaction-pooling mode that the stack starts in front of the database, with
+   * DATABASE_POOLING=transaction (scripts/pgbouncer.ts). The sandbox — the PSP's own system — and the
+   * stack's own migration before anything starts stay on the direct connection. Default:
+   * STACK_PGBOUNCER (1 on; 0 or unset off); STACK_PGBOUNCER_PORT and STACK_PGBOUNCER_PASSWORD fix its
+   * port and its clients' password (otherwise a free port and a random password).
+   */
+  pgbouncer?: boolean;
+  /** PgBouncer's pool sizes (scripts/pgbouncer.ts DEFAULT_POOL_SIZES otherwise). */
+  pgbouncerPool?: { poolSize?: number; reservePoolSize?: number };
   log?: (line: string) => void;
 }
 
 export interface Stack {
+  /** The database itself (the stack's tools and the sandbox use it). */
   databaseUrl: string;
+  /** What the app instances connect to: PgBouncer's URL with `pgbouncer`, else databaseUrl. */
+  appDatabaseUrl: string;
+  /** The stack's PgBouncer, when it runs one (its admin console: SHOW POOLS, SHOW STATS). */
+  pgbouncer?: { url: string; adminUrl: string; port: number };
   appUrl: string;
   sandboxUrl: string;
   /** The app runs in demo mode (PAYONCE_DEMO=1 from `appEnv` or the inherited environment). */
@@ -68,6 +90,14 @@ export async function resolveDatabase(
   const embedded = await startEmbeddedPostgres({ log: (line) => log(`[postgres] ${line}`) });
   await ensureDatabase(embedded.adminUrl, databaseName);
   return { url: embedded.urlFor(databaseName), embedded };
+}
+
+/** STACK_PGBOUNCER: 1 or 0, anything else is a typo rather than "off". */
+export function pgbouncerFromEnv(raw = process.env.STACK_PGBOUNCER): boolean {
+  const value = raw?.trim() ?? '';
+  if (value === '1') return true;
+  if (value === '0' || value === '') return false;
+  throw new Error(`STACK_PGBOUNCER=${JSON.stringify(raw)} is not valid: expected 1 (through PgBouncer) or 0`);
 }
 
 const tsxBin = 'node_modules/.bin/tsx';
@@ -124,17 +154,31 @@ function stopChild(child: ChildProcess): Promise<void> {
 
 export async function startStack(options: StackOptions): Promise<Stack> {
   const log = options.log ?? ((line: string) => console.log(line));
+  const usePgBouncer = options.pgbouncer ?? pgbouncerFromEnv();
   const database = await resolveDatabase(options.databaseName ?? 'payonce', log, options.separateDatabase);
   const children: ChildProcess[] = [];
+  let bouncer: PgBouncer | undefined;
   let stopping = false;
   const stop = async () => {
     stopping = true;
     await Promise.all(children.reverse().map(stopChild));
+    await bouncer?.stop();
     await database.embedded?.stop();
   };
 
   try {
     await runMigrations(database.url);
+    if (usePgBouncer) {
+      const port = process.env.STACK_PGBOUNCER_PORT ? Number(process.env.STACK_PGBOUNCER_PORT) : undefined;
+      bouncer = await startPgBouncer({
+        upstreamUrl: database.url,
+        port,
+        password: process.env.STACK_PGBOUNCER_PASSWORD || undefined,
+        ...options.pgbouncerPool,
+        log: (line) => log(`[pgbouncer] ${line}`),
+      });
+    }
+    const appDatabaseUrl = bouncer?.url ?? database.url;
 
     const sandboxUrl = `http://127.0.0.1:${options.sandboxPort}`;
     const sandbox = run(
@@ -168,7 +212,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const appEnv: NodeJS.ProcessEnv = {
       ...process.env,
       ...(sessionSecret ? { SESSION_SECRET: sessionSecret } : {}),
-      DATABASE_URL: database.url,
+      DATABASE_URL: appDatabaseUrl,
+      // Behind a transaction pooler the app sends no named prepared statements (db/client.ts).
+      ...(bouncer ? { DATABASE_POOLING: 'transaction' } : {}),
       PORT: String(options.appPort),
       PUBLIC_BASE_URL: appUrl,
       PSP_SANDBOX_URL: sandboxUrl,
@@ -221,7 +267,15 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       }
     }
 
-    return { databaseUrl: database.url, appUrl, sandboxUrl, demo: demoMode(appEnv), stop };
+    return {
+      databaseUrl: database.url,
+      appDatabaseUrl,
+      ...(bouncer ? { pgbouncer: { url: bouncer.url, adminUrl: bouncer.adminUrl, port: bouncer.port } } : {}),
+      appUrl,
+      sandboxUrl,
+      demo: demoMode(appEnv),
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;

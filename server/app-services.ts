@@ -19,7 +19,7 @@ const globalForServices = globalThis as unknown as { __payonceServices?: Checkou
 export function appServices(): CheckoutServices {
   if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
   const env = serverEnv();
-  const { db, sql } = getDatabase({ url: env.DATABASE_URL, max: env.DB_POOL_MAX });
+  const { db, sql } = getDatabase({ url: env.DATABASE_URL, max: env.DB_POOL_MAX, pooling: env.DATABASE_POOLING });
   const metrics = createMetrics();
   const gateways = Object.fromEntries(Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]));
   const services: CheckoutServices = {

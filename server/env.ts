@@ -144,8 +144,15 @@ const variables = {
   // Database
   /** No default: `npm run dev` and the tests set it; unset, `next start` serves errors until it is. */
   DATABASE_URL: url(['postgres:', 'postgresql:'], 'postgres://user:password@db.example.com:5432/payonce'),
-  /** postgres.js's own default; instances × DB_POOL_MAX must stay under the server's max_connections (100 by default). */
+  /** postgres.js's own default; instances × DB_POOL_MAX must stay under the server's max_connections (100 by default), or a pooler's max_client_conn. */
   DB_POOL_MAX: integer(10, 1, 1000, 'connections'),
+  /**
+   * session: DATABASE_URL is one PostgreSQL session per connection (the server itself, or a pooler in
+   * session mode), so statements are named and prepared once per connection. transaction: it is a
+   * transaction pooler (PgBouncer pool_mode=transaction before 1.21, or without max_prepared_statements),
+   * which hands each transaction to any server connection: no named prepared statements. docs/scaling.md.
+   */
+  DATABASE_POOLING: oneOf(['session', 'transaction'] as const, 'session'),
   /** Off the usual 5432, so the embedded PostgreSQL of `npm run dev` never collides with an installed one. */
   EMBEDDED_PG_PORT: port(54329),
   /** Off: statement counting and the bench.* procedures are for `npm run bench`'s own app process only. */

@@ -1,11 +1,40 @@
 /**
  * Failures around the app rather than in it: a storm of duplicate notifications arriving at once and
- * out of order, and retries of one key spread across two app instances behind a load balancer.
+ * out of order, and retries of one key spread across two app instances behind a load balancer —
+ * which share one database through PgBouncer in transaction-pooling mode when pgbouncer is installed
+ * (playwright.config.ts, docs/scaling.md).
  */
 import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
 import { DRILL_GATEWAYS, GATEWAY_LABELS, expect, test } from './drill';
 
 const SECOND_APP = process.env.DRILL_SECOND_APP_URL ?? 'http://127.0.0.1:3201';
+/** The drills' PgBouncer admin console, or '' when the stack runs without one. */
+const PGBOUNCER_ADMIN_URL = process.env.DRILL_PGBOUNCER_ADMIN_URL ?? '';
+
+/** Transactions PgBouncer has passed to the app's database so far, and its pool mode. */
+async function pgbouncerCounters(): Promise<{ transactions: number; poolMode: string | undefined; clients: string[] }> {
+  // The admin console speaks the simple protocol only: no type fetch, no parameters.
+  const admin = postgres(PGBOUNCER_ADMIN_URL, { max: 1, prepare: false, fetch_types: false, onnotice: () => {}, connect_timeout: 5 });
+  try {
+    const stats = await admin.unsafe<{ database: string; total_xact_count: string }[]>('show stats');
+    const pools = await admin.unsafe<{ database: string; pool_mode: string }[]>('show pools');
+    const clients = await admin.unsafe<{ database: string; application_name: string }[]>('show clients');
+    const app = (row: { database: string }) => row.database !== 'pgbouncer';
+    return {
+      transactions: stats.filter(app).reduce((n, row) => n + Number(row.total_xact_count), 0),
+      poolMode: pools.find(app)?.pool_mode,
+      clients: [...new Set(clients.filter(app).map((row) => row.application_name))].sort(),
+    };
+  } catch (error) {
+    throw new Error(
+      `the drills' PgBouncer (${PGBOUNCER_ADMIN_URL.replace(/:[^:@/]+@/, ':***@')}) did not answer: ${(error as Error).message}. ` +
+        'Was the drills stack started without it (a reused server)? DRILL_PGBOUNCER=0 runs the drills direct.',
+    );
+  } finally {
+    await admin.end({ timeout: 1 });
+  }
+}
 
 for (const gateway of DRILL_GATEWAYS) {
   test.describe(`${gateway}`, () => {
@@ -32,6 +61,11 @@ for (const gateway of DRILL_GATEWAYS) {
     });
 
     test(`two app instances: retries of one key alternate between them, one charge (${gateway})`, async ({ request, drill }) => {
+      test.info().annotations.push({
+        type: 'database',
+        description: PGBOUNCER_ADMIN_URL ? 'both instances through PgBouncer, transaction pooling' : 'both instances direct (no pgbouncer)',
+      });
+      const pooled = PGBOUNCER_ADMIN_URL ? await pgbouncerCounters() : undefined;
       // One customer (one session cookie, valid on both instances) behind a load balancer; the
       // first request opens the session.
       expect((await request.get('/api/trpc/checkout.products')).status()).toBe(200);
@@ -67,6 +101,14 @@ for (const gateway of DRILL_GATEWAYS) {
       expect(bodies).toHaveLength(2);
       for (const body of bodies) expect(body).toBe(await first.text());
       await drill.expectChargedExactlyOnce(order.outTradeNo, gateway);
+      if (pooled) {
+        // Every claim, phase and replay above was a transaction handed out by PgBouncer, with the
+        // requests' pools and the job queues of both instances among its clients.
+        const now = await pgbouncerCounters();
+        expect(now.poolMode).toBe('transaction');
+        expect(now.transactions - pooled.transactions, 'transactions through PgBouncer during the drill').toBeGreaterThan(statuses.length);
+        expect(now.clients).toEqual(expect.arrayContaining(['payonce', 'payonce-jobs']));
+      }
     });
   });
 }
