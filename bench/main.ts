@@ -13,7 +13,8 @@
  * --concurrency 1,8,32,128, --skip-5m, --prefill N, --skip-storm, --storm-orders N,
  * --replay-keys N, --reuse-build (keep an existing .next-bench build), --verbose (app and sandbox logs).
  * --in-process: only the in-process set (bench/in-process/run.ts: our guard against the Redis-backed
- * libraries, in one process), which a plain run also runs first.
+ * libraries, in one process), which a plain run also runs first (--skip-in-process: the HTTP set alone).
+ * --pgbouncer: the app reaches PostgreSQL through a PgBouncer in transaction-pooling mode (docs/scaling.md).
  *
  * PostgreSQL: DATABASE_URL, or the embedded cluster (database payonce_bench). App on :3400, sandbox on
  * :4410 (BENCH_APP_PORT, BENCH_SANDBOX_PORT). Results: bench/results/latest.{json,md}.
@@ -62,6 +63,7 @@ const { values: flags } = parseArgs({
     'reuse-build': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     'in-process': { type: 'boolean', default: false },
+    'skip-in-process': { type: 'boolean', default: false },
     // The app through a PgBouncer in transaction-pooling mode (bench/environment.ts, docs/scaling.md).
     pgbouncer: { type: 'boolean' },
   },
@@ -411,7 +413,9 @@ function gitCommit(): string | null {
 async function main(): Promise<void> {
   const started = Date.now();
   // The in-process set (bench/in-process/, docs/benchmark.md) first, while nothing else runs; alone with --in-process.
-  await runInProcessBench({ quick, seconds: flags.seconds, rounds: flags.rounds, concurrency: settings.concurrency });
+  if (!flags['skip-in-process']) {
+    await runInProcessBench({ quick, seconds: flags.seconds, rounds: flags.rounds, concurrency: settings.concurrency });
+  }
   if (flags['in-process']) return;
   const stack = await startBenchStack({ build: !flags['reuse-build'], verbose: flags.verbose, pgbouncer: flags.pgbouncer });
   const sql = postgres(stack.databaseUrl, {

@@ -130,6 +130,12 @@ export function checkTargets(phases: PhaseResult[], concurrency: number[]): Targ
       measured: g32?.vsControl ? `${signed(g32.vsControl.p99Ms)} ms` : 'not measured',
       pass: g32?.vsControl ? g32.vsControl.p99Ms <= 1.5 : null,
     });
+    checks.push({
+      target: `guarded throughput ≥ 0.9× control at 32 concurrent (${label})`,
+      phase: phase.phase,
+      measured: g32?.vsControl ? `${ratio(g32.vsControl.throughput)} (${Math.round(g32.rps)} req/s)` : 'not measured',
+      pass: g32?.vsControl ? g32.vsControl.throughput >= 0.9 : null,
+    });
     const worst = <T>(scenario: ScenarioId, value: (c: CellResult) => T, pick: (a: T, b: T) => boolean) => {
       let found: { c: number; v: T } | undefined;
       for (const c of concurrency) {

@@ -76,23 +76,40 @@ export function unguardedContender(sql: postgres.Sql): Contender {
   };
 }
 
-export function oursContender(sql: postgres.Sql, id = 'ours'): Contender {
+/**
+ * Our guard. `handler`: `phased` (the default, what checkout.createOrder uses) claims inside the one
+ * phase's transaction; `function` is a plain handler, claimed first by a statement of its own, then
+ * one atomic phase — what an app gets from `idempotent(resolver)`. `replayCache: false` turns the
+ * in-process cache of completed answers off (replayCacheSize 0), so every replay reads PostgreSQL.
+ */
+export function oursContender(
+  sql: postgres.Sql,
+  id = 'ours',
+  variant: { handler?: 'phased' | 'function'; replayCache?: boolean } = {},
+): Contender {
   const store = createPostgresIdempotencyStore(sql, {
     // The business code writes with the phase transaction's own postgres.js handle.
     transactionHandle: (tx: postgres.TransactionSql) => tx,
   });
+  const options = variant.replayCache === false ? { ...DEFAULT_IDEMPOTENCY_OPTIONS, replayCacheSize: 0 } : DEFAULT_IDEMPOTENCY_OPTIONS;
+  const functionHandler = variant.handler === 'function';
   return {
     id,
-    describe:
-      'executeIdempotent(createPostgresIdempotencyStore(sql), …, DEFAULT_IDEMPOTENCY_OPTIONS) with a one-phase handler: the claim ' +
-      'sent with the BEGIN, the business statements, and respond(201, …) stored with the COMMIT — one transaction',
+    describe: functionHandler
+      ? 'executeIdempotent with a plain function handler: the claim as a statement of its own (its own transaction, ' +
+        'synchronous_commit off), then one atomic phase with the business statements and respond(201, …) stored with the COMMIT'
+      : 'executeIdempotent(createPostgresIdempotencyStore(sql), …, DEFAULT_IDEMPOTENCY_OPTIONS) with a one-phase handler: the claim ' +
+        'sent with the BEGIN, the business statements, and respond(201, …) stored with the COMMIT — one transaction' +
+        (variant.replayCache === false ? '; replayCacheSize 0, so a replay reads PostgreSQL (one statement)' : ''),
     async call({ key, worker, input }) {
       const result = await executeIdempotent(
         store,
         { scope: INPROC_SCOPE, key, path: INPROC_PATH, input },
-        // One phase carrying the claim: BEGIN + claim, the business statements, completion + COMMIT.
-        { firstPhase: async (tx) => respond(201, await businessStatements(tx, id, input, worker)) },
-        DEFAULT_IDEMPOTENCY_OPTIONS,
+        functionHandler
+          ? async (owned) => (await owned.atomicPhase(async (tx) => respond(201, await businessStatements(tx, id, input, worker)))).response
+          : // One phase carrying the claim: BEGIN + claim, the business statements, completion + COMMIT.
+            { firstPhase: async (tx) => respond(201, await businessStatements(tx, id, input, worker)) },
+        options,
       );
       return { outcome: result.replayed ? 'replayed' : 'ran', body: result.body as BusinessResult };
     },

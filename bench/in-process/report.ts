@@ -10,6 +10,8 @@ export const TIMED = [
   'unguarded',
   'ours',
   'ours-replay',
+  'ours-claim-first',
+  'ours-uncached-replay',
   'seed',
   'powertools',
   'powertools-replay',

@@ -168,8 +168,11 @@ export async function runInProcessBench(options: InProcessOptions): Promise<InPr
 
     const unguarded = unguardedContender(pool);
     const ours = oursContender(pool);
+    // What the claim inside the phase and the replay cache each buy: the same guard without them.
+    const oursClaimFirst = oursContender(pool, 'ours-claim-first', { handler: 'function' });
+    const oursUncached = oursContender(pool, 'ours-uncached', { replayCache: false });
     const seed = seedContender(pool);
-    contenders.push(unguarded, ours, seed);
+    contenders.push(unguarded, ours, oursClaimFirst, oursUncached, seed);
     let powertools: Contender | undefined;
     let powertoolsNoContext: Contender | undefined;
     let nodeIdempotency: Contender | undefined;
@@ -208,6 +211,9 @@ export async function runInProcessBench(options: InProcessOptions): Promise<InPr
       unguarded: { id: 'unguarded', contender: unguarded },
       ours: { id: 'ours', contender: ours },
       'ours-replay': { id: 'ours-replay', contender: ours, pool: pools.get('ours') },
+      'ours-claim-first': { id: 'ours-claim-first', contender: oursClaimFirst },
+      // ours's completed keys, replayed through a store without the in-process cache.
+      'ours-uncached-replay': { id: 'ours-uncached-replay', contender: oursUncached, pool: pools.get('ours') },
       seed: { id: 'seed', contender: seed },
     };
     if (powertools && nodeIdempotency) {
@@ -307,7 +313,9 @@ export async function runInProcessBench(options: InProcessOptions): Promise<InPr
       await adminSql<{ scenario: string; n: number }[]>`
       select scenario, count(*)::int as n from bench_writes where tag = ${REPLAY_TAG} group by scenario`
     ).reduce((m, r) => m.set(r.scenario, r.n), new Map<string, number>());
-    const poolIntact = (id: TimedId) => poolRows.get(`inproc:${id.replace('-replay', '')}`) === settings.replayKeys;
+    /** The contender whose replay pool an entry cycles through (the uncached replay uses ours's). */
+    const poolOwner = (id: TimedId) => (id === 'ours-uncached-replay' ? 'ours' : id.replace('-replay', ''));
+    const poolIntact = (id: TimedId) => poolRows.get(`inproc:${poolOwner(id)}`) === settings.replayKeys;
 
     const cells: InProcessCell[] = [];
     for (const c of settings.concurrency) {
@@ -390,6 +398,7 @@ export async function runInProcessBench(options: InProcessOptions): Promise<InPr
     };
     await race(unguarded, false);
     await race(ours, true);
+    await race(oursClaimFirst, true);
     await race(seed, true);
     if (powertools) await race(powertools, true);
     if (powertoolsNoContext) await race(powertoolsNoContext, true);
