@@ -28,6 +28,7 @@ export function appServices(): CheckoutServices {
     idempotencyOptions: {
       ...DEFAULT_IDEMPOTENCY_OPTIONS,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
+      claimWaitMs: env.IDEMPOTENCY_CLAIM_WAIT_MS,
       observe: observeGuard(metrics),
     },
     gateways,

@@ -219,6 +219,8 @@ const variables = {
   // Idempotency
   /** 30 s: outlasts a gateway call's every try (3 × 5 s) with room to settle, and keeps the wait after a real crash short. */
   IDEMPOTENCY_LEASE_MS: integer(30_000, 1000, 600_000, 'milliseconds'),
+  /** 1 s: how long a duplicate waits on a claim still in its first transaction before 409 + Retry-After (docs/lifecycle.md). */
+  IDEMPOTENCY_CLAIM_WAIT_MS: integer(1000, 0, 10_000, 'milliseconds'),
 
   // Jobs
   /** On: every instance shares the job queue; `off` for a process that must not run jobs (the benchmark's). */

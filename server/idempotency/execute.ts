@@ -51,12 +51,13 @@ export interface IdempotencyOptions {
   observe?: (event: GuardEvent) => void;
 }
 
+const DEFAULT_CLAIM_WAIT_MS = 1000;
+
 export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = {
   leaseMs: 30_000,
   ttlMs: 24 * 60 * 60 * 1000,
+  claimWaitMs: DEFAULT_CLAIM_WAIT_MS,
 };
-
-const DEFAULT_CLAIM_WAIT_MS = 1000;
 const DEFAULT_REPLAY_CACHE_SIZE = 10_000;
 
 export type GuardOutcome =

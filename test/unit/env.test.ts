@@ -66,6 +66,8 @@ describe('serverEnv schema', () => {
   it('parses an empty environment to the defaults the code falls back to', () => {
     const env = parseServerEnv({});
     assert.equal(env.IDEMPOTENCY_LEASE_MS, DEFAULT_IDEMPOTENCY_OPTIONS.leaseMs);
+    assert.equal(env.IDEMPOTENCY_CLAIM_WAIT_MS, DEFAULT_IDEMPOTENCY_OPTIONS.claimWaitMs);
+    assert.equal(env.DATABASE_POOLING, 'session');
     assert.equal(env.GATEWAY_TIMEOUT_MS, 5000);
     assert.equal(env.SESSION_MAX_AGE_SECONDS, DEFAULT_SESSION_MAX_AGE_SECONDS);
     assert.deepEqual(
@@ -94,6 +96,8 @@ describe('serverEnv schema', () => {
   it('parses good values, and treats an empty one as unset', () => {
     const env = parseServerEnv({
       IDEMPOTENCY_LEASE_MS: ' 8000 ',
+      IDEMPOTENCY_CLAIM_WAIT_MS: '250',
+      DATABASE_POOLING: 'transaction',
       GATEWAY_TIMEOUT_MS: '2000',
       RATE_LIMIT_SESSION_PER_MINUTE: '0',
       PAYONCE_DEMO: '1',
@@ -103,6 +107,8 @@ describe('serverEnv schema', () => {
       DATABASE_URL: 'postgresql://u:p@db:5432/payonce',
     });
     assert.equal(env.IDEMPOTENCY_LEASE_MS, 8000);
+    assert.equal(env.IDEMPOTENCY_CLAIM_WAIT_MS, 250);
+    assert.equal(env.DATABASE_POOLING, 'transaction');
     assert.equal(env.GATEWAY_TIMEOUT_MS, 2000);
     assert.equal(env.RATE_LIMIT_SESSION_PER_MINUTE, 0);
     assert.equal(env.PAYONCE_DEMO, true);
@@ -121,6 +127,8 @@ describe('serverEnv schema', () => {
       /^RATE_LIMIT_SESSION_PER_MINUTE="thirty" is not valid: expected a whole number of mutations a minute from 0 \(off\) to/,
     );
     assert.match(refusal({ GATEWAY_TIMEOUT_MS: 'NaN' }), /^GATEWAY_TIMEOUT_MS="NaN" is not valid/);
+    assert.match(refusal({ IDEMPOTENCY_CLAIM_WAIT_MS: '60000' }), /^IDEMPOTENCY_CLAIM_WAIT_MS="60000" is not valid/);
+    assert.match(refusal({ DATABASE_POOLING: 'pgbouncer' }), /^DATABASE_POOLING="pgbouncer" is not valid/);
     assert.match(refusal({ GATEWAY_TIMEOUT_MS: '5000.5' }), /^GATEWAY_TIMEOUT_MS="5000.5" is not valid/);
   });
 
