@@ -17,11 +17,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, rmSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
+import { freePort, stopChild } from './processes';
 
 export interface PgBouncer {
   /** What the app connects to: the upstream database, through PgBouncer. */
@@ -86,17 +86,6 @@ export function findPgBouncer(): string | undefined {
 export const PGBOUNCER_MISSING =
   'pgbouncer is not installed (looked on PATH and in /usr/sbin). Install it with `sudo apt-get install pgbouncer` ' +
   '(Debian/Ubuntu; `brew install pgbouncer` on macOS), or run without PgBouncer (unset STACK_PGBOUNCER, drop --pgbouncer).';
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A value in a libpq-style connect string (PgBouncer's [databases] lines): quoted, ' and \ escaped. */
 const connectValue = (value: string) => `'${value.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
@@ -261,19 +250,6 @@ async function waitUntilAnswering(url: string, child: ChildProcess, recent: stri
     await sleep(100);
   }
   throw new Error(`PgBouncer did not let a client through to PostgreSQL (${lastError})${recent.length ? `:\n${recent.join('\n')}` : ''}`);
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    // SIGTERM: immediate shutdown (SIGINT would wait for every client to finish).
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 // `npx tsx scripts/pgbouncer.ts [postgres-url]`: a PgBouncer in front of DATABASE_URL until Ctrl-C.

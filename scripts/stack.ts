@@ -20,6 +20,7 @@ import { runMigrations } from '../db/migrate';
 import { demoMode } from '../server/demo';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 import { startPgBouncer, type PgBouncer } from './pgbouncer';
+import { stopChild } from './processes';
 import { registerStripeWebhookEndpoint } from './stripe-listen';
 
 export interface StackOptions {
@@ -138,18 +139,6 @@ export async function waitForHttp(url: string, child: ChildProcess | undefined, 
     await sleep(250);
   }
   throw new Error(`${url} did not become ready within ${timeoutMs / 1000}s (${lastError})`);
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 export async function startStack(options: StackOptions): Promise<Stack> {

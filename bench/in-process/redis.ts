@@ -13,6 +13,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, stopChild } from '../../scripts/processes';
 
 export interface RedisServer {
   url: string;
@@ -47,20 +48,6 @@ function redisVersion(binary: string): string {
   }
 }
 
-/** A port nothing listens on right now (the kernel's pick), on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
-    });
-  });
-}
-
 /** One RESP round trip on a fresh socket: the server's first reply line to `command`, or null. */
 function ask(port: number, command: string): Promise<string | null> {
   return new Promise((resolve) => {
@@ -90,18 +77,6 @@ async function waitUntilAnswers(port: number, child: ChildProcess, recent: strin
     await sleep(50);
   }
   throw new Error(`redis-server did not answer PING on port ${port} within ${timeoutMs / 1000} s:\n${recent.join('\n')}`);
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 /**
