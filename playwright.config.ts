@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { defineConfig } from '@playwright/test';
 import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
 
@@ -15,6 +16,14 @@ import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
  *                                  whenever pgbouncer is installed (DRILL_PGBOUNCER=0: direct)
  *
  * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
+ * One checkout spec: npx playwright test e2e/buyer-steps.spec.ts (or npm run test:e2e -- <spec>):
+ * only the stacks of the projects a run can reach are started, so a checkout spec alone never waits
+ * for the drills' production build.
+ *
+ * Ports (each overridable, so two checkouts of the project can run their tests side by side):
+ *   checkout  app E2E_APP_PORT (3100), sandbox E2E_SANDBOX_PORT (4110)
+ *   drills    app DRILL_APP_PORT (3200) and the next port for its second instance, sandbox
+ *             DRILL_SANDBOX_PORT (4210), PgBouncer DRILL_PGBOUNCER_PORT (6232)
  *
  * The browser: CHROMIUM_PATH if set, else the system Chromium where there is one (Debian's
  * /usr/bin/chromium), else Playwright's own download (`npx playwright install chromium`).
@@ -57,6 +66,112 @@ const stack = (name: string, appPort: number, sandboxPort: number, flags: string
   env,
 });
 
+// Playwright passes its own environment on: empty values switch off whatever a developer's shell
+// turned on (server/demo.ts, server/faults.ts, server/metrics-access.ts).
+const checkoutStack = stack('e2e', APP_PORT, SANDBOX_PORT, '', {
+  PAYONCE_DEMO: '',
+  CHECKOUT_FAULTS: '',
+  METRICS_TOKEN: '',
+  METRICS_PUBLIC: '',
+});
+// A production build: a dev server would reload the page when it comes back after a crash.
+const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
+  // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
+  // failed drill's stack; the page's fault switchboard (switchboard.spec).
+  PAYONCE_DEMO: '1',
+  // A crashed request's lease runs out in 16 s, not the production 30 s: the shortest that still
+  // outlasts one gateway call (Stripe's SDK tries 3 × 5 s; server/env.ts refuses less).
+  IDEMPOTENCY_LEASE_MS: '16000',
+  JOBS_RECONCILE_SECONDS: '2',
+  JOBS_OUTBOX_SECONDS: '1',
+  JOBS_REFUND_SECONDS: '1',
+  REFUND_BACKOFF_MS: '500',
+  // A refund worker killed mid-call leaves its claim for this long (production: 60 s); it must
+  // outlast one refund call, which Stripe's SDK may try three times at 5 s each.
+  REFUND_LEASE_MS: '20000',
+  // An order whose trade cannot be closed waits this long past its expiry before it expires
+  // anyway (production: 10 minutes), so the late-payment refund drills take seconds.
+  ORDER_EXPIRY_CLOSE_GRACE_MS: '3000',
+  // Drills replay and retry keys in tight loops from one session and one address; the limits
+  // have tests of their own (test/hostile/rate-limits.test.ts).
+  RATE_LIMIT_SESSION_PER_MINUTE: '0',
+  RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+  // Through PgBouncer (scripts/stack.ts): the instances get DATABASE_POOLING=transaction.
+  STACK_PGBOUNCER: DRILL_PGBOUNCER ? '1' : '0',
+  STACK_PGBOUNCER_PORT: String(DRILL_PGBOUNCER_PORT),
+  STACK_PGBOUNCER_PASSWORD: DRILL_PGBOUNCER_PASSWORD,
+});
+
+/** Options of `playwright test` that take a value in the next argument (not a test-file filter). */
+const VALUE_OPTIONS = new Set([
+  '-c',
+  '--config',
+  '-g',
+  '--grep',
+  '--grep-invert',
+  '-j',
+  '--workers',
+  '--project',
+  '--reporter',
+  '--retries',
+  '--repeat-each',
+  '--timeout',
+  '--max-failures',
+  '--shard',
+  '--output',
+  '--trace',
+  '--global-timeout',
+  '--tsconfig',
+]);
+
+function specFiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return specFiles(full);
+    return entry.name.endsWith('.spec.ts') ? [full] : [];
+  });
+}
+
+/**
+ * Which projects this run can reach, from the command line as Playwright reads it: `--project`
+ * names them; file filters (regular expressions over the test files' paths) reach the projects whose
+ * files they match. A worker process, or anything unparseable, reaches both.
+ */
+function reachableProjects(argv: string[]): Set<'checkout' | 'drills'> {
+  const both = new Set<'checkout' | 'drills'>(['checkout', 'drills']);
+  const testAt = argv.indexOf('test');
+  if (testAt < 0) return both;
+  const projects: string[] = [];
+  const filters: string[] = [];
+  for (let i = testAt + 1; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg.startsWith('--project=')) projects.push(...arg.slice('--project='.length).split(','));
+    else if (arg === '--project') projects.push(...(argv[++i] ?? '').split(','));
+    else if (VALUE_OPTIONS.has(arg)) i++;
+    else if (!arg.startsWith('-')) filters.push(arg);
+  }
+  const reached = new Set<'checkout' | 'drills'>(
+    projects.length ? (projects.filter((p) => both.has(p as 'checkout')) as ('checkout' | 'drills')[]) : both,
+  );
+  if (filters.length === 0) return reached;
+  const matches = (file: string) =>
+    filters.some((filter) => {
+      try {
+        return new RegExp(filter).test(file) || new RegExp(filter).test(path.resolve(file));
+      } catch {
+        return file.includes(filter);
+      }
+    });
+  const drills = specFiles('e2e/drills');
+  const checkout = specFiles('e2e').filter((file) => !drills.includes(file));
+  if (!checkout.some(matches)) reached.delete('checkout');
+  if (!drills.some(matches)) reached.delete('drills');
+  return reached;
+}
+
+const reachable = reachableProjects(process.argv);
+
 export default defineConfig({
   timeout: 90_000,
   expect: { timeout: 20_000 },
@@ -88,36 +203,5 @@ export default defineConfig({
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${DRILL_APP_PORT}` },
     },
   ],
-  webServer: [
-    // Playwright passes its own environment on: empty values switch off whatever a developer's
-    // shell turned on (server/demo.ts, server/faults.ts, server/metrics-access.ts).
-    stack('e2e', APP_PORT, SANDBOX_PORT, '', { PAYONCE_DEMO: '', CHECKOUT_FAULTS: '', METRICS_TOKEN: '', METRICS_PUBLIC: '' }),
-    // A production build: a dev server would reload the page when it comes back after a crash.
-    stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
-      // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
-      // failed drill's stack; the page's fault switchboard (switchboard.spec).
-      PAYONCE_DEMO: '1',
-      // A crashed request's lease runs out in 16 s, not the production 30 s: the shortest that still
-      // outlasts one gateway call (Stripe's SDK tries 3 × 5 s; server/env.ts refuses less).
-      IDEMPOTENCY_LEASE_MS: '16000',
-      JOBS_RECONCILE_SECONDS: '2',
-      JOBS_OUTBOX_SECONDS: '1',
-      JOBS_REFUND_SECONDS: '1',
-      REFUND_BACKOFF_MS: '500',
-      // A refund worker killed mid-call leaves its claim for this long (production: 60 s); it must
-      // outlast one refund call, which Stripe's SDK may try three times at 5 s each.
-      REFUND_LEASE_MS: '20000',
-      // An order whose trade cannot be closed waits this long past its expiry before it expires
-      // anyway (production: 10 minutes), so the late-payment refund drills take seconds.
-      ORDER_EXPIRY_CLOSE_GRACE_MS: '3000',
-      // Drills replay and retry keys in tight loops from one session and one address; the limits
-      // have tests of their own (test/hostile/rate-limits.test.ts).
-      RATE_LIMIT_SESSION_PER_MINUTE: '0',
-      RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
-      // Through PgBouncer (scripts/stack.ts): the instances get DATABASE_POOLING=transaction.
-      STACK_PGBOUNCER: DRILL_PGBOUNCER ? '1' : '0',
-      STACK_PGBOUNCER_PORT: String(DRILL_PGBOUNCER_PORT),
-      STACK_PGBOUNCER_PASSWORD: DRILL_PGBOUNCER_PASSWORD,
-    }),
-  ],
+  webServer: [...(reachable.has('checkout') ? [checkoutStack] : []), ...(reachable.has('drills') ? [drillsStack] : [])],
 });

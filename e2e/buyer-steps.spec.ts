@@ -92,7 +92,7 @@ test('alipay: the buyer goes to the Alipay cashier page, pays, and comes back to
   await page.getByRole('link', { name: '前往支付宝收银台付款' }).click();
   await expect(page).toHaveURL(new RegExp(`^${SANDBOX}/`));
   await page.getByRole('button', { name: /确认付款/ }).click();
-  await expect(page).toHaveURL(/127\.0\.0\.1:\d+\/$/);
+  await expect(page).toHaveURL(/127\.0\.0\.1:\d+\/\?returned=/);
   await expectPaidOnce(checkout, ledger, bodies);
 });
 
@@ -106,7 +106,7 @@ test('2c2p: the buyer pays on the hosted payment page and comes back to a paid o
   await page.getByLabel(/CVV|安全码/).fill('123');
   await page.getByLabel(/持卡人姓名|Name on card/).fill('LI LEI');
   await page.getByRole('button', { name: /确认付款/ }).click();
-  await expect(page).toHaveURL(/127\.0\.0\.1:\d+\/$/);
+  await expect(page).toHaveURL(/127\.0\.0\.1:\d+\/\?returned=/);
   await expectPaidOnce(checkout, ledger, bodies);
 });
 

@@ -47,12 +47,13 @@ const stack = await startStack({
   ...(values.demo ? { appEnv: { PAYONCE_DEMO: '1' } } : {}),
 }).catch((error: unknown) => exitBecauseStartFailed(error));
 
+// The embedded database is a throwaway on this machine, reachable only on loopback: its URL is printed
+// whole so that psql can be pointed at it. A server of the user's own (DATABASE_URL) keeps its password.
+const databaseShown = process.env.DATABASE_URL ? stack.databaseUrl.replace(/:[^:@/]+@/, ':***@') : stack.databaseUrl;
 console.log(`
   PayOnce is ready:  ${stack.appUrl.replace('127.0.0.1', 'localhost')}
   PSP sandbox:       ${stack.sandboxUrl}   (ledger: ${stack.sandboxUrl}/ledger)
-  Database:          ${stack.databaseUrl.replace(/:[^:@/]+@/, ':***@')}${
-    stack.demo ? '\n  Demo mode: faults, /mail and the switchboard are on' : ''
-  }
+  Database:          ${databaseShown}${stack.demo ? '\n  Demo mode: faults, /mail and the switchboard are on' : ''}
   Press Ctrl-C to stop.
 `);
 

@@ -8,7 +8,9 @@
  * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
  * host and credentials are used: the tests create their own database beside it).
  *
- * Flags: --only unit|integration|e2e (repeatable), --keep-database.
+ * Flags: --only unit|integration|e2e (repeatable), --keep-database. Anything else is passed to
+ * Playwright: `npm run test:e2e -- e2e/buyer-steps.spec.ts` runs one spec (and starts only the stack
+ * it needs).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -16,7 +18,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createFreshDatabase } from './fresh-database';
 
-const { values } = parseArgs({
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
     only: { type: 'string', multiple: true },
     'keep-database': { type: 'boolean', default: false },
@@ -107,7 +110,7 @@ async function main(): Promise<number> {
     }
     if (suites.has('e2e')) {
       console.log('\n=== browser tests (Playwright) ===');
-      if ((await run('node_modules/.bin/playwright', ['test'], env, 'playwright')) !== 0) failures.push('e2e');
+      if ((await run('node_modules/.bin/playwright', ['test', ...positionals], env, 'playwright')) !== 0) failures.push('e2e');
     }
   } finally {
     await database.drop({ keep: values['keep-database'] });

@@ -33,6 +33,7 @@ export function appServices(): CheckoutServices {
     },
     gateways,
     publicBaseUrl: env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${env.PORT}`,
+    publicOrigins: env.PUBLIC_ORIGINS,
     metrics,
     demo: env.PAYONCE_DEMO,
     pspSandboxUrl: env.PSP_SANDBOX_URL,

@@ -94,6 +94,23 @@ function url(protocols: readonly string[], example: string) {
 
 const HTTP = ['http:', 'https:'];
 
+/** A comma-separated list of http(s) origins (scheme, host and port; no path). */
+function origins(example: string) {
+  return optional(`comma-separated http or https origins such as ${example}`, (raw) => {
+    const list = raw
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean);
+    try {
+      const parsed = list.map((item) => new URL(item));
+      const valid = parsed.every((u, i) => HTTP.includes(u.protocol) && u.origin === list[i]!.replace(/\/$/, ''));
+      return valid && list.length > 0 ? parsed.map((u) => u.origin) : undefined;
+    } catch {
+      return undefined;
+    }
+  });
+}
+
 function text() {
   return optional('a non-empty value', (raw) => raw);
 }
@@ -165,6 +182,12 @@ const variables = {
   PORT: port(3000),
   /** Unset: http://127.0.0.1:{PORT}, which only a gateway on this machine (the sandbox) can reach. */
   PUBLIC_BASE_URL: url(HTTP, 'https://pay.example.com'),
+  /**
+   * Further origins the checkout is served on (a second domain, a LAN name): a buyer who paid from one
+   * of them is sent back there by the gateway's page, where their session is. Unset: only
+   * PUBLIC_BASE_URL's, or on a local run any address the page was opened on.
+   */
+  PUBLIC_ORIGINS: origins('https://www.pay.example.com,http://shop.lan:3000'),
   /** Next's own default; the browser tests build elsewhere so they can run beside `npm run dev`. */
   NEXT_DIST_DIR: withDefault('.next', 'a folder name', (raw) => raw.trim()),
 

@@ -13,7 +13,7 @@ import {
   type StoredCheckout,
 } from '../../client/checkout-flow';
 import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
-import { DEFAULT_RETRY_POLICY } from '../../client/retry';
+import { DEFAULT_RETRY_POLICY, describeFailure } from '../../client/retry';
 import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
 import type { BuyerStep as BuyerStepKind, TestBuyer } from '../../server/payments/gateway';
 import { BuyerStep } from './BuyerStep';
@@ -154,6 +154,8 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   const buyer = payer === 'self' ? undefined : payer;
   const [status, setStatus] = useState<Status>({ tone: 'idle' });
   const [duplicate, setDuplicate] = useState<{ minutes: number; choice: Choice } | undefined>();
+  // Back from a gateway's page with no attempt saved on this origin: the order, by the return link.
+  const [returning, setReturning] = useState<{ orderId: string; token: string } | undefined>();
   const running = useRef(false);
   const resumed = useRef(false);
   const followUp = useRef<number | undefined>(undefined);
@@ -316,10 +318,22 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   }
 
   // A reload (or a tab opened later) finds the attempt it left open: show what it was, and finish it.
+  // A buyer back from a gateway's page (`?returned=…&t=…`) whose attempt is not saved here — another
+  // browser, cleared storage — is shown that order by the return link's token instead: never a blank
+  // cart that invites a second purchase.
   useEffect(() => {
     if (resumed.current) return;
     resumed.current = true;
-    const open = openAttempt(browserStorage.load(), { gateway, buyer, buyerStep });
+    const stored = browserStorage.load();
+    const params = new URLSearchParams(window.location.search);
+    const returnedId = params.get('returned');
+    const token = params.get('t');
+    if (returnedId && token && stored.attempt?.orderId !== returnedId) {
+      setReturning({ orderId: returnedId, token });
+      setStatus({ tone: 'busy', title: 'status.returned', lines: [{ key: 'status.returnedDetail' }] });
+      return;
+    }
+    const open = openAttempt(stored, { gateway, buyer, buyerStep });
     if (!open) return;
     setQuantities(Object.fromEntries(open.cart.map((line) => [line.sku, line.quantity])));
     setGateway(open.gateway);
@@ -380,6 +394,48 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [waitingFor?.orderId, client]);
 
+  useEffect(() => {
+    if (!returning) return;
+    let live = true;
+    let timer: number | undefined;
+    const check = async () => {
+      let view;
+      try {
+        view = await client.checkout.returnedOrder.query(returning);
+      } catch (error) {
+        if (!live) return;
+        if (describeFailure(error).status === 404) {
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.returnedUnknown' }] });
+          return;
+        }
+        timer = window.setTimeout(check, WATCH_ORDER_MS); // the network: ask again
+        return;
+      }
+      if (!live) return;
+      setQuantities(Object.fromEntries(view.items.map((item) => [item.sku, item.quantity])));
+      const truth = orderTruth(view);
+      if (truth.kind === 'paid') {
+        setGateway(truth.paid.payment.gateway);
+        setStatus({
+          tone: 'ok',
+          title: 'status.paid',
+          lines: [{ key: 'status.paidDetail' }],
+          orderId: view.orderId,
+          returnToken: returning.token,
+        });
+      } else if (truth.kind === 'closed') {
+        setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }] });
+      } else {
+        timer = window.setTimeout(check, WATCH_ORDER_MS);
+      }
+    };
+    void check();
+    return () => {
+      live = false;
+      window.clearTimeout(timer);
+    };
+  }, [returning, client]);
+
   /** The buyer gives up this step (wrong app, no card at hand): the order stays open for another way. */
   function switchMethod() {
     const stored = browserStorage.load();
@@ -415,6 +471,9 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
 
   function newOrder() {
     window.clearTimeout(followUp.current);
+    setReturning(undefined);
+    // The return link has done its work: a reload now is a fresh checkout, not that order again.
+    if (window.location.search) window.history.replaceState(null, '', '/');
     setStatus({ tone: 'idle' });
     void products.refetch();
   }
@@ -540,7 +599,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
         )}
         {status.tone === 'ok' && (
           <>
-            <OrderDetails client={client} orderId={status.orderId} />
+            <OrderDetails client={client} orderId={status.orderId} token={status.returnToken} />
             <button className="secondary" type="button" onClick={newOrder}>
               {t('pay.again')}
             </button>

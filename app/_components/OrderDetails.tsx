@@ -5,10 +5,16 @@ import { useLang } from '../../client/i18n';
 import type { CheckoutClient } from '../../client/trpc-client';
 import { formatMoney } from './money';
 
-/** The paid order as the server has it: what was bought, how it was paid, every charge and refund. */
-export function OrderDetails({ client, orderId }: { client: CheckoutClient; orderId: string }) {
+/**
+ * The paid order as the server has it: what was bought, how it was paid, every charge and refund.
+ * Read by the session, or by a return link's `token` when the buyer came back without the session.
+ */
+export function OrderDetails({ client, orderId, token }: { client: CheckoutClient; orderId: string; token?: string }) {
   const { t } = useLang();
-  const order = useQuery({ queryKey: ['order', orderId], queryFn: () => client.checkout.order.query({ orderId }) });
+  const order = useQuery({
+    queryKey: ['order', orderId, token],
+    queryFn: () => (token ? client.checkout.returnedOrder.query({ orderId, token }) : client.checkout.order.query({ orderId })),
+  });
   const payment = order.data?.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
   const charges = order.data?.payments.filter((p) => p.status === 'succeeded') ?? [];
   const refunds = order.data?.refunds ?? [];

@@ -23,7 +23,8 @@ export interface TechnicalDetail {
 export type Status =
   | { tone: 'idle' }
   | { tone: 'busy' | 'warn' | 'bad'; title: string; lines: StatusLine[]; tech?: TechnicalDetail }
-  | { tone: 'ok'; title: string; lines: StatusLine[]; orderId: string; tech?: TechnicalDetail }
+  /** `returnToken`: the order is read by a return link's token, not the session (a buyer back from a gateway's page). */
+  | { tone: 'ok'; title: string; lines: StatusLine[]; orderId: string; returnToken?: string; tech?: TechnicalDetail }
   /** The gateway's trade is open and waits for the buyer's own step; the page watches the order. */
   | { tone: 'wait'; title: string; lines: StatusLine[]; awaiting: AwaitingBuyer; tech?: TechnicalDetail };
 

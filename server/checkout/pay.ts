@@ -20,7 +20,8 @@ import { orders, payments } from '../../db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhasedHandler, type PhaseResult, type StoredResponse } from '../idempotency';
 import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
-import { notifyUrlFor, returnUrlFor, type CheckoutServices } from './services';
+import type { ReturnAddress } from './return-address';
+import { notifyUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
 import { applyOrderTransition, orderNotFound, orderNotPayable, orderPaymentInProgress, requireOrderTransition } from './order-state';
 import { paidOrderView, settleSucceededCharge, type PaidOrder } from './settle';
@@ -62,9 +63,15 @@ export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<Awaiti
 
 /**
  * checkout.pay for the guard: refused before anything is claimed when the gateway or the buyer does
- * not fit; phase 1 carries the key's claim in its transaction.
+ * not fit; phase 1 carries the key's claim in its transaction. `returnTo` is where a gateway's own
+ * page sends this buyer back to: the origin they are paying from (./return-address).
  */
-export function payOrder(services: CheckoutServices, customerId: string, input: PayInput): PhasedHandler<Transaction, PayResponse> {
+export function payOrder(
+  services: CheckoutServices,
+  customerId: string,
+  input: PayInput,
+  returnTo: ReturnAddress,
+): PhasedHandler<Transaction, PayResponse> {
   const gateway = services.gateways[input.gateway];
   if (!gateway) {
     throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
@@ -83,7 +90,7 @@ export function payOrder(services: CheckoutServices, customerId: string, input: 
         throw error;
       }
     },
-    then: (key) => payWithKey(services, key, customerId, input, gateway),
+    then: (key) => payWithKey(services, key, customerId, input, gateway, returnTo),
   };
 }
 
@@ -102,6 +109,7 @@ async function payWithKey(
   customerId: string,
   input: PayInput,
   gateway: PaymentGateway,
+  returnTo: ReturnAddress,
 ): Promise<PayResponse> {
   // Phase 1 — start the attempt, unless this request's first phase or a previous owner already did.
   if (key.recoveryPoint === STARTED) {
@@ -148,7 +156,7 @@ async function payWithKey(
         attempt: order.paymentAttempt,
         ...(input.buyer ? { buyer: input.buyer } : { buyerStep: input.buyerStep ?? gateway.buyerSteps[0] }),
         notifyUrl: notifyUrlFor(services, input.gateway),
-        returnUrl: returnUrlFor(services, order.id),
+        returnUrl: returnTo.urlFor(order.id),
       }),
   );
 

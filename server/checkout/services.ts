@@ -19,6 +19,8 @@ export interface CheckoutServices {
   gateways: Partial<Record<GatewayId, PaymentGateway>>;
   /** The app's public base URL, where gateways deliver notifications (…/api/webhooks/{gateway}). */
   publicBaseUrl: string;
+  /** PUBLIC_ORIGINS: further origins the page is served on, where a buyer may be sent back to (./return-address). */
+  publicOrigins?: readonly string[];
   /** Present only with CHECKOUT_FAULTS=1 (failure drills); undefined in every real deployment. */
   faults?: FaultInjector;
   /** Demo mode (PAYONCE_DEMO=1): the 幕后 view may list and show every customer's orders. */
@@ -39,11 +41,6 @@ export interface CheckoutServices {
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {
   return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();
-}
-
-/** Where a gateway's own page (Alipay page pay, 2C2P's hosted page) sends the buyer back to. */
-export function returnUrlFor(services: CheckoutServices, orderId: string): string {
-  return new URL(`/api/return?orderId=${encodeURIComponent(orderId)}`, services.publicBaseUrl).toString();
 }
 
 /** Whose idempotency keys these are: a key is unique within its customer, never globally. */

@@ -5,6 +5,7 @@
  * the wire (no transformer), so curl and mobile clients can call every procedure.
  */
 import { initTRPC, TRPCError } from '@trpc/server';
+import { buyerOrigin, returnAddress, verifyReturnToken } from '../checkout/return-address';
 import type { CheckoutServices } from '../checkout/services';
 import { issueSession, verifySession } from '../session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
@@ -31,7 +32,15 @@ export function createTRPCContext(opts: CreateContextOptions) {
     opts.resHeaders.append('set-cookie', session.setCookie);
   }
   const response: ResponseMetaHolder = { headers: {} };
-  return { services: opts.services, headers: opts.headers, customerId, sessionIssued, response };
+  const secret = opts.sessionSecret;
+  // Where a gateway's page sends this buyer back to, and the check of a return link's token: both
+  // under the session secret, which procedures never see.
+  const returnTo = returnAddress(
+    secret,
+    buyerOrigin(opts.headers, { publicBaseUrl: opts.services.publicBaseUrl, extraOrigins: opts.services.publicOrigins }),
+  );
+  const isReturnToken = (orderId: string, token: string) => verifyReturnToken(secret, orderId, token);
+  return { services: opts.services, headers: opts.headers, customerId, sessionIssued, response, returnTo, isReturnToken };
 }
 
 export type TRPCContext = ReturnType<typeof createTRPCContext>;

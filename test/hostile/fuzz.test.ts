@@ -122,7 +122,7 @@ describe('fuzzing the procedures', () => {
   it('queries with arbitrary input and cookies → never 5xx, nothing changed', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom('checkout.order', 'checkout.timeline', 'checkout.products', 'checkout.recentOrders'),
+        fc.constantFrom('checkout.order', 'checkout.timeline', 'checkout.products', 'checkout.recentOrders', 'checkout.returnedOrder'),
         fc.anything(),
         cookieHeader,
         async (procedure, input, cookie) => {

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
+import { returnToken } from '../../server/checkout/return-address';
 import { waitFor } from '../support/harness';
 import { startTestStack, type TestStack } from '../support/stack';
 import { frontendReturnOf, payOnHostedPage } from '../sandbox/twoc2p-hosted-page';
@@ -56,8 +57,23 @@ describe('checkout.pay with 2C2P’s hosted payment page', () => {
     await waitFor('the order to be paid', async () => ((await orderStatus(order.orderId)) === 'paid' ? true : undefined));
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
     const { form, response } = frontendReturnOf(paid.html, paid.url);
-    assert.equal(form.action, `${stack.appUrl}/api/return?orderId=${encodeURIComponent(order.orderId)}`);
+    const token = returnToken('test-session-secret', order.orderId);
+    assert.equal(form.action, `${stack.appUrl}/api/return?orderId=${encodeURIComponent(order.orderId)}&t=${token}`);
     assert.equal(response.invoiceNo, order.outTradeNo);
+
+    // 3b. The return link's token shows the order to a browser without the session; a wrong one shows nothing.
+    const stranger = stack.customer();
+    const returned = await stranger.query('checkout.returnedOrder', { orderId: order.orderId, token });
+    assert.equal(returned.status, 200, returned.text);
+    assert.equal(returned.json.result.data.status, 'paid');
+    assert.equal(returned.json.result.data.outTradeNo, order.outTradeNo);
+    const forged = await stranger.query('checkout.returnedOrder', {
+      orderId: order.orderId,
+      token: `${token.slice(0, -1)}A` === token ? `${token.slice(0, -1)}B` : `${token.slice(0, -1)}A`,
+    });
+    assert.equal(forged.status, 404, forged.text);
+    const otherOrder = await stranger.query('checkout.returnedOrder', { orderId: randomUUID(), token });
+    assert.equal(otherOrder.status, 404, otherOrder.text);
 
     // 4. Paying again answers the paid order, with no call to any gateway.
     const again = await customer.pay(order.orderId, { gateway: '2c2p', buyer: null });

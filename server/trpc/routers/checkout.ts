@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { listProducts } from '../../checkout/catalogue';
+import { CheckoutError } from '../../checkout/errors';
 import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
@@ -64,11 +65,23 @@ export const checkoutRouter = createTRPCRouter({
    * 201 with the paid order; 202 awaiting_buyer with the buyer's step (no test buyer); 402 for a
    * terminal decline — each stored and replayed per key.
    */
-  pay: idempotentProcedure(payInput).mutation(idempotentPhases(({ ctx, input }) => payOrder(ctx.services, ctx.customerId, input))),
+  pay: idempotentProcedure(payInput).mutation(
+    idempotentPhases(({ ctx, input }) => payOrder(ctx.services, ctx.customerId, input, ctx.returnTo)),
+  ),
 
   order: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
     .query(({ ctx, input }) => getOrder(ctx.services.db, ctx.customerId, input.orderId)),
+
+  /**
+   * The order a buyer comes back to from a gateway's page, by the token in the return link instead of
+   * the session: they may land in a browser or on an address without it. A wrong token answers like
+   * a missing order.
+   */
+  returnedOrder: publicProcedure.input(z.object({ orderId: z.uuid(), token: z.string().max(64) })).query(({ ctx, input }) => {
+    if (!ctx.isReturnToken(input.orderId, input.token)) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+    return getOrder(ctx.services.db, null, input.orderId);
+  }),
 
   /** The 幕后 view: the order's journal, its chain check and the gateway ledger's count. */
   timeline: publicProcedure
