@@ -11,6 +11,9 @@ export async function register(): Promise<void> {
   if (process.env.NEXT_RUNTIME !== 'nodejs') return;
   // `next build` runs with NODE_ENV=production too, and needs no secret: it serves nobody.
   if (process.env.NEXT_PHASE === 'phase-production-build') return;
+  // Before anything else: the per-address limits count the socket's address, which only this sees.
+  const { installPeerAddressStamp } = await import('./server/rate-limit/peer-address');
+  installPeerAddressStamp();
   // A bad configuration ends the process here with one line: not a 500 on every request.
   const { exitOnBadEnv, serverEnv } = await import('./server/env');
   exitOnBadEnv();

@@ -6,6 +6,9 @@ const nextConfig = {
   // The app sits behind the sandbox and tests on loopback; no telemetry or image optimisation needed.
   images: { unoptimized: true },
   poweredByHeader: false,
+  // Next's development badge sits over the page's bottom corner, where on a phone the payer choices
+  // are: the demo is for looking at the checkout, and build errors still show in their overlay.
+  devIndicators: false,
   // The browser tests run their own server beside a developer's `npm run dev`; separate build
   // folders keep the two from fighting over one lock and cache.
   distDir: process.env.NEXT_DIST_DIR || '.next',

@@ -73,6 +73,12 @@ const checkoutStack = stack('e2e', APP_PORT, SANDBOX_PORT, '', {
   CHECKOUT_FAULTS: '',
   METRICS_TOKEN: '',
   METRICS_PUBLIC: '',
+  // Every test's browser is one machine (127.0.0.1) leaving declined and abandoned orders open for
+  // half an hour: the address's limits would end the run, and have tests of their own
+  // (test/hostile/rate-limits.test.ts). The session's limits and caps stay on.
+  RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+  OPEN_ORDERS_PER_ADDRESS: '0',
+  OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
 });
 // A production build: a dev server would reload the page when it comes back after a crash.
 const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
@@ -96,6 +102,8 @@ const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod 
   // have tests of their own (test/hostile/rate-limits.test.ts).
   RATE_LIMIT_SESSION_PER_MINUTE: '0',
   RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+  OPEN_ORDERS_PER_ADDRESS: '0',
+  OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
   // Through PgBouncer (scripts/stack.ts): the instances get DATABASE_POOLING=transaction.
   STACK_PGBOUNCER: DRILL_PGBOUNCER ? '1' : '0',
   STACK_PGBOUNCER_PORT: String(DRILL_PGBOUNCER_PORT),

@@ -9,7 +9,7 @@ export const dynamic = 'force-dynamic';
 export default function Page() {
   return (
     <main className="shell">
-      <Checkout>{demoMode() && <FaultSwitchboard />}</Checkout>
+      <Checkout demo={demoMode()}>{demoMode() && <FaultSwitchboard />}</Checkout>
     </main>
   );
 }

@@ -41,6 +41,8 @@ export async function startBenchStack(options: { build: boolean; verbose: boolea
       RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
       OPEN_ORDERS_PER_CUSTOMER: '0',
       OPEN_ORDER_HELD_UNITS_PER_SKU: '0',
+      OPEN_ORDERS_PER_ADDRESS: '0',
+      OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
     },
     log: (line) => {
       if (options.verbose || /^\[(build|supervisor)\]|error|Error/.test(line)) console.error(line);

@@ -44,7 +44,9 @@ export function describeFailure(error: unknown): CallFailure {
         // 409 only for work in flight (this key, or another attempt on the order): a conflict that
         // will not pass by itself (out of stock, too many open orders) answers the same forever.
         (status === 409 && (data?.reason === 'REQUEST_IN_PROGRESS' || data?.reason === 'ORDER_PAYMENT_IN_PROGRESS')) ||
-        status === 429 ||
+        // A 429 passes with its window, except the address's hold cap: that waits on unpaid orders
+        // expiring, far longer than a shopper should watch a spinner.
+        (status === 429 && data?.reason !== 'ADDRESS_HOLD_LIMIT') ||
         status >= 500 ||
         (status === 401 && data?.reason === 'SESSION_REQUIRED'),
       details: data?.details,

@@ -62,13 +62,22 @@ export const orders = pgTable(
     paidAt: timestamptz('paid_at'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
-    /** An order still unpaid at this point expires and gives its stock back. */
+    /**
+     * The client address the order was placed from (server/rate-limit clientAddress), for the caps on
+     * what one address may hold unpaid; null when the request carried none that can be trusted.
+     */
+    clientAddress: text(),
+    /** An order still unpaid at this point expires and gives its stock back (ORDER_TTL_SECONDS). */
     expiresAt: timestamptz('expires_at')
       .notNull()
       .default(sql`now() + interval '30 minutes'`),
   },
   (t) => [
     index('orders_customer_idx').on(t.customerId, t.createdAt),
+    // Only open orders are counted against an address's caps, so only they are indexed.
+    index('orders_open_by_address_idx')
+      .on(t.clientAddress)
+      .where(sql`${t.status} in ('awaiting_payment', 'paying') and ${t.clientAddress} is not null`),
     index('orders_open_idx')
       .on(t.status, t.expiresAt)
       .where(sql`${t.status} in ('awaiting_payment', 'paying')`),

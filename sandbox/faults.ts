@@ -17,7 +17,9 @@
  *   lose_notifications    the next `times` scheduled deliveries never reach the receiver (recorded
  *                         as failed deliveries), so only the reconciler can settle the payment
  *
- * Armed with POST /sandbox/faults { gateway?, operation?, action, delayMs?, times? }, cleared with DELETE.
+ * Armed with POST /sandbox/faults { gateway?, operation?, action, delayMs?, times?, outTradeNo? }, cleared
+ * with DELETE. `outTradeNo` holds a notification fault for that order's notifications only, so a fault
+ * armed for one shopper's payment never lands on another's.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -45,6 +47,8 @@ export const sandboxFaultSpec = z.object({
   /** duplicate_notifications: how many extra copies. */
   copies: z.number().int().min(1).max(100).optional(),
   times: z.number().int().min(1).max(1000).default(1),
+  /** Notification faults: only this order's notifications (default: the gateway's next). */
+  outTradeNo: z.string().min(1).max(64).optional(),
 });
 
 export type SandboxFaultSpec = z.infer<typeof sandboxFaultSpec>;
@@ -98,14 +102,14 @@ export class SandboxFaults {
   }
 
   /** How many extra copies the next scheduled notification of `gateway` gets (a consumed fault). */
-  takeNotificationCopies(gateway: string): number {
-    const fault = this.#consume(gateway, (action) => action === 'duplicate_notifications');
+  takeNotificationCopies(gateway: string, outTradeNo?: string): number {
+    const fault = this.#consume(gateway, (action) => action === 'duplicate_notifications', undefined, outTradeNo);
     return fault ? (fault.copies ?? 5) : 0;
   }
 
   /** Whether the next scheduled delivery of `gateway` is lost (a consumed fault). */
-  takeLostNotification(gateway: string): boolean {
-    return this.#consume(gateway, (action) => action === 'lose_notifications') !== undefined;
+  takeLostNotification(gateway: string, outTradeNo?: string): boolean {
+    return this.#consume(gateway, (action) => action === 'lose_notifications', undefined, outTradeNo) !== undefined;
   }
 
   /** The fault that fires on this charge, close or refund request, if any (consumed). */
@@ -116,11 +120,17 @@ export class SandboxFaults {
   }
 
   /** Fires the first armed fault for `gateway` whose action (and operation) matches, forgetting it once spent. */
-  #consume(gateway: string, matches: (action: SandboxFault['action']) => boolean, operation?: SandboxOperation): SandboxFault | undefined {
+  #consume(
+    gateway: string,
+    matches: (action: SandboxFault['action']) => boolean,
+    operation?: SandboxOperation,
+    outTradeNo?: string,
+  ): SandboxFault | undefined {
     const fault = this.#armed.find(
       (f) =>
         matches(f.action) &&
         (operation === undefined || f.operation === operation) &&
+        (f.outTradeNo === undefined || f.outTradeNo === outTradeNo) &&
         (f.gateway === undefined || f.gateway === gateway) &&
         f.fired < f.times,
     );

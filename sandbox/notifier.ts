@@ -84,9 +84,9 @@ export interface NotifierOptions {
   deliveryTimeoutMs?: number;
   maxInFlight?: number;
   /** Extra copies to send of the next delivery of a gateway's notification (a drill's fault). */
-  extraCopies?: (gateway: string) => number;
+  extraCopies?: (gateway: string, outTradeNo: string) => number;
   /** Whether the next delivery of a gateway's notification is lost on the way (a drill's fault). */
-  loseDelivery?: (gateway: string) => boolean;
+  loseDelivery?: (gateway: string, outTradeNo: string) => boolean;
 }
 
 export interface Notifier {
@@ -117,7 +117,7 @@ export function startNotifier(options: NotifierOptions): Notifier {
     if (!gateway) return; // Another sandbox build's gateway: leave it for the lease to expire.
     const startedAt = new Date();
     const request = gateway.buildRequest(notification.fields, startedAt);
-    const copies = options.extraCopies?.(notification.gateway) ?? 0;
+    const copies = options.extraCopies?.(notification.gateway, notification.outTradeNo) ?? 0;
     const duplicates = Array.from({ length: copies }, async () => {
       // A random delay each: the copies and the original arrive in no particular order.
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));
@@ -128,7 +128,7 @@ export function startNotifier(options: NotifierOptions): Notifier {
       await insertAttempt(sql, notification, 'tool', copy).catch((err: unknown) => logError('recording a copy failed', err));
     });
     if (copies > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));
-    const lost = options.loseDelivery?.(notification.gateway) ?? false;
+    const lost = options.loseDelivery?.(notification.gateway, notification.outTradeNo) ?? false;
     const result: DeliveryResult = lost
       ? { httpStatus: null, responseBody: null, error: 'lost (sandbox fault)', acknowledged: false, startedAt }
       : await postNotification(notification.notifyUrl, request, deliveryTimeoutMs, startedAt, (status, body) =>

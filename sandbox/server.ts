@@ -5,6 +5,7 @@
  *   GET  /health                  → { ok: true }
  *   GET  /sandbox/credentials     → each gateway's merchant keys, like a developer console
  *   GET  /ledger[?outTradeNo=]    → every charge attempt and notification delivery (ground truth)
+ *   GET  /  and /sandbox/ledger   → the same for people: where things are, the ledger as a table
  *   everything else               → the gateway modules (sandbox/modules.ts), each on its real paths:
  *                                   Alipay POST /gateway.do and POST /sandbox/alipay/notify (test tool)
  *
@@ -15,6 +16,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule } from './gateway-module';
 import { operationOf, SandboxFaults, sandboxFaultSpec } from './faults';
+import { indexPage, ledgerPage } from './ledger-page';
 import { ALL_GATEWAY_MODULES } from './modules';
 import { startNotifier, type GatewayNotifier, type Notifier } from './notifier';
 import { migrate, openSql, readLedger } from './store';
@@ -94,6 +96,40 @@ input,button{font-size:16px;padding:10px;width:100%;box-sizing:border-box;margin
 }
 
 /**
+ * The sandbox's own control plane and test tools (/sandbox/faults, /sandbox/{gateway}/buyer-pays,
+ * …) change what the next payment does or move money, so a page on another site must not be able to
+ * drive them through a visitor's browser (a `<form enctype="text/plain">` needs no CORS preflight).
+ * Browsers say where a request came from: `Sec-Fetch-Site` other than same-origin or none, or an
+ * `Origin` naming another host, is refused. The sandbox's own pages (the phone, the cashier, the hosted
+ * page) post to their own origin; tools (curl, the tests) send neither header.
+ */
+function refuseCrossSite(req: http.IncomingMessage): void {
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new HttpError(
+      403,
+      'CROSS_SITE_REFUSED',
+      `the sandbox's control requests are accepted from its own pages only (sec-fetch-site: ${site})`,
+    );
+  }
+  const origin = req.headers.origin;
+  if (origin === undefined) return;
+  let host: string | undefined;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    host = undefined;
+  }
+  if (host !== req.headers.host) {
+    throw new HttpError(
+      403,
+      'CROSS_SITE_REFUSED',
+      `the sandbox's control requests are accepted from its own pages only (origin: ${origin})`,
+    );
+  }
+}
+
+/**
  * GET /sandbox/scan?code=… — the sandbox's phone camera: what a payment app does with a scanned QR
  * code. WeChat Pay's code_url (weixin://wxpay/bizpayurl?pr=…) opens WeChat's payment sheet
  * (/sandbox/wechatpay/scan); Alipay's qr_code is a URL the app opens (here, the sandbox's own page).
@@ -154,8 +190,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     gateways: notifiers,
     timeScale: options.timeScale,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
-    extraCopies: (gateway) => faults.takeNotificationCopies(gateway),
-    loseDelivery: (gateway) => faults.takeLostNotification(gateway),
+    extraCopies: (gateway, outTradeNo) => faults.takeNotificationCopies(gateway, outTradeNo),
+    loseDelivery: (gateway, outTradeNo) => faults.takeLostNotification(gateway, outTradeNo),
   });
   const activeNotifier = notifier;
 
@@ -180,12 +216,18 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       sendJson(res, 200, await readLedger(sql, outTradeNo));
       return;
     }
+    if (path === '/' && method === 'GET') return send(res, 200, 'text/html; charset=utf-8', indexPage());
+    if (path === '/sandbox/ledger' && method === 'GET') {
+      const outTradeNo = url.searchParams.get('outTradeNo') || null;
+      return send(res, 200, 'text/html; charset=utf-8', ledgerPage(await readLedger(sql, outTradeNo), outTradeNo));
+    }
     if (path === '/sandbox/scan' && method === 'GET') {
       const answer = scan(url.searchParams.get('code'), baseUrl);
       res.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) });
       res.end(answer.body);
       return;
     }
+    if (path.startsWith('/sandbox/') && method !== 'GET' && method !== 'HEAD') refuseCrossSite(req);
     const body = method === 'GET' || method === 'HEAD' ? '' : await readBody(req);
     if (path === '/sandbox/faults') {
       if (method === 'GET') return sendJson(res, 200, { faults: faults.list() });
@@ -195,6 +237,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         return;
       }
       if (method !== 'POST') throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'use GET, POST or DELETE');
+      // A form cannot declare JSON without a CORS preflight, so this also stops a text/plain form post.
+      if ((req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() !== 'application/json') {
+        throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', 'send the fault as JSON with content-type: application/json');
+      }
       let parsed;
       try {
         parsed = sandboxFaultSpec.safeParse(JSON.parse(body));
@@ -238,7 +284,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       res.end(answer.body);
       return;
     }
-    const known = ['/health', '/sandbox/credentials', '/ledger', '/sandbox/faults'];
+    const known = ['/', '/health', '/sandbox/credentials', '/ledger', '/sandbox/ledger', '/sandbox/faults'];
     if (known.includes(path)) throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`);
     throw new HttpError(404, 'NOT_FOUND', `no route for ${method} ${path}`);
   }

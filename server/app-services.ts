@@ -7,6 +7,7 @@
 import { getDatabase } from '../db/client';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkout/services';
 import { serverEnv } from './env';
+import { armSandboxFault } from './demo-drills';
 import { FaultInjector, faultsEnabled } from './faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
@@ -39,7 +40,17 @@ export function appServices(): CheckoutServices {
     pspSandboxUrl: env.PSP_SANDBOX_URL,
     rateLimits: rateLimitPolicyFromEnv(),
     orderCaps: orderCapsFromEnv(),
-    ...(faultsEnabled() ? { faults: new FaultInjector() } : {}),
+    orderTtlSeconds: env.ORDER_TTL_SECONDS,
+    ...(faultsEnabled()
+      ? {
+          faults: new FaultInjector({
+            armSandboxFault: async (fault) => {
+              if (!env.PSP_SANDBOX_URL) throw new Error('No PSP sandbox is configured (PSP_SANDBOX_URL).');
+              await armSandboxFault(env.PSP_SANDBOX_URL, { ...fault });
+            },
+          }),
+        }
+      : {}),
   };
   if (services.demo && env.NODE_ENV === 'production') {
     // Demo mode on a production build is how the drills run, and never how customers should be

@@ -1,8 +1,8 @@
 /**
- * The page's fault switchboard (demo mode only): each button arms, for the next payment, one of the
- * failures the Playwright drills use — the same app fault points and PSP-sandbox faults — so anyone
- * can break a payment in the browser and then read in the 幕后 view what happened and that one charge
- * was kept.
+ * The page's fault switchboard (demo mode only): each button arms, for this browser's next payment
+ * (its session's, whichever gateway it pays with), one of the failures the Playwright drills use — the
+ * same app fault points and PSP-sandbox faults — so anyone can break a payment in the browser and then
+ * read in the 幕后 view what happened and that one charge was kept. Nobody else's payment is touched.
  *
  *   dropped_request     请求前丢失   the request dies before the guard claims its key (503); the page retries
  *   error_in_processing 处理中出错   the key is claimed, then processing fails (503): the key is released
@@ -10,16 +10,18 @@
  *                                   the retry takes the stale key over and the gateway's dedupe answers
  *   lost_response       响应丢失     everything committed, the answer is lost (503): the retry is a replay
  *   gateway_timeout     网关超时     the gateway charges but answers after the adapter's timeout
- *   duplicate_notifications 重复通知 the gateway sends its notification ten extra times at once
+ *   duplicate_notifications 重复通知 the gateway sends this order's notification ten extra times at once
  *   late_buyer          买家稍后支付 after the payment, the buyer completes every trade this order ever
  *                                   opened (a QR code still on the phone, a second tab): each must be
  *                                   refused, or refunded if it could take money
+ *
+ * The sandbox's faults are armed only when this session's payment reaches its gateway (fault point
+ * before_gateway_call), for that gateway and, for notifications, that order.
  */
 import { and, desc, eq } from 'drizzle-orm';
 import { orders, orderTrades } from '../db/schema';
 import type { CheckoutServices } from './checkout/services';
 import type { FaultSpec } from './faults';
-import type { GatewayId } from './payments/gateway';
 
 export const DEMO_DRILLS = [
   'dropped_request',
@@ -32,23 +34,30 @@ export const DEMO_DRILLS = [
 ] as const;
 export type DemoDrill = (typeof DEMO_DRILLS)[number];
 
-type SandboxFault = { gateway: GatewayId; action: string; delayMs?: number; copies?: number; times?: number };
-
-function plan(drill: Exclude<DemoDrill, 'late_buyer'>, gateway: GatewayId): { app?: FaultSpec; sandbox?: SandboxFault[] } {
+function plan(drill: Exclude<DemoDrill, 'late_buyer'>, customerId: string): FaultSpec {
+  const forThisBrowser = { customerId, procedure: 'checkout.pay' };
   switch (drill) {
     case 'dropped_request':
-      return { app: { point: 'before_claim', action: { kind: 'throw' }, gateway } };
+      return { ...forThisBrowser, point: 'before_claim', action: { kind: 'throw' } };
     case 'error_in_processing':
-      return { app: { point: 'after_claim', action: { kind: 'throw' }, gateway } };
+      return { ...forThisBrowser, point: 'after_claim', action: { kind: 'throw' } };
     case 'crash_after_charge':
-      return { app: { point: 'after_gateway_call', action: { kind: 'crash' }, gateway } };
+      return { ...forThisBrowser, point: 'after_gateway_call', action: { kind: 'crash' } };
     case 'lost_response':
-      return { app: { point: 'after_commit', action: { kind: 'throw' }, gateway } };
+      return { ...forThisBrowser, point: 'after_commit', action: { kind: 'throw' } };
     case 'gateway_timeout':
       // Longer than the adapters' 5 s timeout: the money moves, the answer comes too late.
-      return { sandbox: [{ gateway, action: 'timeout_after_charge', delayMs: 7000 }] };
+      return {
+        ...forThisBrowser,
+        point: 'before_gateway_call',
+        action: { kind: 'sandbox', fault: { action: 'timeout_after_charge', delayMs: 7000 } },
+      };
     case 'duplicate_notifications':
-      return { sandbox: [{ gateway, action: 'duplicate_notifications', copies: 10 }] };
+      return {
+        ...forThisBrowser,
+        point: 'before_gateway_call',
+        action: { kind: 'sandbox', fault: { action: 'duplicate_notifications', copies: 10 } },
+      };
     default: {
       const unreachable: never = drill;
       throw new Error(`unknown drill ${String(unreachable)}`);
@@ -83,20 +92,27 @@ async function sandboxPost(services: CheckoutServices, path: string, body: unkno
   return { status: response.status, body: parsed };
 }
 
-/** Arms `drill` for the next payment through `gateway`. */
-export async function armDemoDrill(
+/** Arms `drill` for this customer's next payment; the armed fault's id lets the page watch it fire. */
+export function armDemoDrill(
   services: CheckoutServices,
   drill: Exclude<DemoDrill, 'late_buyer'>,
-  gateway: GatewayId,
-): Promise<{ drill: DemoDrill; gateway: GatewayId }> {
+  customerId: string,
+): { drill: DemoDrill; id: string } {
   if (!services.faults) throw new DemoDrillError(404, 'not found');
-  const { app, sandbox } = plan(drill, gateway);
-  if (app) services.faults.arm(app);
-  for (const fault of sandbox ?? []) {
-    const armed = await sandboxPost(services, '/sandbox/faults', fault);
-    if (armed.status !== 201) throw new DemoDrillError(502, `The sandbox refused the fault: ${JSON.stringify(armed.body)}`);
-  }
-  return { drill, gateway };
+  // One armed drill per browser: a new choice replaces the one not yet fired.
+  for (const armed of services.faults.list(customerId)) services.faults.disarm(armed.id);
+  return { drill, id: services.faults.arm(plan(drill, customerId)).id };
+}
+
+/** Posts a fault to the PSP sandbox (the switchboard's sandbox faults, armed as a payment reaches its gateway). */
+export async function armSandboxFault(sandboxUrl: string, fault: Record<string, unknown>): Promise<void> {
+  const response = await fetch(new URL('/sandbox/faults', sandboxUrl), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(fault),
+    signal: AbortSignal.timeout(5000),
+  });
+  if (response.status !== 201) throw new Error(`the sandbox refused the fault: ${response.status} ${await response.text()}`);
 }
 
 /**

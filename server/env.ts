@@ -268,12 +268,18 @@ const variables = {
   RATE_LIMIT_SESSION_PER_MINUTE: limit(30, 1_000_000, 'mutations a minute'),
   /** 300 a minute: an office or a carrier's NAT puts many shoppers behind one address. */
   RATE_LIMIT_ADDRESS_PER_MINUTE: limit(300, 1_000_000, 'mutations a minute'),
-  /** 0: without a proxy we trust, X-Forwarded-For is the client's to forge, so the address limit is off. */
+  /** 0: no proxy is trusted, so X-Forwarded-For (the client's to forge) is ignored and the socket's address counts. */
   TRUST_PROXY: limit(0, 16, 'proxies'),
   /** 5 unpaid orders at once is already a lot of tabs; each holds its stock until it expires. */
   OPEN_ORDERS_PER_CUSTOMER: limit(5, 10_000, 'orders'),
   /** 20 units of one product is more than a household buys from this catalogue. */
   OPEN_ORDER_HELD_UNITS_PER_SKU: limit(20, 1_000_000, 'units'),
+  /** 30: six customers' worth from one address (a household, an office NAT); sessions are free, addresses are not. */
+  OPEN_ORDERS_PER_ADDRESS: limit(30, 1_000_000, 'orders'),
+  /** 100: five customers' worth of one product from one address. */
+  OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: limit(100, 1_000_000, 'units'),
+  /** 30 minutes: time to scan a code or find a card, short enough that abandoned orders give their stock back soon. */
+  ORDER_TTL_SECONDS: integer(1800, 60, 7 * 86_400, 'seconds'),
 
   // Demo and faults
   /** Off: demo mode opens every customer's mail and the fault switchboard to anyone. */

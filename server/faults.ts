@@ -7,22 +7,54 @@
  *
  *   before_claim        the request arrived, nothing is claimed yet
  *   after_claim         the key is claimed, nothing else has happened
+ *   before_gateway_call the attempt is started, the gateway is about to be called
  *   after_gateway_call  the gateway answered (money may have moved), nothing is committed
  *   after_commit        everything is committed, the response has not been sent
  *   after_refund_call   the refund worker's gateway call answered (money may have gone back),
  *                       nothing is committed (procedure `refunds.process`)
  *
- * Actions: `throw` (a transient error: the key is released), `delay` (ms), and `crash` (the process
- * dies at once with SIGKILL, like a Pod evicted between the charge and the database write).
+ * Actions: `throw` (a transient error: the key is released), `delay` (ms), `crash` (the process
+ * dies at once with SIGKILL, like a Pod evicted between the charge and the database write), and
+ * `sandbox`: arm a PSP-sandbox fault for this very payment, on the gateway it is about to call (with
+ * its out_trade_no, so a notification fault lands on this order's notifications and no other's).
+ *
+ * A fault may be held for one customer (`customerId`): the demo's switchboard arms faults for the
+ * browser that asked, never for whoever pays next.
  */
 import { randomUUID } from 'node:crypto';
 import { CheckoutError } from './checkout/errors';
 import { envFrom, type RawEnv } from './env';
 
-export const FAULT_POINTS = ['before_claim', 'after_claim', 'after_gateway_call', 'after_commit', 'after_refund_call'] as const;
+export const FAULT_POINTS = [
+  'before_claim',
+  'after_claim',
+  'before_gateway_call',
+  'after_gateway_call',
+  'after_commit',
+  'after_refund_call',
+] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
-export type FaultAction = { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' };
+/** A PSP-sandbox fault (sandbox/faults.ts), armed at the moment a payment reaches its gateway. */
+export interface SandboxFaultRequest {
+  action: 'timeout_after_charge' | 'duplicate_notifications' | 'lose_notifications' | 'drop_after_charge' | 'fail_before_charge';
+  delayMs?: number;
+  copies?: number;
+}
+
+export type FaultAction =
+  { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' } | { kind: 'sandbox'; fault: SandboxFaultRequest };
+
+/** Where a fault point is hit: the request, and what is known of it there. */
+export interface FaultSite {
+  procedure: string;
+  gateway?: string;
+  customerId?: string;
+  outTradeNo?: string;
+}
+
+/** Arms a sandbox fault for the payment at `site`; the app wires it to the PSP sandbox's /sandbox/faults. */
+export type ArmSandboxFault = (fault: SandboxFaultRequest & { gateway: string; outTradeNo?: string }) => Promise<void>;
 
 export interface FaultSpec {
   point: FaultPoint;
@@ -33,11 +65,14 @@ export interface FaultSpec {
   gateway?: string;
   /** How many matching requests it fires on (default 1). */
   times?: number;
+  /** Only requests of this customer (default: anyone's). */
+  customerId?: string;
 }
 
-export interface ArmedFault extends Required<Omit<FaultSpec, 'gateway'>> {
+export interface ArmedFault extends Required<Omit<FaultSpec, 'gateway' | 'customerId'>> {
   id: string;
   gateway: string | null;
+  customerId: string | null;
   fired: number;
 }
 
@@ -50,6 +85,11 @@ export class InjectedFaultError extends CheckoutError {
 
 export class FaultInjector {
   #armed: ArmedFault[] = [];
+  readonly #armSandboxFault: ArmSandboxFault | undefined;
+
+  constructor(options: { armSandboxFault?: ArmSandboxFault } = {}) {
+    this.#armSandboxFault = options.armSandboxFault;
+  }
 
   arm(spec: FaultSpec): ArmedFault {
     const fault: ArmedFault = {
@@ -58,6 +98,7 @@ export class FaultInjector {
       action: spec.action,
       procedure: spec.procedure ?? 'checkout.pay',
       gateway: spec.gateway ?? null,
+      customerId: spec.customerId ?? null,
       times: spec.times ?? 1,
       fired: 0,
     };
@@ -65,18 +106,28 @@ export class FaultInjector {
     return fault;
   }
 
-  list(): ArmedFault[] {
-    return this.#armed.map((fault) => ({ ...fault }));
+  /** The faults still armed (a fault that fired is gone); `customerId`: only that customer's. */
+  list(customerId?: string): ArmedFault[] {
+    return this.#armed.filter((fault) => customerId === undefined || fault.customerId === customerId).map((fault) => ({ ...fault }));
   }
 
   clear(): void {
     this.#armed = [];
   }
 
+  disarm(id: string): void {
+    this.#armed = this.#armed.filter((fault) => fault.id !== id);
+  }
+
   /** Called at each fault point; fires the first matching armed fault, if any. */
-  async hit(point: FaultPoint, at: { procedure: string; gateway?: string }): Promise<void> {
+  async hit(point: FaultPoint, at: FaultSite): Promise<void> {
     const fault = this.#armed.find(
-      (f) => f.point === point && f.procedure === at.procedure && (f.gateway === null || f.gateway === at.gateway) && f.fired < f.times,
+      (f) =>
+        f.point === point &&
+        f.procedure === at.procedure &&
+        (f.gateway === null || f.gateway === at.gateway) &&
+        (f.customerId === null || f.customerId === at.customerId) &&
+        f.fired < f.times,
     );
     if (!fault) return;
     fault.fired++;
@@ -86,6 +137,21 @@ export class FaultInjector {
         throw new InjectedFaultError(point);
       case 'delay':
         await new Promise((resolve) => setTimeout(resolve, fault.action.kind === 'delay' ? fault.action.ms : 0));
+        return;
+      case 'sandbox':
+        if (!this.#armSandboxFault || !at.gateway) throw new Error('a sandbox fault needs the PSP sandbox (PSP_SANDBOX_URL) and a gateway');
+        {
+          // Notification faults wait for this order's notifications; a charge fault fires on the
+          // charge that follows at once (the sandbox cannot tell one merchant request's order from
+          // another's), so it is armed only now, a moment before this payment's request.
+          const notification =
+            fault.action.fault.action === 'duplicate_notifications' || fault.action.fault.action === 'lose_notifications';
+          await this.#armSandboxFault({
+            ...fault.action.fault,
+            gateway: at.gateway,
+            ...(notification && at.outTradeNo ? { outTradeNo: at.outTradeNo } : {}),
+          });
+        }
         return;
       case 'crash':
         console.error(`[faults] crash at ${point}: the process dies now`);

@@ -140,6 +140,8 @@ try {
       // soak measures the guarantees, not the limits (test/hostile/rate-limits.test.ts does).
       RATE_LIMIT_SESSION_PER_MINUTE: '0',
       RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+      OPEN_ORDERS_PER_ADDRESS: '0',
+      OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
     },
   });
 } catch (error) {

@@ -20,6 +20,7 @@ import { BuyerStep } from './BuyerStep';
 import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { CHECKOUT_MESSAGES } from './checkout-messages';
 import { DuplicatePurchaseDialog } from './DuplicatePurchaseDialog';
+import { FirstRunPanel } from './FirstRunPanel';
 import { formatMoney } from './money';
 import { OrderDetails } from './OrderDetails';
 import { PaymentStatus, type Status } from './PaymentStatus';
@@ -107,16 +108,18 @@ const CART_REFUSALS: Record<string, string> = {
   OUT_OF_STOCK: 'status.outOfStock',
   TOO_MANY_OPEN_ORDERS: 'status.tooManyOpenOrders',
   STOCK_HOLD_LIMIT: 'status.stockHoldLimit',
+  ADDRESS_HOLD_LIMIT: 'status.addressHoldLimit',
   RATE_LIMITED: 'status.rateLimited',
 };
 
-export function Checkout({ children }: { children?: ReactNode }) {
+export function Checkout({ children, demo = false }: { children?: ReactNode; demo?: boolean }) {
   const [queryClient] = useState(() => new QueryClient());
   const client = useMemo(() => createCheckoutClient({ url: '/api/trpc' }), []);
   return (
     <LangProvider messages={CHECKOUT_MESSAGES}>
       <QueryClientProvider client={queryClient}>
         <Masthead />
+        <Welcome client={client} demo={demo} />
         <CheckoutForm client={client} />
         {children}
       </QueryClientProvider>
@@ -137,6 +140,13 @@ function Masthead() {
   );
 }
 
+/** The first-run panel, on a local run only: the gateways answer from the PSP sandbox. */
+function Welcome({ client, demo }: { client: CheckoutClient; demo: boolean }) {
+  const configured = useQuery({ queryKey: ['gateways'], queryFn: () => client.checkout.gateways.query() });
+  const scanUrl = configured.data?.find((g) => g.sandboxScanUrl)?.sandboxScanUrl;
+  return <FirstRunPanel sandboxUrl={scanUrl ? new URL(scanUrl).origin : null} demo={demo} />;
+}
+
 function CheckoutForm({ client }: { client: CheckoutClient }) {
   const { t } = useLang();
   const products = useQuery({ queryKey: ['products'], queryFn: () => client.checkout.products.query() });
@@ -153,6 +163,10 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
   const buyerStep = stepChoice && steps.includes(stepChoice) ? stepChoice : steps[0];
   const buyer = payer === 'self' ? undefined : payer;
   const [status, setStatus] = useState<Status>({ tone: 'idle' });
+  // Rendered on the server, 立即支付 does nothing until React has hydrated the page (a first dev load
+  // compiles for seconds): disabled until then, so a click is never silently lost.
+  const [interactive, setInteractive] = useState(false);
+  useEffect(() => setInteractive(true), []);
   const [duplicate, setDuplicate] = useState<{ minutes: number; choice: Choice } | undefined>();
   // Back from a gateway's page with no attempt saved on this origin: the order, by the return link.
   const [returning, setReturning] = useState<{ orderId: string; token: string } | undefined>();
@@ -449,7 +463,9 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
     const section = resultRef.current;
     if (!section) return;
     if (status.tone === 'busy') section.scrollIntoView({ block: 'nearest' });
-    if (status.tone === 'ok' || status.tone === 'bad' || status.tone === 'warn') {
+    // The buyer's own step (a QR code, a card form, the link to a hosted page) is what they act on
+    // next: it starts below the fold on most screens.
+    if (status.tone === 'ok' || status.tone === 'bad' || status.tone === 'warn' || status.tone === 'wait') {
       section.scrollIntoView({ block: 'start' });
       section.focus({ preventScroll: true });
     }
@@ -575,7 +591,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
             </div>
           </fieldset>
         )}
-        <button className="pay" type="button" onClick={onPay} disabled={frozen || cart.length === 0}>
+        <button className="pay" type="button" onClick={onPay} disabled={!interactive || frozen || cart.length === 0}>
           {t('pay.button')}
         </button>
       </section>

@@ -6,6 +6,18 @@ import type { Catalogue } from '../../client/i18n';
 
 export const CHECKOUT_MESSAGES: Catalogue = {
   zh: {
+    'firstRun.heading': '先看这里：这个演示证明什么',
+    'firstRun.proves':
+      'PayOnce 是一个本地运行的收银台，四个支付渠道由沙箱模拟。无论请求丢失、进程崩溃、答复丢失、重复点击还是两个标签页，同一笔订单只扣一次款——每一笔都可以在渠道自己的账本上核对。',
+    'firstRun.testBuyer': '最快的方式：选一个支付方式和「余额充足」，点立即支付。',
+    'firstRun.selfPay': '像真实买家一样付款：选「我自己付款」，用沙箱手机扫二维码，或前往渠道的收银台，付完会回到本页。',
+    'firstRun.behind': '付款后，订单详情里的「幕后」链接展示每一次请求、幂等键的判定和渠道的扣款；',
+    'firstRun.ledger': '沙箱账本',
+    'firstRun.ledgerAfter': '列出渠道实际扣了多少、退了多少。',
+    'firstRun.demoOn': '故障开关在本页下方：选一个故障（如「扣款后崩溃」），再点立即支付，然后去「幕后」看它如何被处理。',
+    'firstRun.demoOff': '想故意制造故障？用 npm run demo 启动：本页下方会出现故障开关。',
+    'firstRun.docs': '完整的演示步骤见仓库里的 docs/demo.md；右上角可切换为英文。',
+    'firstRun.dismiss': '知道了',
     'cart.heading': '购物车',
     'cart.loading': '正在加载商品…',
     'cart.loadFailed': '商品加载失败，请刷新页面重试。',
@@ -64,6 +76,7 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'status.tooManyOpenOrders': '您有太多未支付的订单，请先完成或等待它们过期（30 分钟）。未扣款。',
     'status.stockHoldLimit': '同一商品在未支付订单中的数量已达上限，请先完成已有订单。未扣款。',
     'status.rateLimited': '操作太频繁，请稍后再试。未扣款。',
+    'status.addressHoldLimit': '您所在网络的未支付订单已达上限，请稍后再试。未扣款。',
     'status.pending': '支付结果待确认',
     'status.pendingDetail': '我们正在向支付渠道确认结果，确认后会自动显示；不会重复扣款。请勿关闭页面。',
     'tech.summary': '详情',
@@ -103,6 +116,21 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'money.refundPending': '退款处理中',
   },
   en: {
+    'firstRun.heading': 'Start here: what this demo proves',
+    'firstRun.proves':
+      'PayOnce is a checkout running on your machine, with four payment gateways played by a local sandbox. Whatever fails — a lost request, a crashed process, a lost answer, a double click, two tabs — an order is charged once, and every charge can be checked in the gateway’s own ledger.',
+    'firstRun.testBuyer': 'Quickest: pick a payment method and “Enough balance”, then press Pay now.',
+    'firstRun.selfPay':
+      'Pay like a real buyer: choose “I pay myself”, scan the QR code with the sandbox phone or go to the gateway’s own page; you come back here afterwards.',
+    'firstRun.behind':
+      'After paying, the “Under the hood” link in the order details shows every request, what the idempotency guard decided and what the gateway charged; the',
+    'firstRun.ledger': 'sandbox ledger',
+    'firstRun.ledgerAfter': ' lists what each gateway actually charged and refunded.',
+    'firstRun.demoOn':
+      'The fault switchboard is below: arm a failure (say, “Crash after charge”), press Pay now, then see in “Under the hood” how it was handled.',
+    'firstRun.demoOff': 'Want to break a payment on purpose? Start with npm run demo: a fault switchboard appears below.',
+    'firstRun.docs': 'The full walkthrough is docs/demo.md in the repository; the language switch is at the top right.',
+    'firstRun.dismiss': 'Got it',
     'cart.heading': 'Cart',
     'cart.loading': 'Loading products…',
     'cart.loadFailed': 'Products could not be loaded. Please reload the page.',
@@ -162,6 +190,7 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'status.tooManyOpenOrders': 'You have too many unpaid orders: pay them or let them expire (30 minutes). You were not charged.',
     'status.stockHoldLimit': 'Your unpaid orders already hold the most of this product allowed: finish them first. You were not charged.',
     'status.rateLimited': 'Too many attempts: please wait a moment. You were not charged.',
+    'status.addressHoldLimit': 'Your network already holds the most unpaid orders allowed: please try again later. You were not charged.',
     'status.pending': 'Payment not confirmed yet',
     'status.pendingDetail':
       'We are confirming the result with the payment provider and will show it here; you will not be charged twice. Please keep this page open.',
@@ -186,7 +215,7 @@ export const CHECKOUT_MESSAGES: Catalogue = {
     'order.items': 'Items',
     'order.gateway': 'Paid with',
     'order.gatewayTradeNo': 'Gateway transaction',
-    'order.behindTheScenes': 'Behind the scenes',
+    'order.behindTheScenes': 'Under the hood',
     'money.label': 'Money log',
     'money.caption': 'Money log: every charge and refund',
     'money.type': 'Type',

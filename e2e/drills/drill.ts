@@ -22,7 +22,7 @@ export const GATEWAY_LABELS: Record<DrillGateway, string> = {
 };
 
 export interface OrderState {
-  order: { status: string; paymentAttempts: number };
+  order: { status: string; paymentAttempts: number; clientAddress: string | null };
   payments: { gateway: string; status: string; gatewayTradeNo: string | null; source: string }[];
   emails: { queued: number; sent: number };
   keys: { key: string; status: number | null; recoveryPoint: string; completed: boolean; leaseHeld: boolean }[];

@@ -112,3 +112,15 @@ for (const gateway of DRILL_GATEWAYS) {
     });
   });
 }
+
+test('under `next start` the address an order counts against is the socket’s, whatever headers the client forges', async ({ drill }) => {
+  const request = drill.request;
+  await request.get('/api/trpc/checkout.products'); // the session
+  const created = await request.post('/api/trpc/checkout.createOrder', {
+    headers: { 'idempotency-key': randomUUID(), 'x-forwarded-for': '203.0.113.98', 'x-payonce-peer-address': '203.0.113.99' },
+    data: { items: [{ sku: 'MUG-CELADON', quantity: 1 }] },
+  });
+  expect(created.status(), await created.text()).toBe(201);
+  const { outTradeNo } = ((await created.json()) as { result: { data: { outTradeNo: string } } }).result.data;
+  expect((await drill.state(outTradeNo)).order.clientAddress).toBe('127.0.0.1');
+});

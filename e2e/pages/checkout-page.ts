@@ -34,7 +34,9 @@ export class CheckoutPage {
 
   /** The page (opened, or reloaded by the test) has rendered and its catalogue has loaded. */
   async loaded() {
-    await expect(this.page.getByRole('heading', { name: 'PayOnce 收银台' })).toBeVisible();
+    // A minute, not the usual 20 s: the first visit to a `next dev` server compiles the page, which on
+    // a busy two-core machine (the drills' instances starting beside it) can take that long.
+    await expect(this.page.getByRole('heading', { name: 'PayOnce 收银台' })).toBeVisible({ timeout: 60_000 });
     // The catalogue has loaded when a product's quantity can be set.
     await expect(this.page.getByRole('spinbutton').first()).toBeVisible();
   }

@@ -23,7 +23,8 @@ export type CheckoutReason =
   | 'SESSION_REQUIRED'
   | 'RATE_LIMITED'
   | 'TOO_MANY_OPEN_ORDERS'
-  | 'STOCK_HOLD_LIMIT';
+  | 'STOCK_HOLD_LIMIT'
+  | 'ADDRESS_HOLD_LIMIT';
 
 export class CheckoutError extends Error {
   constructor(

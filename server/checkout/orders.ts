@@ -26,26 +26,52 @@ export interface CreatedOrder {
 }
 
 /**
- * How much one customer may hold in unpaid orders (awaiting_payment or paying), whose stock stays
- * taken until they are paid or expire: without a cap, anonymous sessions are free and a script could
- * empty a SKU for half an hour at no cost. 0 switches a cap off.
+ * How much one customer, and one client address, may hold in unpaid orders (awaiting_payment or
+ * paying), whose stock stays taken until they are paid or expire: without a cap, anonymous sessions
+ * are free and a script could empty a SKU for half an hour at no cost. A session is only a cookie, so
+ * a script that makes a new one per order walks around the customer's caps; the address caps hold it
+ * at what one machine may take. 0 switches a cap off.
  */
 export interface OrderCaps {
   openOrders: number;
   heldUnitsPerSku: number;
+  /** Unpaid orders from one client address (server/rate-limit clientAddress), across its sessions. */
+  openOrdersPerAddress: number;
+  heldUnitsPerSkuPerAddress: number;
 }
 
 /**
  * A shopper pays an order or abandons it; five unpaid at once is already a lot of tabs. Twenty units
  * of one product is more than a household buys from this catalogue (a mug, a tin of tea, a box of
- * mooncakes); a bulk buyer gets a higher OPEN_ORDER_HELD_UNITS_PER_SKU.
+ * mooncakes); a bulk buyer gets a higher OPEN_ORDER_HELD_UNITS_PER_SKU. One address: a household or
+ * an office behind one NAT is several shoppers at once, so six customers' worth of orders and five of
+ * units — and nobody behind it can hoard more than that by opening new sessions.
  */
-export const DEFAULT_ORDER_CAPS: OrderCaps = { openOrders: 5, heldUnitsPerSku: 20 };
+export const DEFAULT_ORDER_CAPS: OrderCaps = {
+  openOrders: 5,
+  heldUnitsPerSku: 20,
+  openOrdersPerAddress: 30,
+  heldUnitsPerSkuPerAddress: 100,
+};
 
-/** OPEN_ORDERS_PER_CUSTOMER and OPEN_ORDER_HELD_UNITS_PER_SKU (server/env.ts). */
+/** OPEN_ORDERS_PER_CUSTOMER, OPEN_ORDER_HELD_UNITS_PER_SKU and their _PER_ADDRESS twins (server/env.ts). */
 export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
   const config = envFrom(env);
-  return { openOrders: config.OPEN_ORDERS_PER_CUSTOMER, heldUnitsPerSku: config.OPEN_ORDER_HELD_UNITS_PER_SKU };
+  return {
+    openOrders: config.OPEN_ORDERS_PER_CUSTOMER,
+    heldUnitsPerSku: config.OPEN_ORDER_HELD_UNITS_PER_SKU,
+    openOrdersPerAddress: config.OPEN_ORDERS_PER_ADDRESS,
+    heldUnitsPerSkuPerAddress: config.OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS,
+  };
+}
+
+/** What else an order is created with, besides its customer and lines. */
+export interface CreateOrderOptions {
+  caps?: OrderCaps;
+  /** The client's address (server/rate-limit clientAddress), kept on the order for the address caps. */
+  address?: string;
+  /** How long the order may stay unpaid (ORDER_TTL_SECONDS); the column's 30 minutes otherwise. */
+  ttlSeconds?: number;
 }
 
 /**
@@ -55,19 +81,35 @@ export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
 export function createOrder(
   customerId: string,
   items: OrderLineInput[],
-  caps?: OrderCaps,
+  options: CreateOrderOptions = {},
 ): PhasedHandler<Transaction, StoredResponse<CreatedOrder, 201>> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
     throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
   }
 
-  return { firstPhase: (tx) => orderPhase(tx, customerId, items, skus, caps) };
+  return { firstPhase: (tx) => orderPhase(tx, customerId, items, skus, options) };
 }
 
-async function orderPhase(tx: Transaction, customerId: string, items: OrderLineInput[], skus: string[], caps?: OrderCaps) {
+async function orderPhase(tx: Transaction, customerId: string, items: OrderLineInput[], skus: string[], options: CreateOrderOptions) {
   await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
-  if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) await enforceOrderCaps(tx, customerId, items, caps);
+  const { caps, address } = options;
+  if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) {
+    await enforceHoldCaps(
+      tx,
+      items,
+      { kind: 'customer', id: customerId },
+      { openOrders: caps.openOrders, unitsPerSku: caps.heldUnitsPerSku },
+    );
+  }
+  if (caps && address && (caps.openOrdersPerAddress > 0 || caps.heldUnitsPerSkuPerAddress > 0)) {
+    await enforceHoldCaps(
+      tx,
+      items,
+      { kind: 'address', id: address },
+      { openOrders: caps.openOrdersPerAddress, unitsPerSku: caps.heldUnitsPerSkuPerAddress },
+    );
+  }
 
   // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
   // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
@@ -98,7 +140,15 @@ async function orderPhase(tx: Transaction, customerId: string, items: OrderLineI
 
   const orderId = randomUUID();
   const outTradeNo = outTradeNoFor(orderId);
-  await tx.insert(orders).values({ id: orderId, customerId, outTradeNo, amountMinor, currency });
+  await tx.insert(orders).values({
+    id: orderId,
+    customerId,
+    outTradeNo,
+    amountMinor,
+    currency,
+    clientAddress: address ?? null,
+    ...(options.ttlSeconds ? { expiresAt: sql`now() + make_interval(secs => ${options.ttlSeconds})` } : {}),
+  });
   await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
   await journal(tx, {
     orderId,
@@ -110,23 +160,48 @@ async function orderPhase(tx: Transaction, customerId: string, items: OrderLineI
   return respond(201, created);
 }
 
+/** Whose unpaid orders a cap counts: one customer's, or every order from one client address. */
+type Holder = { kind: 'customer'; id: string } | { kind: 'address'; id: string };
+
 /**
- * Refuses an order that would take the customer past a cap (409, nothing created: the caller's
- * transaction rolls back). The customer's row is locked first, so that two createOrders of one
- * customer run this check one after the other; the count is a statement of its own, so under READ
- * COMMITTED it sees the order the other one committed while this one waited.
+ * Refuses an order that would take its holder past a cap (nothing created: the caller's transaction
+ * rolls back). The holder is locked first — the customer's row, or a transaction-scoped advisory lock
+ * on the address — so that two createOrders of one holder cannot both pass the check. A customer past
+ * a cap gets 409 (their own orders are in the way); an address gets 429 with Retry-After, as a rate
+ * limit: the shopper behind it did nothing but share a network with whoever holds the stock.
  */
-async function enforceOrderCaps(tx: Transaction, customerId: string, items: OrderLineInput[], caps: OrderCaps) {
-  await tx.execute(sql`select 1 from customers where id = ${customerId} for update`);
+async function enforceHoldCaps(
+  tx: Transaction,
+  items: OrderLineInput[],
+  holder: Holder,
+  caps: { openOrders: number; unitsPerSku: number },
+) {
+  const owns = holder.kind === 'customer' ? sql`customer_id = ${holder.id}` : sql`client_address = ${holder.id}`;
+  if (holder.kind === 'customer') await tx.execute(sql`select 1 from customers where id = ${holder.id} for update`);
+  else await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`payonce.address:${holder.id}`}, 0))`);
   const [held] = await tx.execute<{ open_orders: number; units: Record<string, number> | null }>(sql`
     with open_orders as (
-      select id from orders where customer_id = ${customerId} and status in ('awaiting_payment', 'paying')
+      select id from orders where ${owns} and status in ('awaiting_payment', 'paying')
     )
     select (select count(*)::int from open_orders) as open_orders,
            (select jsonb_object_agg(i.sku, i.units)
               from (select sku, sum(quantity)::int as units from order_items
                      where order_id in (select id from open_orders) group by sku) i) as units`);
   const openOrders = held?.open_orders ?? 0;
+  const over = caps.unitsPerSku > 0 ? items.find((item) => (held?.units?.[item.sku] ?? 0) + item.quantity > caps.unitsPerSku) : undefined;
+  if (holder.kind === 'address') {
+    if ((caps.openOrders > 0 && openOrders >= caps.openOrders) || over) {
+      throw new CheckoutError(
+        429,
+        'ADDRESS_HOLD_LIMIT',
+        over
+          ? `Unpaid orders from this network already hold ${caps.unitsPerSku} units of ${over.sku}, the most allowed: retry later.`
+          : `This network already has ${caps.openOrders} unpaid orders, the most allowed: retry later.`,
+        ADDRESS_HOLD_RETRY_AFTER_SECONDS,
+      );
+    }
+    return;
+  }
   if (caps.openOrders > 0 && openOrders >= caps.openOrders) {
     throw new CheckoutError(
       409,
@@ -134,17 +209,13 @@ async function enforceOrderCaps(tx: Transaction, customerId: string, items: Orde
       `At most ${caps.openOrders} unpaid orders at a time: pay one or let it expire first.`,
     );
   }
-  if (caps.heldUnitsPerSku > 0) {
-    const over = items.find((item) => (held?.units?.[item.sku] ?? 0) + item.quantity > caps.heldUnitsPerSku);
-    if (over) {
-      throw new CheckoutError(
-        409,
-        'STOCK_HOLD_LIMIT',
-        `At most ${caps.heldUnitsPerSku} units of ${over.sku} across unpaid orders at a time.`,
-      );
-    }
+  if (over) {
+    throw new CheckoutError(409, 'STOCK_HOLD_LIMIT', `At most ${caps.unitsPerSku} units of ${over.sku} across unpaid orders at a time.`);
   }
 }
+
+/** A minute: unpaid orders from the address are paid, or expire, or a neighbour's checkout finishes. */
+const ADDRESS_HOLD_RETRY_AFTER_SECONDS = 60;
 
 export interface OrderView {
   orderId: string;

@@ -139,6 +139,12 @@ async function payWithKey(
   if (order.status === 'paying' && order.attemptKeyId !== key.id) throw orderPaymentInProgress();
   if (order.status !== 'paying') throw orderNotPayable(order.status);
 
+  await services.faults?.hit('before_gateway_call', {
+    procedure: 'checkout.pay',
+    gateway: input.gateway,
+    customerId,
+    outTradeNo: order.outTradeNo,
+  });
   const outcome: ChargeOutcome = await journaledCall(
     services.db,
     {
@@ -161,7 +167,7 @@ async function payWithKey(
   );
 
   // The gateway has answered (money may have moved) and nothing is committed: the drills crash here.
-  await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway });
+  await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway, customerId });
 
   // Phase 3 — record what the gateway said.
   switch (outcome.kind) {

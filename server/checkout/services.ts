@@ -35,8 +35,10 @@ export interface CheckoutServices {
   metrics?: CheckoutMetrics;
   /** Limits on the mutations per session and per address; absent, nothing is counted. */
   rateLimits?: RateLimitPolicy;
-  /** How much one customer may hold in unpaid orders; absent, no cap. */
+  /** How much one customer, and one address, may hold in unpaid orders; absent, no cap. */
   orderCaps?: OrderCaps;
+  /** How long an order may stay unpaid (ORDER_TTL_SECONDS); absent, the column's default of 30 minutes. */
+  orderTtlSeconds?: number;
 }
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {

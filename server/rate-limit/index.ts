@@ -11,6 +11,7 @@ import { isIP } from 'node:net';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/client';
 import { envFrom, type RawEnv } from '../env';
+import { PEER_ADDRESS_HEADER } from './peer-address';
 
 export interface RateLimitPolicy {
   /** Mutations per window per session (customer id); 0 switches the session limit off. */
@@ -20,7 +21,7 @@ export interface RateLimitPolicy {
   windowSeconds: number;
   /**
    * How many proxies in front of the app append to X-Forwarded-For (TRUST_PROXY). 0: none are
-   * trusted, and the address limit is off — see clientAddress.
+   * trusted, and the address is the socket's — see clientAddress.
    */
   trustProxy: number;
 }
@@ -55,21 +56,27 @@ export function rateLimitPolicyFromEnv(env?: RawEnv): RateLimitPolicy {
 /**
  * The client's address, or undefined when the request carries none that can be trusted.
  *
- * A route handler gets no socket address, only headers. `next start` fills X-Forwarded-For with the
- * socket's address only when the request has none (base-server: `??=`), so a client that sends its
- * own X-Forwarded-For chooses the value: counting it would let a script rotate addresses at will and
- * let anyone exhaust another shopper's address. Behind N proxies (TRUST_PROXY=N) each appends the
- * address it received from, so the N-th entry from the right was written by our first proxy: the
- * rightmost hop no client can forge. Without TRUST_PROXY only the session limit applies.
+ * Without proxies (TRUST_PROXY=0, the default) it is the socket's address, stamped by the server
+ * itself (./peer-address.ts) where no client can choose it: X-Forwarded-For is never read then, since
+ * `next start` fills it with the socket's address only when the request has none (base-server: `??=`),
+ * and a client that sends its own would choose the value — rotating addresses at will, or exhausting
+ * another shopper's. Behind N proxies (TRUST_PROXY=N) each appends the address it received from, so
+ * the N-th entry from the right was written by our first proxy: the rightmost hop no client can forge;
+ * a request that reached the app past the proxies (no such hop) counts by its socket.
  */
 export function clientAddress(headers: Headers, trustProxy: number): string | undefined {
-  if (trustProxy <= 0) return undefined;
+  const peer = () => {
+    const address = headers.get(PEER_ADDRESS_HEADER);
+    return address ? normalizeAddress(address) : undefined;
+  };
+  if (trustProxy <= 0) return peer();
   // Repeated headers arrive joined with ", ", the same separator proxies use within one header.
   const hops = (headers.get('x-forwarded-for') ?? '')
     .split(',')
     .map((hop) => hop.trim())
     .filter((hop) => hop !== '');
-  const hop = hops[Math.max(0, hops.length - trustProxy)];
+  if (hops.length < trustProxy) return peer();
+  const hop = hops[hops.length - trustProxy];
   return hop === undefined ? undefined : normalizeAddress(hop);
 }
 

@@ -48,37 +48,53 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
       request = new Request(req, { body: body.bytes });
     }
 
-    return fetchRequestHandler({
-      endpoint: TRPC_ENDPOINT,
-      req: request,
-      router: appRouter,
-      // Also enforced above, with our reason; this keeps tRPC's own guard on should the path parsing
-      // ever disagree with tRPC's.
-      maxBatchSize: MAX_QUERY_BATCH_SIZE,
-      createContext: ({ req: incoming, resHeaders }) =>
-        createTRPCContext({
-          headers: incoming.headers,
-          resHeaders,
-          services: options.services(),
-          sessionSecret: options.sessionSecret(),
-          secureCookies: isSecureRequest(incoming),
-        }),
-      onError({ error, ctx, path }) {
-        // Procedures' unexpected errors are logged by the domain-error middleware; these failed before
-        // a procedure ran (no context), and their body says only "Internal error".
-        if (error.code === 'INTERNAL_SERVER_ERROR' && !ctx) console.error(`[trpc] unexpected error on ${path}`, error.cause ?? error);
-      },
-      responseMeta({ ctx, errors }) {
-        const holder = (ctx as TRPCContext | undefined)?.response;
-        if (!holder) return {};
-        // On success the procedure's own status (201); on error tRPC derives it from the error code.
-        return {
-          ...(errors.length === 0 && holder.status ? { status: holder.status } : {}),
-          headers: new Headers(holder.headers),
-        };
-      },
-    });
+    return privateAnswer(
+      await fetchRequestHandler({
+        endpoint: TRPC_ENDPOINT,
+        req: request,
+        router: appRouter,
+        // Also enforced above, with our reason; this keeps tRPC's own guard on should the path parsing
+        // ever disagree with tRPC's.
+        maxBatchSize: MAX_QUERY_BATCH_SIZE,
+        createContext: ({ req: incoming, resHeaders }) =>
+          createTRPCContext({
+            headers: incoming.headers,
+            resHeaders,
+            services: options.services(),
+            sessionSecret: options.sessionSecret(),
+            secureCookies: isSecureRequest(incoming),
+          }),
+        onError({ error, ctx, path }) {
+          // Procedures' unexpected errors are logged by the domain-error middleware; these failed before
+          // a procedure ran (no context), and their body says only "Internal error".
+          if (error.code === 'INTERNAL_SERVER_ERROR' && !ctx) console.error(`[trpc] unexpected error on ${path}`, error.cause ?? error);
+        },
+        responseMeta({ ctx, errors }) {
+          const holder = (ctx as TRPCContext | undefined)?.response;
+          if (!holder) return {};
+          // On success the procedure's own status (201); on error tRPC derives it from the error code.
+          return {
+            ...(errors.length === 0 && holder.status ? { status: holder.status } : {}),
+            headers: new Headers(holder.headers),
+          };
+        },
+      }),
+    );
   };
+}
+
+/**
+ * Every answer here is one customer's (their order, their journal, their stored response) or sets
+ * their session cookie, and even the catalogue's first answer carries a Set-Cookie. A shared cache in
+ * front (a CDN, a corporate proxy) must never keep one to serve to another: `private, no-store`, and
+ * `Vary: Cookie` for any cache that ignores the first.
+ */
+function privateAnswer(response: Response): Response {
+  const headers = new Headers(response.headers);
+  headers.set('Cache-Control', 'private, no-store');
+  const vary = headers.get('Vary');
+  if (!vary?.split(',').some((v) => v.trim().toLowerCase() === 'cookie')) headers.set('Vary', vary ? `${vary}, Cookie` : 'Cookie');
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
 /**
@@ -129,5 +145,5 @@ function refusalResponse(appRouter: AppRouter, refusal: EndpointRefusal, path: s
     input: undefined,
     ctx: undefined,
   });
-  return Response.json({ error: shape }, { status: getHTTPStatusCodeFromError(error) });
+  return privateAnswer(Response.json({ error: shape }, { status: getHTTPStatusCodeFromError(error) }));
 }

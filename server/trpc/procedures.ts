@@ -49,6 +49,7 @@ function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
   const at = (request: { path: string; input: unknown }) => ({
     procedure: request.path,
     gateway: (request.input as { gateway?: string } | undefined)?.gateway,
+    customerId: ctx.customerId,
   });
   return {
     // The drills drop requests before the claim, crash after it, and lose answers after the commit.

@@ -5,11 +5,13 @@
  * stored key, no payment, no charge, the same stock.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
 import { clientAddress, DEFAULT_RATE_LIMIT_POLICY, deleteEndedRateLimitWindows, rateLimitPolicyFromEnv } from '../../server/rate-limit';
+import { PEER_ADDRESS_HEADER } from '../../server/rate-limit/peer-address';
 import { ApiCustomer, startTestStack, type ApiResponse, type TestStack } from '../support/stack';
 
 // The production defaults (30 a minute per session, 300 per address), behind one trusted proxy so
@@ -20,15 +22,19 @@ const SKU = 'MUG-CELADON';
 let first: TestStack;
 let second: TestStack;
 let capped: TestStack;
+let byAddress: TestStack;
 
 before(async () => {
-  // Two app instances on one database, as behind a load balancer; and one with the order caps on.
+  // Two app instances on one database, as behind a load balancer; one with the customer's order caps
+  // on (every test here connects from 127.0.0.1, so its address caps are off); and one as a server
+  // with no proxy in front is configured by default: every cap and limit on, the socket's address.
   first = await startTestStack({ rateLimits: POLICY });
   second = await startTestStack({ rateLimits: POLICY });
-  capped = await startTestStack({ orderCaps: DEFAULT_ORDER_CAPS });
+  capped = await startTestStack({ orderCaps: { ...DEFAULT_ORDER_CAPS, openOrdersPerAddress: 0, heldUnitsPerSkuPerAddress: 0 } });
+  byAddress = await startTestStack({ orderCaps: DEFAULT_ORDER_CAPS, rateLimits: DEFAULT_RATE_LIMIT_POLICY });
 });
 after(async () => {
-  await Promise.all([first?.close(), second?.close(), capped?.close()]);
+  await Promise.all([first?.close(), second?.close(), capped?.close(), byAddress?.close()]);
 });
 
 function customerIdOf(customer: ApiCustomer): string {
@@ -177,10 +183,14 @@ describe('rate limits on the mutations', () => {
     assert.deepEqual(await footprint(first, customerId), before);
   });
 
-  it('takes the address only from a trusted proxy, and from the configured environment', () => {
+  it('takes the address from the socket, or only from a trusted proxy, and from the configured environment', () => {
     const forwarded = new Headers({ 'x-forwarded-for': '10.9.9.9, 203.0.113.40' });
-    // No trusted proxy: `next start` keeps a client's own X-Forwarded-For, so no address is trusted.
+    // No trusted proxy: `next start` keeps a client's own X-Forwarded-For, so only the socket counts.
     assert.equal(clientAddress(forwarded, 0), undefined);
+    const fromSocket = new Headers({ 'x-forwarded-for': '10.9.9.9', [PEER_ADDRESS_HEADER]: '::ffff:192.0.2.7' });
+    assert.equal(clientAddress(fromSocket, 0), '192.0.2.7');
+    // Behind a proxy, a request that skipped it (no hop of the proxy's) counts by its socket.
+    assert.equal(clientAddress(new Headers({ [PEER_ADDRESS_HEADER]: '192.0.2.8' }), 1), '192.0.2.8');
     assert.equal(clientAddress(forwarded, 1), '203.0.113.40');
     assert.equal(clientAddress(forwarded, 2), '10.9.9.9');
     assert.equal(clientAddress(new Headers({ 'x-forwarded-for': 'not-an-address' }), 1), undefined);
@@ -276,5 +286,89 @@ describe('caps on what one customer holds in unpaid orders', () => {
     const after = await footprint(capped, customerIdOf(customer));
     assert.deepEqual(after, { orders: 5, open: 5, keys: 5, payments: 0 });
     assert.equal(await stockOf(capped), stockBefore - 10);
+  });
+});
+
+/**
+ * One raw HTTP request from a chosen loopback address (all of 127.0.0.0/8 reaches this host), so that
+ * the server sees a socket address no other test in this database has used.
+ */
+function requestFrom(
+  localAddress: string,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: options.method ?? 'GET', headers: options.headers, localAddress }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, text }));
+    });
+    request.on('error', reject);
+    request.end(options.body);
+  });
+}
+
+describe('caps on what one address holds, whatever its sessions', () => {
+  it('a script opening a new session per order from one machine gets 429s and holds at most the address cap', async () => {
+    const address = `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
+    const cap = DEFAULT_ORDER_CAPS.heldUnitsPerSkuPerAddress;
+    const statuses: number[] = [];
+    const teaBefore = await stockOf(byAddress, 'TEA-LONGJING');
+
+    // 1. Forty sessions, one order of 20 units each, each request claiming another address in every
+    //    header a client controls: X-Forwarded-For (no proxy is trusted) and the stamp's own header.
+    for (let session = 0; session < 40; session++) {
+      const opened = await requestFrom(address, `${byAddress.appUrl}/api/trpc/checkout.products`);
+      const cookie = String(opened.headers['set-cookie']).split(';')[0]!;
+      const forged = `198.51.100.${session + 1}`;
+      const created = await requestFrom(address, `${byAddress.appUrl}/api/trpc/checkout.createOrder`, {
+        method: 'POST',
+        headers: {
+          cookie,
+          'content-type': 'application/json',
+          'idempotency-key': randomUUID(),
+          'x-forwarded-for': forged,
+          [PEER_ADDRESS_HEADER]: forged,
+        },
+        body: JSON.stringify({ items: [{ sku: 'TEA-LONGJING', quantity: 20 }] }),
+      });
+      statuses.push(created.status);
+      if (created.status === 429) {
+        const error = JSON.parse(created.text).error;
+        assert.equal(error.data.reason, 'ADDRESS_HOLD_LIMIT', created.text);
+        assert.ok(Number(created.headers['retry-after']) >= 1, `Retry-After ${created.headers['retry-after']}`);
+      } else {
+        assert.equal(created.status, 201, created.text);
+      }
+    }
+
+    // 2. What the address holds: the cap, no more; every refusal took no stock.
+    const allowed = cap / 20;
+    assert.deepEqual(
+      statuses,
+      Array.from({ length: 40 }, (_, i) => (i < allowed ? 201 : 429)),
+    );
+    const [held] = await byAddress.sql<{ units: number; orders: number }[]>`
+      select coalesce(sum(i.quantity), 0)::int as units, count(distinct o.id)::int as orders
+        from orders o join order_items i on i.order_id = o.id
+       where o.client_address = ${address} and o.status in ('awaiting_payment', 'paying')`;
+    assert.deepEqual(held, { units: cap, orders: allowed });
+    assert.equal(await stockOf(byAddress, 'TEA-LONGJING'), teaBefore - cap);
+
+    // 3. Another machine is not held back by this one.
+    const neighbour = address.replace(/\.\d+$/, (last) => `.${(Number(last.slice(1)) % 254) + 1}`);
+    const opened = await requestFrom(neighbour, `${byAddress.appUrl}/api/trpc/checkout.products`);
+    const other = await requestFrom(neighbour, `${byAddress.appUrl}/api/trpc/checkout.createOrder`, {
+      method: 'POST',
+      headers: {
+        cookie: String(opened.headers['set-cookie']).split(';')[0]!,
+        'content-type': 'application/json',
+        'idempotency-key': randomUUID(),
+      },
+      body: JSON.stringify({ items: [{ sku: 'TEA-LONGJING', quantity: 20 }] }),
+    });
+    assert.equal(other.status, 201, other.text);
   });
 });

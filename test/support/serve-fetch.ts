@@ -5,6 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { stampPeerAddress } from '../../server/rate-limit/peer-address';
 
 export type FetchHandler = (request: Request) => Promise<Response>;
 
@@ -22,6 +23,7 @@ export async function serveFetch(route: (pathname: string) => FetchHandler | und
         res.writeHead(404).end('not found');
         return;
       }
+      stampPeerAddress(req); // as instrumentation.ts does for Next's server
       const headers = new Headers();
       for (const [name, value] of Object.entries(req.headers)) {
         if (Array.isArray(value)) value.forEach((v) => headers.append(name, v));

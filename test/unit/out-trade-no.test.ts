@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { OUT_TRADE_NO_PATTERN, outTradeNoFor } from '../../server/checkout/out-trade-no';
+import { NEW_OUT_TRADE_NO_PATTERN, OUT_TRADE_NO_PATTERN, outTradeNoFor } from '../../server/checkout/out-trade-no';
 
 describe('out_trade_no', () => {
   it('passes every gateway rule at once: Alipay, WeChat Pay and 2C2P QR', () => {
@@ -19,6 +19,16 @@ describe('out_trade_no', () => {
     assert.equal(outTradeNoFor(id), outTradeNoFor(id));
     const seen = new Set(Array.from({ length: 10_000 }, () => outTradeNoFor(randomUUID())));
     assert.equal(seen.size, 10_000);
+  });
+
+  it('never spells a word: no vowel (nor Y) anywhere after the prefix, and a digit right after it', () => {
+    for (let i = 0; i < 10_000; i++) {
+      const value = outTradeNoFor(randomUUID());
+      assert.match(value, NEW_OUT_TRADE_NO_PATTERN);
+      assert.doesNotMatch(value.slice(2), /[AEIOUY]/, value);
+    }
+    // The order a shopper once read as a word on screen now starts PO + a digit.
+    assert.doesNotMatch(outTradeNoFor('ffffffff-ffff-4fff-bfff-ffffffffffff'), /^PO[A-Z]/);
   });
 
   it('refuses what is not a UUID', () => {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { appServices } from '../../../server/app-services';
 import { FAULT_POINTS } from '../../../server/faults';
+import { controlRequestRefusal } from '../../../server/control-requests';
 
 /**
  * Arms faults for the failure drills (CHECKOUT_FAULTS=1 only; otherwise this route is a 404).
@@ -34,6 +35,8 @@ export function GET(): Response {
 export async function POST(request: Request): Promise<Response> {
   const faults = injector();
   if (!faults) return notFound();
+  const refused = controlRequestRefusal(request);
+  if (refused) return refused;
   const parsed = faultSpec.safeParse(await request.json().catch(() => undefined));
   if (!parsed.success) {
     return Response.json({ error: 'invalid fault', issues: parsed.error.issues }, { status: 400 });
@@ -41,9 +44,11 @@ export async function POST(request: Request): Promise<Response> {
   return Response.json({ fault: faults.arm(parsed.data) }, { status: 201 });
 }
 
-export function DELETE(): Response {
+export function DELETE(request: Request): Response {
   const faults = injector();
   if (!faults) return notFound();
+  const refused = controlRequestRefusal(request);
+  if (refused) return refused;
   faults.clear();
   return new Response(null, { status: 204 });
 }

@@ -5,6 +5,7 @@ import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import { GATEWAY_IDS } from '../../payments/gateway-ids';
+import { clientAddress } from '../../rate-limit';
 import { BUYER_STEPS } from '../../payments/gateway';
 import { idempotentPhases, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
@@ -58,7 +59,13 @@ export const checkoutRouter = createTRPCRouter({
   ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(
-    idempotentPhases(({ ctx, input }) => createOrder(ctx.customerId, input.items, ctx.services.orderCaps)),
+    idempotentPhases(({ ctx, input }) =>
+      createOrder(ctx.customerId, input.items, {
+        caps: ctx.services.orderCaps,
+        address: clientAddress(ctx.headers, ctx.services.rateLimits?.trustProxy ?? 0),
+        ttlSeconds: ctx.services.orderTtlSeconds,
+      }),
+    ),
   ),
 
   /**

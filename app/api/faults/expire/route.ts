@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { appServices } from '../../../../server/app-services';
+import { controlRequestRefusal } from '../../../../server/control-requests';
 
 /**
  * Drills only (CHECKOUT_FAULTS=1; otherwise a 404): makes an unpaid order due for expiry now, as if
@@ -10,6 +11,8 @@ import { appServices } from '../../../../server/app-services';
 export async function POST(request: Request): Promise<Response> {
   const services = appServices();
   if (!services.faults) return Response.json({ error: 'not found' }, { status: 404 });
+  const refused = controlRequestRefusal(request);
+  if (refused) return refused;
   const body = (await request.json().catch(() => undefined)) as { outTradeNo?: unknown } | undefined;
   if (typeof body?.outTradeNo !== 'string' || body.outTradeNo === '') {
     return Response.json({ error: 'outTradeNo is required' }, { status: 400 });

@@ -14,8 +14,14 @@ export async function GET(request: Request): Promise<Response> {
   const outTradeNo = new URL(request.url).searchParams.get('outTradeNo');
   if (!outTradeNo) return Response.json({ error: 'outTradeNo is required' }, { status: 400 });
   const db = services.db;
-  const [order] = await db.execute<{ id: string; customer_id: string; status: string; payment_attempt: number }>(sql`
-    select id, customer_id, status, payment_attempt from orders where out_trade_no = ${outTradeNo}`);
+  const [order] = await db.execute<{
+    id: string;
+    customer_id: string;
+    status: string;
+    payment_attempt: number;
+    client_address: string | null;
+  }>(sql`
+    select id, customer_id, status, payment_attempt, client_address from orders where out_trade_no = ${outTradeNo}`);
   if (!order) return Response.json({ error: 'no such order' }, { status: 404 });
   const payments = await db.execute(sql`
     select gateway, attempt, status, gateway_trade_no as "gatewayTradeNo", source, role from payments
@@ -37,7 +43,7 @@ export async function GET(request: Request): Promise<Response> {
     ({ key, status, recoveryPoint, completed, leaseHeld }) => ({ key, status, recoveryPoint, completed, leaseHeld }),
   );
   return Response.json({
-    order: { status: order.status, paymentAttempts: order.payment_attempt },
+    order: { status: order.status, paymentAttempts: order.payment_attempt, clientAddress: order.client_address },
     payments,
     emails,
     keys,

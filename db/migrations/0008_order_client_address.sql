@@ -1,0 +1,2 @@
+ALTER TABLE "orders" ADD COLUMN "client_address" text;--> statement-breakpoint
+CREATE INDEX "orders_open_by_address_idx" ON "orders" USING btree ("client_address") WHERE "orders"."status" in ('awaiting_payment', 'paying') and "orders"."client_address" is not null;
