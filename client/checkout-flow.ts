@@ -83,6 +83,8 @@ export type PayResult =
       orderState?: OrderTruth['kind'];
       /** With orderState `declined`: the decline that ended the order's latest attempt. */
       declined?: DeclinedPayment;
+      /** With orderState `closed`: whether any charge succeeded on the order (it is refunded). */
+      charged?: boolean;
     }
   | { kind: 'gave_up'; failure: CallFailure; message: string; key?: string };
 
@@ -102,8 +104,8 @@ export type OrderTruth =
   | { kind: 'declined'; declined: DeclinedPayment }
   /** Still payable and no payment succeeded: nothing was charged. */
   | { kind: 'not_charged' }
-  /** Expired or failed: no longer payable. */
-  | { kind: 'closed'; status: string }
+  /** Expired or failed: no longer payable. `charged`: a charge succeeded on it (refunded, as it cannot stay). */
+  | { kind: 'closed'; status: string; charged: boolean }
   | { kind: 'unknown'; failure: CallFailure };
 
 /** Reads one order's state and says what it means for the money; never guesses. */
@@ -126,7 +128,9 @@ export function orderTruth(view: OrderView): OrderTruth {
     };
   }
   if (view.status === 'paying' || view.status === 'paid') return { kind: 'paying' };
-  if (view.status === 'failed' || view.status === 'expired') return { kind: 'closed', status: view.status };
+  if (view.status === 'failed' || view.status === 'expired') {
+    return { kind: 'closed', status: view.status, charged: view.payments.some((p) => p.status === 'succeeded') };
+  }
   const latest = view.payments.filter((p) => p.role === 'payment').at(-1);
   if (latest?.status === 'declined' && latest.attempt === view.paymentAttempts) {
     return {
@@ -242,16 +246,45 @@ export async function payForCart(params: {
     const gateway = attempt.gateway ?? params.gateway;
     const buyer = attempt.gateway ? attempt.buyer : params.buyer;
     const buyerStep = attempt.gateway ? attempt.buyerStep : params.buyer ? undefined : params.buyerStep;
+    // A 409 REQUEST_IN_PROGRESS on a retry means the request that owns this key has not answered —
+    // perhaps its process died, and its lease must run out before a retry can take over. The gateway's
+    // notification may settle the order long before that: the order is asked before each such retry,
+    // and a paid order is the answer at once.
+    let lastFailure: CallFailure | undefined;
+    let settledByOrder = false;
+    const pay = () =>
+      params.client.checkout.pay.mutate(
+        { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}), ...(buyerStep ? { buyerStep } : {}) },
+        { context: { idempotencyKey: attempt.key } },
+      );
     const answer = await callWithRetry(
-      () =>
-        params.client.checkout.pay.mutate(
-          { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}), ...(buyerStep ? { buyerStep } : {}) },
-          { context: { idempotencyKey: attempt.key } },
-        ),
-      retryOptions,
+      async () => {
+        if (lastFailure?.reason === 'REQUEST_IN_PROGRESS') {
+          const paid = await paidMeanwhile(params.client, order.orderId);
+          if (paid) {
+            settledByOrder = true;
+            return paid;
+          }
+        }
+        return pay();
+      },
+      {
+        ...retryOptions,
+        onRetry: (retry: number, failure: CallFailure) => {
+          lastFailure = failure;
+          retryOptions.onRetry(retry, failure);
+        },
+      },
     );
     if (answer.status === 'awaiting_buyer') return { kind: 'awaiting_buyer', order, awaiting: answer, key: attempt.key };
     params.storage.save({});
+    if (settledByOrder) {
+      // The shopper has their answer; the key has not. Keep retrying it quietly until a retry takes
+      // the dead request's key over (it finds the order paid and completes the key with that answer),
+      // so no key is left in flight behind a paid order.
+      void callWithRetry(pay, { policy: KEY_SETTLING_POLICY, sleep: params.sleep }).catch(() => {});
+      return { kind: 'paid', order, paid: answer, key: attempt.key, confirmedByOrder: true };
+    }
     return { kind: 'paid', order, paid: answer, key: attempt.key };
   } catch (error) {
     const key = attemptKey;
@@ -308,6 +341,19 @@ export async function payForCart(params: {
   }
 }
 
+/** Patient enough to outlast a dead request's lease (30 s) several times over, then gives up quietly. */
+const KEY_SETTLING_POLICY: RetryPolicy = { maxRetries: 20, baseDelayMs: 1000, maxDelayMs: 8000 };
+
+/** The order's payment, if the order is paid by now; anything else (or no answer) is undefined. */
+async function paidMeanwhile(client: CheckoutClient, orderId: string) {
+  try {
+    const truth = orderTruth(await client.checkout.order.query({ orderId }));
+    return truth.kind === 'paid' ? truth.paid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The result a 422 ends with, once the order has said what happened. */
 function settleByOrder(
   storage: CheckoutStorage,
@@ -348,6 +394,7 @@ function settleByOrder(
         message: `订单已${truth.status === 'expired' ? '过期' : '关闭'}，请重新下单。`,
         key,
         orderState: 'closed',
+        charged: truth.charged,
       };
     case 'paying':
     case 'unknown':

@@ -23,7 +23,10 @@ export const products = pgTable(
   'products',
   {
     sku: text().primaryKey(),
+    /** The name in Chinese, the shop's language: what orders keep (order_items.name) and receipts show. */
     name: text().notNull(),
+    /** The same in English, for the page's English mode; null shows the Chinese name. */
+    nameEn: text(),
     priceMinor: integer().notNull(),
     currency: text().notNull(),
     stock: integer().notNull(),

@@ -29,6 +29,9 @@ test('the first visit says what the demo proves, how to pay as a buyer and where
     const english = page.getByRole('region', { name: 'Start here: what this demo proves' });
     await expect(english).toContainText('I pay myself');
     await expect(english.getByRole('link', { name: 'sandbox ledger' })).toBeVisible();
+    // The catalogue too: product names in English, not only the labels.
+    await expect(page.getByText('Longquan celadon mug')).toBeVisible();
+    await expect(page.getByText('龙泉青瓷马克杯')).toHaveCount(0);
     await page.getByRole('button', { name: '中文' }).click();
   });
   await test.step('4. 知道了 hides it, and a reload does not bring it back', async () => {

@@ -410,8 +410,9 @@ ${cards}
       .then(function (response) {
         return response.json().then(function (json) {
           if (response.ok) return { paymentIntent: json };
+          // As Stripe.js: a decline is the merchant's to show (result.error); the card field shows
+          // only its own input errors.
           var error = json && json.error ? json.error : { type: 'api_error', message: 'HTTP ' + response.status };
-          if (error.type === 'card_error') showError(error.message);
           return { error: error };
         });
       })

@@ -52,8 +52,13 @@ const stack = await startStack({
 const databaseShown = process.env.DATABASE_URL ? stack.databaseUrl.replace(/:[^:@/]+@/, ':***@') : stack.databaseUrl;
 console.log(`
   PayOnce is ready:  ${stack.appUrl.replace('127.0.0.1', 'localhost')}
-  PSP sandbox:       ${stack.sandboxUrl}   (ledger: ${stack.sandboxUrl}/ledger)
-  Database:          ${databaseShown}${stack.demo ? '\n  Demo mode: faults, /mail and the switchboard are on' : ''}
+  PSP sandbox:       ${stack.sandboxUrl}   (ledger: ${stack.sandboxUrl}/sandbox/ledger)
+  Database:          ${databaseShown}
+  ${
+    stack.demo
+      ? 'Demo mode:         the fault switchboard is at the bottom of the page; /mail is the demo mailbox'
+      : 'Break it on purpose: npm run demo adds a fault switchboard to the page (docs/demo.md)'
+  }
   Press Ctrl-C to stop.
 `);
 

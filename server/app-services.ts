@@ -7,7 +7,7 @@
 import { getDatabase } from '../db/client';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkout/services';
 import { serverEnv } from './env';
-import { armSandboxFault } from './demo-drills';
+import { armSandboxFault, journalFault } from './demo-drills';
 import { FaultInjector, faultsEnabled } from './faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
@@ -44,6 +44,10 @@ export function appServices(): CheckoutServices {
     ...(faultsEnabled()
       ? {
           faults: new FaultInjector({
+            // The 幕后 view's row for each fault: what was broken on purpose, at which point.
+            onFire: async (fault, site) => {
+              if (site.orderId) await journalFault(db, site.orderId, fault);
+            },
             armSandboxFault: async (fault) => {
               if (!env.PSP_SANDBOX_URL) throw new Error('No PSP sandbox is configured (PSP_SANDBOX_URL).');
               await armSandboxFault(env.PSP_SANDBOX_URL, { ...fault });

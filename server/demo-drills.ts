@@ -18,10 +18,11 @@
  * The sandbox's faults are armed only when this session's payment reaches its gateway (fault point
  * before_gateway_call), for that gateway and, for notifications, that order.
  */
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import { orders, orderTrades } from '../db/schema';
 import type { CheckoutServices } from './checkout/services';
-import type { FaultSpec } from './faults';
+import type { Executor } from '../db/client';
+import type { ArmedFault, FaultSpec } from './faults';
 
 export const DEMO_DRILLS = [
   'dropped_request',
@@ -140,4 +141,16 @@ export async function lateBuyer(
     results.push({ gateway, status: paid.status, answer: paid.body });
   }
   return { orderId: order.id, outTradeNo: order.outTradeNo, results };
+}
+
+/**
+ * A fault's line in the order's journal, as the 幕后 view shows it: into the order the request names,
+ * when it exists (a request naming no real order leaves no line).
+ */
+export async function journalFault(db: Executor, orderId: string, fault: ArmedFault): Promise<void> {
+  const action = fault.action.kind === 'sandbox' ? fault.action.fault.action : fault.action.kind;
+  await db.execute(sql`
+    select append_payment_event('order:' || o.id::text, o.id, 'fault.injected',
+                                ${JSON.stringify({ point: fault.point, action, procedure: fault.procedure })}::jsonb)
+      from orders o where o.id = ${orderId}::uuid`);
 }

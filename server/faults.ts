@@ -50,8 +50,13 @@ export interface FaultSite {
   procedure: string;
   gateway?: string;
   customerId?: string;
+  /** The order the request is about, when it names one: where the fault is journaled. */
+  orderId?: string;
   outTradeNo?: string;
 }
+
+/** Told of every fault as it fires, before its action (a crash leaves no later moment). */
+export type OnFaultFired = (fault: ArmedFault, site: FaultSite) => Promise<void>;
 
 /** Arms a sandbox fault for the payment at `site`; the app wires it to the PSP sandbox's /sandbox/faults. */
 export type ArmSandboxFault = (fault: SandboxFaultRequest & { gateway: string; outTradeNo?: string }) => Promise<void>;
@@ -86,9 +91,11 @@ export class InjectedFaultError extends CheckoutError {
 export class FaultInjector {
   #armed: ArmedFault[] = [];
   readonly #armSandboxFault: ArmSandboxFault | undefined;
+  readonly #onFire: OnFaultFired | undefined;
 
-  constructor(options: { armSandboxFault?: ArmSandboxFault } = {}) {
+  constructor(options: { armSandboxFault?: ArmSandboxFault; onFire?: OnFaultFired } = {}) {
     this.#armSandboxFault = options.armSandboxFault;
+    this.#onFire = options.onFire;
   }
 
   arm(spec: FaultSpec): ArmedFault {
@@ -132,6 +139,9 @@ export class FaultInjector {
     if (!fault) return;
     fault.fired++;
     if (fault.fired >= fault.times) this.#armed = this.#armed.filter((f) => f !== fault);
+    // Recorded first, so that even a crash leaves its mark (the 幕后 view shows the fault's row); a
+    // record that fails must not stop the drill.
+    await this.#onFire?.(fault, at).catch((error: unknown) => console.error('[faults] recording a fired fault failed', error));
     switch (fault.action.kind) {
       case 'throw':
         throw new InjectedFaultError(point);

@@ -103,18 +103,61 @@ const OPERATION: Record<Lang, Record<string, string>> = {
   en: { charge: 'charge', query: 'query', close: 'close trade', refund: 'refund', refund_query: 'refund query' },
 };
 
-const OUTCOME: Record<string, string> = {
-  succeeded: '成功',
-  declined: '拒绝',
-  retryable: '暂不可用（可重试）',
-  indeterminate: '结果未知',
-  closed: '已关闭',
-  already_paid: '已被支付',
-  answered: '已答复',
-  unavailable: '暂不可用',
-  pending: '处理中',
-  failed: '失败',
-  error: '出错',
+const OUTCOME: Record<Lang, Record<string, string>> = {
+  zh: {
+    succeeded: '成功',
+    declined: '拒绝',
+    retryable: '暂不可用（可重试）',
+    indeterminate: '结果未知',
+    closed: '已关闭',
+    already_paid: '已被支付',
+    answered: '已答复',
+    unavailable: '暂不可用',
+    pending: '处理中',
+    failed: '失败',
+    error: '出错',
+  },
+  en: {
+    succeeded: 'succeeded',
+    declined: 'declined',
+    retryable: 'unavailable (retryable)',
+    indeterminate: 'outcome unknown',
+    closed: 'closed',
+    already_paid: 'already paid',
+    answered: 'answered',
+    unavailable: 'unavailable',
+    pending: 'pending',
+    failed: 'failed',
+    error: 'error',
+  },
+};
+
+/** What each injected fault did, as the switchboard names it. */
+const FAULT: Record<Lang, Record<string, string>> = {
+  zh: {
+    'before_claim:throw': '注入故障：请求在受理前丢失（503，页面会重试）',
+    'after_claim:throw': '注入故障：受理后处理出错（503，释放幂等键）',
+    'after_gateway_call:crash': '注入故障：网关已答复，进程被杀（SIGKILL），尚未记录任何结果',
+    'after_commit:throw': '注入故障：已提交，答复丢失（503，重试将得到重放）',
+    delay: '注入故障：请求在此被拖慢',
+    timeout_after_charge: '注入故障：网关将扣款但超时才答复',
+    duplicate_notifications: '注入故障：网关将把本订单的通知多发十次',
+    lose_notifications: '注入故障：网关的通知将丢失',
+    drop_after_charge: '注入故障：网关扣款后断开连接',
+    fail_before_charge: '注入故障：网关在扣款前返回系统错误',
+  },
+  en: {
+    'before_claim:throw': 'Fault injected: the request is dropped before the claim (503; the page retries)',
+    'after_claim:throw': 'Fault injected: processing fails after the claim (503; the key is released)',
+    'after_gateway_call:crash': 'Fault injected: the gateway answered, the process is killed (SIGKILL) before recording anything',
+    'after_commit:throw': 'Fault injected: committed, the answer is lost (503; the retry is a replay)',
+    delay: 'Fault injected: the request is held here',
+    timeout_after_charge: 'Fault injected: the gateway will charge but answer too late',
+    duplicate_notifications: 'Fault injected: the gateway will send this order’s notification ten extra times',
+    lose_notifications: 'Fault injected: the gateway’s notifications will be lost',
+    drop_after_charge: 'Fault injected: the gateway hangs up after charging',
+    fail_before_charge: 'Fault injected: the gateway answers a system error before charging',
+  },
 };
 
 const VIA: Record<Lang, Record<string, string>> = {
@@ -180,7 +223,7 @@ function describe(event: TimelineEvent, lang: Lang): { title: string; details: s
     case 'gateway.answer': {
       const tone = d.outcome === 'succeeded' || d.outcome === 'closed' ? 'ok' : d.outcome === 'declined' ? 'bad' : 'warn';
       return {
-        title: `← ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}: ${zh ? (OUTCOME[String(d.outcome)] ?? d.outcome) : d.outcome}`,
+        title: `← ${gw(d.gateway)} ${OPERATION[lang][String(d.operation)] ?? d.operation}: ${OUTCOME[lang][String(d.outcome)] ?? d.outcome}`,
         details: [d.gatewayTradeNo, d.code, d.message, `${d.ms} ms`].filter(Boolean).join(' · '),
         tone,
       };
@@ -240,6 +283,15 @@ function describe(event: TimelineEvent, lang: Lang): { title: string; details: s
       return { title: zh ? '邮件已发出' : 'Email sent', details: String(d.subject ?? '') };
     case 'order.expired':
       return { title: zh ? '订单过期，库存归还' : 'Order expired, stock returned', details: '' };
+    case 'fault.injected':
+      return {
+        title:
+          FAULT[lang][`${d.point}:${d.action}`] ??
+          FAULT[lang][String(d.action)] ??
+          `${zh ? '注入故障' : 'Fault injected'}: ${d.point} ${d.action}`,
+        details: zh ? `演示 / 演练 · ${d.point}` : `demo / drill · ${d.point}`,
+        tone: 'warn',
+      };
     case 'exception.recorded':
       return { title: zh ? '异常已记录，待人工处理' : 'Exception recorded for follow-up', details: String(d.exception), tone: 'bad' };
     default:
@@ -280,10 +332,8 @@ function TimelineView({ client, orderId }: { client: CheckoutClient; orderId: st
           <Link href="/">{text.back}</Link> · <Link href="/orders">{text.allOrders}</Link>
         </nav>
         <LangSwitch />
-        <h1>
-          {text.title}
-          {data && <span className="meta"> · {data.order.outTradeNo}</span>}
-        </h1>
+        <h1>{text.title}</h1>
+        {data && <p className="meta mono">{data.order.outTradeNo}</p>}
       </header>
       {timeline.isPending && <p>{text.loading}</p>}
       {timeline.isError && <p role="alert">{text.notFound}</p>}
@@ -312,6 +362,7 @@ function TimelineView({ client, orderId }: { client: CheckoutClient; orderId: st
               </dd>
             </dl>
           </section>
+          <Legend lang={lang} />
           <section className="card timeline-wrap">
             <table className="timeline" aria-label={lang === 'zh' ? '事件时间线' : 'Event timeline'}>
               <caption>
@@ -345,5 +396,66 @@ function TimelineView({ client, orderId }: { client: CheckoutClient; orderId: st
         </>
       )}
     </main>
+  );
+}
+
+const LEGEND: Record<Lang, { heading: string; items: [string, string][] }> = {
+  zh: {
+    heading: '怎么读这一页',
+    items: [
+      ['首次受理', '这个幂等键第一次出现：请求被处理，答复与业务数据在同一事务中保存。'],
+      ['重放已存答复', '同一个键再次到来（重试、刷新）：不再处理，原样返回第一次的答复。'],
+      ['同键请求处理中', '同一个键的第一次请求还没结束：返回 409，稍后重试。'],
+      ['接管中断的请求', '处理该键的进程死了，租约过期：一次重试从恢复点接着做，用同一个 out_trade_no 询问网关。'],
+      ['同键不同请求', '同一个键带着不同的内容：拒绝（422），什么都不改。'],
+      ['失败，释放键以便重试', '暂时的故障（网络、网关 5xx）：键被释放，重试会重新处理——网关按 out_trade_no 去重，不会多扣。'],
+      ['哈希链', '每一行都带着上一行的哈希：改动或删除任何一行，链就会断，npm run audit 会指出是哪一行。'],
+      ['网关账本', '沙箱里网关自己的记录：成功扣款的笔数，以及保留的金额（扣款减退款），应等于订单金额。'],
+      ['注入故障', '演示模式的故障开关或演练故意制造的故障，标出它发生的位置。'],
+    ],
+  },
+  en: {
+    heading: 'How to read this page',
+    items: [
+      ['claimed', 'The key’s first request: processed, and its answer stored in the same transaction as the business data.'],
+      ['replayed', 'The same key again (a retry, a reload): not processed again; the first answer is returned as it was.'],
+      ['in progress', 'The key’s first request has not finished: 409, retry later.'],
+      [
+        'taken over',
+        'The process handling the key died and its lease ran out: one retry resumes at the recovery point and asks the gateway with the same out_trade_no.',
+      ],
+      ['key reused', 'The same key with a different request: refused (422), nothing changed.'],
+      [
+        'released for retry',
+        'A transient failure (network, gateway 5xx): the key is freed and a retry runs again — the gateway deduplicates on out_trade_no, so nothing is charged twice.',
+      ],
+      [
+        'hash chain',
+        'Each row carries the hash of the one before: editing or deleting any row breaks the chain, and npm run audit names the row.',
+      ],
+      [
+        'gateway ledger',
+        'The gateway’s own record in the sandbox: how many charges succeeded, and the money kept (charges − refunds), which must equal the order’s amount.',
+      ],
+      ['fault injected', 'A failure made on purpose by demo mode’s switchboard or a drill, shown where it happened.'],
+    ],
+  },
+};
+
+/** The guard's verdicts, the hash chain and the ledger badge, in a sentence each: the page explains itself. */
+function Legend({ lang }: { lang: Lang }) {
+  const legend = LEGEND[lang];
+  return (
+    <details className="card legend">
+      <summary>{legend.heading}</summary>
+      <dl>
+        {legend.items.map(([term, meaning]) => (
+          <div key={term}>
+            <dt>{term}</dt>
+            <dd>{meaning}</dd>
+          </div>
+        ))}
+      </dl>
+    </details>
   );
 }

@@ -183,7 +183,11 @@ function CardStep({
         {state.kind === 'failed_to_load' && <p role="alert">{t('wait.cardLoadFailed')}</p>}
         <div ref={mountPoint} className="card-element" />
       </fieldset>
-      {state.kind === 'declined' && <p role="alert">{declineText(lang, awaiting.gateway, state.code, state.message)}</p>}
+      {state.kind === 'declined' && (
+        <p role="alert" className="card-declined">
+          {declineText(lang, awaiting.gateway, state.code, state.message)} {t('wait.cardTryAnother')}
+        </p>
+      )}
       {state.kind === 'submitted' && <p>{t('wait.cardSubmitted')}</p>}
       {state.kind !== 'loading' && state.kind !== 'failed_to_load' && state.kind !== 'submitted' && (
         <button className="pay" type="button" onClick={() => void confirm()} disabled={busy}>

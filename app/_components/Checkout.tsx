@@ -148,7 +148,7 @@ function Welcome({ client, demo }: { client: CheckoutClient; demo: boolean }) {
 }
 
 function CheckoutForm({ client }: { client: CheckoutClient }) {
-  const { t } = useLang();
+  const { t, lang } = useLang();
   const products = useQuery({ queryKey: ['products'], queryFn: () => client.checkout.products.query() });
   const configured = useQuery({ queryKey: ['gateways'], queryFn: () => client.checkout.gateways.query() });
   const isAvailable = (id: GatewayId) => configured.data?.some((g) => g.id === id && g.available) ?? false;
@@ -248,7 +248,10 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           // Refused before any order or charge existed: what to change, in the shopper's words.
           setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: CART_REFUSALS[failure.reason]! }], tech });
         } else if (result.orderState === 'closed' || failure.reason === 'ORDER_NOT_PAYABLE' || failure.status === 404) {
-          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }], tech });
+          // What happened to the money, when the order said: an expired order never took any, or
+          // what it took is being given back.
+          const money = result.charged === undefined ? [] : [{ key: result.charged ? 'status.closedRefunded' : 'status.closedNotCharged' }];
+          setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }, ...money], tech });
         } else {
           setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.failedGeneric' }], tech });
         }
@@ -284,7 +287,14 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           if (progress.phase === 'retrying') {
             // 409: the payment is still being processed (another tab, or before a reload); the rest
             // is the network or a server that did not answer. Neither is the shopper's business.
-            const key = progress.failure.status === 409 ? 'status.retryInProgress' : 'status.retryNetwork';
+            // 409 ORDER_PAYMENT_IN_PROGRESS is another key on this order: another tab, or another
+            // browser of this shopper's, is paying it.
+            const key =
+              progress.failure.reason === 'ORDER_PAYMENT_IN_PROGRESS'
+                ? 'status.retryOtherTab'
+                : progress.failure.status === 409
+                  ? 'status.retryInProgress'
+                  : 'status.retryNetwork';
             setStatus({ tone: 'busy', title, lines: [{ key, vars: { n: progress.retry } }, { key: 'status.keepOpen' }] });
           } else if (progress.phase === 'confirming') {
             setStatus({ tone: 'busy', title: 'status.confirming', lines: [{ key: 'status.keepOpen' }] });
@@ -322,7 +332,8 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
             retryable: false,
             details: undefined,
           };
-          return show({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind }, choice);
+          const charged = truth.kind === 'closed' ? truth.charged : undefined;
+          return show({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind, charged }, choice);
         }
         case 'paying':
         case 'unknown':
@@ -397,7 +408,7 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           retryable: false,
           details: undefined,
         };
-        show({ kind: 'failed', failure, message: truth.status, orderState: 'closed' }, choice);
+        show({ kind: 'failed', failure, message: truth.status, orderState: 'closed', charged: truth.charged }, choice);
       }
     }, WATCH_ORDER_MS);
     return () => {
@@ -438,7 +449,11 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
           returnToken: returning.token,
         });
       } else if (truth.kind === 'closed') {
-        setStatus({ tone: 'bad', title: 'status.failed', lines: [{ key: 'status.orderClosed' }] });
+        setStatus({
+          tone: 'bad',
+          title: 'status.failed',
+          lines: [{ key: 'status.orderClosed' }, { key: truth.charged ? 'status.closedRefunded' : 'status.closedNotCharged' }],
+        });
       } else {
         timer = window.setTimeout(check, WATCH_ORDER_MS);
       }
@@ -479,7 +494,8 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
     // An order already open for this cart (say, declined a moment ago) was confirmed when it began.
     const alreadyOpen = browserStorage.load().order?.cart === signature;
     if (ago !== undefined && ago >= 0 && ago < DUPLICATE_WINDOW_MS && !alreadyOpen) {
-      setDuplicate({ minutes: Math.max(1, Math.round(ago / 60_000)), choice });
+      // Whole minutes, rounded down: "1 分钟前" for ten seconds would not be true.
+      setDuplicate({ minutes: Math.floor(ago / 60_000), choice });
       return;
     }
     void run(choice, false);
@@ -501,33 +517,36 @@ function CheckoutForm({ client }: { client: CheckoutClient }) {
         {products.isPending && <p>{t('cart.loading')}</p>}
         {products.isError && <p role="alert">{t('cart.loadFailed')}</p>}
         <ul className="products">
-          {(products.data ?? []).map((product) => (
-            <li className="product" key={product.sku}>
-              <div>
-                <div>{product.name}</div>
-                <div className="meta">
-                  {formatMoney(product.priceMinor, product.currency)} · {t('cart.stock', { stock: product.stock })}
+          {(products.data ?? []).map((product) => {
+            const name = lang === 'en' ? (product.nameEn ?? product.name) : product.name;
+            return (
+              <li className="product" key={product.sku}>
+                <div>
+                  <div>{name}</div>
+                  <div className="meta">
+                    {formatMoney(product.priceMinor, product.currency)} · {t('cart.stock', { stock: product.stock })}
+                  </div>
                 </div>
-              </div>
-              <label>
-                <span className="visually-hidden">{t('cart.quantityHidden')}</span>{' '}
-                <input
-                  type="number"
-                  min={0}
-                  max={99}
-                  aria-label={t('cart.quantity', { name: product.name })}
-                  value={quantities[product.sku] ?? 0}
-                  disabled={frozen}
-                  onChange={(event) =>
-                    setQuantities((current) => ({
-                      ...current,
-                      [product.sku]: Math.max(0, Math.min(99, Math.trunc(Number(event.target.value) || 0))),
-                    }))
-                  }
-                />
-              </label>
-            </li>
-          ))}
+                <label>
+                  <span className="visually-hidden">{t('cart.quantityHidden')}</span>{' '}
+                  <input
+                    type="number"
+                    min={0}
+                    max={99}
+                    aria-label={t('cart.quantity', { name })}
+                    value={quantities[product.sku] ?? 0}
+                    disabled={frozen}
+                    onChange={(event) =>
+                      setQuantities((current) => ({
+                        ...current,
+                        [product.sku]: Math.max(0, Math.min(99, Math.trunc(Number(event.target.value) || 0))),
+                      }))
+                    }
+                  />
+                </label>
+              </li>
+            );
+          })}
         </ul>
         <p className="total">
           {t('cart.total')} <strong data-testid="total">{formatMoney(total, 'CNY')}</strong>

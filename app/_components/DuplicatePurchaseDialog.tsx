@@ -38,7 +38,7 @@ export function DuplicatePurchaseDialog({
       }}
     >
       <h2 id="duplicate-title">{t('dup.title')}</h2>
-      <p id="duplicate-body">{t('dup.body', { minutes })}</p>
+      <p id="duplicate-body">{minutes < 1 ? t('dup.bodyJustNow') : t('dup.body', { minutes })}</p>
       <div className="dialog-actions">
         <button type="button" className="secondary" onClick={onCancel} autoFocus>
           {t('dup.cancel')}

@@ -10,7 +10,7 @@ import { formatMoney } from './money';
  * Read by the session, or by a return link's `token` when the buyer came back without the session.
  */
 export function OrderDetails({ client, orderId, token }: { client: CheckoutClient; orderId: string; token?: string }) {
-  const { t } = useLang();
+  const { t, lang } = useLang();
   const order = useQuery({
     queryKey: ['order', orderId, token],
     queryFn: () => (token ? client.checkout.returnedOrder.query({ orderId, token }) : client.checkout.order.query({ orderId })),
@@ -32,7 +32,11 @@ export function OrderDetails({ client, orderId, token }: { client: CheckoutClien
           <dt>{t('order.amount')}</dt>
           <dd>{formatMoney(order.data.amountMinor, order.data.currency)}</dd>
           <dt>{t('order.items')}</dt>
-          <dd>{order.data.items.map((item) => `${item.name} × ${item.quantity}`).join('，')}</dd>
+          <dd>
+            {order.data.items
+              .map((item) => `${lang === 'en' ? (item.nameEn ?? item.name) : item.name} × ${item.quantity}`)
+              .join(lang === 'en' ? ', ' : '，')}
+          </dd>
           {payment && (
             <>
               <dt>{t('order.gateway')}</dt>

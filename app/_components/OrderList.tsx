@@ -21,7 +21,7 @@ export function OrderList() {
 }
 
 function Orders({ client }: { client: CheckoutClient }) {
-  const { lang } = useLang();
+  const { lang, t } = useLang();
   const zh = lang === 'zh';
   const orders = useQuery({ queryKey: ['recentOrders'], queryFn: () => client.checkout.recentOrders.query(), refetchInterval: 3000 });
   return (
@@ -31,7 +31,7 @@ function Orders({ client }: { client: CheckoutClient }) {
           <Link href="/">{zh ? '返回收银台' : 'Back to checkout'}</Link>
         </nav>
         <LangSwitch />
-        <h1>{zh ? '订单 · 幕后' : 'Orders · under the hood'}</h1>
+        <h1>{zh ? '订单 · 幕后' : 'Orders · Under the hood'}</h1>
       </header>
       <section className="card">
         {orders.isPending && <p>{zh ? '正在加载…' : 'Loading…'}</p>}
@@ -41,7 +41,7 @@ function Orders({ client }: { client: CheckoutClient }) {
             <li key={order.orderId}>
               <Link href={`/orders/${order.orderId}`}>{order.outTradeNo}</Link>{' '}
               <span className="meta">
-                {formatMoney(order.amountMinor, order.currency)} · {order.status}
+                {formatMoney(order.amountMinor, order.currency)} · {t(`order.status.${order.status}`)}
                 {!order.mine && (zh ? ' · 其他顾客（演示模式）' : ' · another customer (demo mode)')}
               </span>
             </li>

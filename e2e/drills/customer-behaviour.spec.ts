@@ -44,6 +44,8 @@ for (const gateway of DRILL_GATEWAYS) {
           await second.open();
           await second.chooseGateway(GATEWAY_LABELS[other]);
           await second.pay();
+          // While the first tab's attempt is in flight, the second says so in the shopper's words.
+          await expect(second.status).toContainText('另一个标签页正在为这笔订单付款');
         });
         await test.step('3. both tabs end on the one payment of the one order', async () => {
           await expect(checkout.status).toContainText('支付成功', { timeout: 60_000 });

@@ -1,6 +1,7 @@
 /**
- * The README's screenshots, taken from the real page on desktop (1280×900) and phone (390×844):
- * paying, retrying, paid, and the 幕后 view of a payment whose answer was lost. Each state is asserted
+ * The README's screenshots, taken from the real page on desktop (1280×900) and phone (390×844): the
+ * first visit with its first-run panel, paying, retrying, paid, and the 幕后 view of a payment whose
+ * answer was lost. Each state is asserted
  * before it is captured, so a screenshot can only show what the page really does.
  *
  * `npm run screenshots` refreshes docs/screenshots/; any other run writes them under test-results/.
@@ -24,7 +25,15 @@ for (const { name, viewport } of VIEWPORTS) {
   test.describe(`screenshots on ${name}`, () => {
     test.use({ viewport });
 
-    test(`paying, retrying, paid and 幕后 on ${name}`, async ({ checkout, drill, page }, testInfo) => {
+    test(`first visit, paying, retrying, paid and 幕后 on ${name}`, async ({ checkout, drill, page }, testInfo) => {
+      await test.step('0. the first visit: what the demo proves and what to do, above the cart', async () => {
+        await checkout.open();
+        const panel = page.getByRole('region', { name: '先看这里：这个演示证明什么' });
+        await expect(panel).toBeInViewport();
+        await expect(panel).toContainText('故障开关在本页下方');
+        await capture(page, testInfo, `${name}-first-run`);
+      });
+
       await test.step('1. paying: the request is held for a few seconds', async () => {
         await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 4000 }, gateway: 'alipay' });
         await checkout.open();

@@ -9,7 +9,8 @@ import { expect, test } from './drill';
 async function openBehindTheScenes(page: Page, outTradeNo: string) {
   await page.goto('/orders');
   await page.getByRole('link', { name: outTradeNo }).click();
-  await expect(page.getByRole('heading', { name: /幕后/ })).toContainText(outTradeNo);
+  await expect(page.getByRole('heading', { name: '幕后', level: 1 })).toBeVisible();
+  await expect(page.getByText(outTradeNo, { exact: true })).toBeVisible();
 }
 
 test.describe('the fault switchboard', () => {
@@ -47,10 +48,14 @@ test.describe('the fault switchboard', () => {
       await expect(payRequests.nth(0)).toContainText('HTTP 201');
       await expect(payRequests.nth(1)).toContainText('重放已存答复');
       await expect(payRequests.nth(1)).toContainText('HTTP 201');
+      await expect(timeline.locator('tr[data-kind="fault.injected"]')).toHaveCount(1);
+      await expect(timeline.locator('tr[data-kind="fault.injected"]')).toContainText('答复丢失');
       await expect(timeline.locator('tr[data-kind="gateway.call"]')).toHaveCount(1);
       await expect(timeline.locator('tr[data-kind="payment.succeeded"]')).toHaveCount(1);
       await expect(page.getByTestId('ledger-badge')).toHaveText('1 笔扣款');
       await expect(page.getByTestId('chain-badge')).toContainText('哈希链完整');
+      await page.getByText('怎么读这一页').click();
+      await expect(page.locator('.legend')).toContainText('同一个键再次到来');
     });
   });
 
@@ -73,6 +78,7 @@ test.describe('the fault switchboard', () => {
     const deliveries = timeline.locator('tr[data-kind^="notification."]');
     await expect.poll(() => deliveries.count(), { timeout: 30_000 }).toBeGreaterThanOrEqual(11);
     await expect(timeline.locator('tr[data-kind="notification.processed"]')).toHaveCount(1);
+    await expect(timeline.locator('tr[data-kind="fault.injected"]')).toContainText('多发十次');
     await expect(timeline.locator('tr[data-kind="notification.duplicate"]').first()).toContainText('已确认，不再处理');
     await expect(page.getByTestId('ledger-badge')).toHaveText('1 笔扣款');
   });

@@ -5,6 +5,8 @@ import { products } from '../../db/schema';
 export interface Product {
   sku: string;
   name: string;
+  /** The name in English, or null where the catalogue has none (the page shows `name`). */
+  nameEn: string | null;
   priceMinor: number;
   currency: string;
   stock: number;
@@ -15,6 +17,7 @@ export async function listProducts(db: Executor): Promise<Product[]> {
     .select({
       sku: products.sku,
       name: products.name,
+      nameEn: products.nameEn,
       priceMinor: products.priceMinor,
       currency: products.currency,
       stock: products.stock,

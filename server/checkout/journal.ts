@@ -41,7 +41,9 @@ export type PaymentEventKind =
   | 'refund.failed'
   | 'email.queued'
   | 'email.sent'
-  | 'exception.recorded';
+  | 'exception.recorded'
+  /** Drills and demo mode only: a fault was injected here on purpose (answer dropped, process killed…). */
+  | 'fault.injected';
 
 export interface PaymentEventInput {
   /** The order it belongs to; null for what belongs to no order (a notification for an unknown one). */

@@ -226,7 +226,8 @@ export interface OrderView {
   paymentAttempts: number;
   createdAt: string;
   paidAt: string | null;
-  items: { sku: string; name: string; quantity: number; unitPriceMinor: number }[];
+  /** `name` as ordered (Chinese, kept with the order); `nameEn` the catalogue's English name now. */
+  items: { sku: string; name: string; nameEn: string | null; quantity: number; unitPriceMinor: number }[];
   payments: {
     gateway: string;
     attempt: number;
@@ -272,10 +273,12 @@ export async function getOrder(db: Executor, customerId: string | null, orderId:
       .select({
         sku: orderItems.sku,
         name: orderItems.name,
+        nameEn: products.nameEn,
         quantity: orderItems.quantity,
         unitPriceMinor: orderItems.unitPriceMinor,
       })
       .from(orderItems)
+      .leftJoin(products, eq(products.sku, orderItems.sku))
       .where(eq(orderItems.orderId, orderId))
       .orderBy(asc(orderItems.sku)),
     db.select().from(payments).where(eq(payments.orderId, orderId)).orderBy(asc(payments.createdAt)),

@@ -143,6 +143,7 @@ async function payWithKey(
     procedure: 'checkout.pay',
     gateway: input.gateway,
     customerId,
+    orderId: order.id,
     outTradeNo: order.outTradeNo,
   });
   const outcome: ChargeOutcome = await journaledCall(
@@ -167,7 +168,7 @@ async function payWithKey(
   );
 
   // The gateway has answered (money may have moved) and nothing is committed: the drills crash here.
-  await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway, customerId });
+  await services.faults?.hit('after_gateway_call', { procedure: 'checkout.pay', gateway: input.gateway, customerId, orderId: order.id });
 
   // Phase 3 — record what the gateway said.
   switch (outcome.kind) {

@@ -37,8 +37,33 @@ export interface RenderedEmail {
 }
 
 /** The gateway as the buyer chose it on the checkout page; an unknown id is shown as it is. */
-export function gatewayName(gateway: string): string {
-  return isGatewayId(gateway) ? GATEWAY_NAMES[gateway].zh : gateway;
+export function gatewayName(gateway: string, lang: 'zh' | 'en' = 'zh'): string {
+  return isGatewayId(gateway) ? GATEWAY_NAMES[gateway][lang] : gateway;
+}
+
+/**
+ * The shopper chose a language on the page, which the server does not see; every email says
+ * everything in Chinese first, then in English after a blank line, and its subject in both.
+ */
+function bilingual(zh: RenderedEmail, en: RenderedEmail): RenderedEmail {
+  return { subject: `${zh.subject} / ${en.subject}`, body: `${zh.body}\n\n${en.body}` };
+}
+
+/** `3 Dec 2026, 20:15 (Beijing time)`. */
+function englishTime(iso: string | undefined): string[] {
+  if (!iso) return [];
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return [];
+  const text = new Intl.DateTimeFormat('en-GB', {
+    timeZone: 'Asia/Shanghai',
+    day: 'numeric',
+    month: 'short',
+    year: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hour12: false,
+  }).format(at);
+  return [`${text} (Beijing time)`];
 }
 
 const CURRENCY_SYMBOLS: Record<string, string> = { CNY: '¥' };
@@ -68,31 +93,63 @@ const REFUND_WHY: Record<RefundReason, string> = {
   order_not_payable: '该订单已关闭，这笔付款已原路退回。',
 };
 
+const REFUND_WHY_EN: Record<RefundReason, string> = {
+  duplicate_charge: 'This order was already paid: this second payment has been refunded to where it came from.',
+  order_not_payable: 'This order was closed: this payment has been refunded to where it came from.',
+};
+
 /** A receipt the way Chinese shops write one: a sentence, then one `label：value` line each. */
 export function renderOrderPaidEmail(p: EmailPayload): RenderedEmail {
-  return {
-    subject: `支付成功：订单 ${p.outTradeNo}`,
-    body: [
-      `您的订单 ${p.outTradeNo} 已支付成功，感谢惠顾！`,
-      `支付金额：${formatAmount(p.amountMinor, p.currency)}`,
-      `支付方式：${gatewayName(p.gateway)}`,
-      ...timeLine('支付时间', p.paidAt),
-    ].join('\n'),
-  };
+  return bilingual(
+    {
+      subject: `支付成功：订单 ${p.outTradeNo}`,
+      body: [
+        `您的订单 ${p.outTradeNo} 已支付成功，感谢惠顾！`,
+        `支付金额：${formatAmount(p.amountMinor, p.currency)}`,
+        `支付方式：${gatewayName(p.gateway)}`,
+        ...timeLine('支付时间', p.paidAt),
+      ].join('\n'),
+    },
+    {
+      subject: `Payment received: order ${p.outTradeNo}`,
+      body: [
+        `Your order ${p.outTradeNo} is paid. Thank you!`,
+        `Amount: ${formatAmount(p.amountMinor, p.currency)}`,
+        `Paid with: ${gatewayName(p.gateway, 'en')}`,
+        ...englishTime(p.paidAt).map((t) => `Paid at: ${t}`),
+      ].join('\n'),
+    },
+  );
 }
 
 export function renderRefundEmail(p: EmailPayload): RenderedEmail {
   const why = p.reason && Object.hasOwn(REFUND_WHY, p.reason) ? REFUND_WHY[p.reason as RefundReason] : '这笔付款已原路退回。';
-  return {
-    subject: `退款通知：订单 ${p.outTradeNo}`,
-    body: [
-      why,
-      `退款金额：${formatAmount(p.amountMinor, p.currency)}`,
-      `退回至：${gatewayName(p.gateway)}`,
-      ...timeLine('退款时间', p.refundedAt),
-      ...(p.refundId ? [`退款单号：${p.refundId}`] : []),
-    ].join('\n'),
-  };
+  const whyEn =
+    p.reason && Object.hasOwn(REFUND_WHY_EN, p.reason)
+      ? REFUND_WHY_EN[p.reason as RefundReason]
+      : 'This payment has been refunded to where it came from.';
+  return bilingual(
+    {
+      subject: `退款通知：订单 ${p.outTradeNo}`,
+      body: [
+        why,
+        `退款金额：${formatAmount(p.amountMinor, p.currency)}`,
+        `退回至：${gatewayName(p.gateway)}`,
+        ...timeLine('退款时间', p.refundedAt),
+        ...(p.refundId ? [`退款单号：${p.refundId}`] : []),
+      ].join('\n'),
+    },
+    {
+      subject: `Refund: order ${p.outTradeNo}`,
+      body: [
+        whyEn,
+        `Amount refunded: ${formatAmount(p.amountMinor, p.currency)}`,
+        `Refunded to: ${gatewayName(p.gateway, 'en')}`,
+        ...englishTime(p.refundedAt).map((t) => `Refunded at: ${t}`),
+        ...(p.refundId ? [`Refund number: ${p.refundId}`] : []),
+      ].join('\n'),
+    },
+  );
 }
 
 /** The email for one outbox row. A topic without a template is a bug in whoever queued it. */

@@ -46,11 +46,10 @@ const guard = middleware(async ({ ctx, next }) => {
 
 function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
   const faults = ctx.services.faults;
-  const at = (request: { path: string; input: unknown }) => ({
-    procedure: request.path,
-    gateway: (request.input as { gateway?: string } | undefined)?.gateway,
-    customerId: ctx.customerId,
-  });
+  const at = (request: { path: string; input: unknown }) => {
+    const input = request.input as { gateway?: string; orderId?: string } | undefined;
+    return { procedure: request.path, gateway: input?.gateway, orderId: input?.orderId, customerId: ctx.customerId };
+  };
   return {
     // The drills drop requests before the claim, crash after it, and lose answers after the commit.
     ...(faults

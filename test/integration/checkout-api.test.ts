@@ -46,11 +46,19 @@ describe('checkout.products and checkout.createOrder', () => {
   it('lists the catalogue with integer minor-unit prices and stock', async () => {
     const response = await stack.customer().query('checkout.products');
     assert.equal(response.status, 200);
-    const products = response.json.result.data as { sku: string; priceMinor: number; currency: string; stock: number }[];
+    const products = response.json.result.data as {
+      sku: string;
+      nameEn: string | null;
+      priceMinor: number;
+      currency: string;
+      stock: number;
+    }[];
     assert.ok(products.length >= 3);
     for (const p of products) {
       assert.ok(Number.isInteger(p.priceMinor) && p.priceMinor > 0);
       assert.equal(p.currency, 'CNY');
+      // An English name for the page's English mode: no Chinese in it.
+      assert.match(p.nameEn ?? '', /^[A-Za-z][^\u4e00-\u9fff]*$/, p.sku);
     }
   });
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { payForCart, type CheckoutStorage, type PayProgress, type StoredCheckout } from '../../client/checkout-flow';
 import { createCheckoutClient } from '../../client/trpc-client';
-import { startTestStack, type TestStack } from '../support/stack';
+import { eventually, startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 before(async () => {
@@ -156,5 +156,41 @@ describe('checkout flow (page and simulated customers)', () => {
     assert.equal(changed.failure.status, 422);
     assert.match(changed.message, /未扣款/);
     assert.equal((await stack.succeededCharges(decline.order.outTradeNo)).length, 0);
+  });
+
+  it('6. while the key’s owner holds it (409 REQUEST_IN_PROGRESS), asks the order, and a paid order is the answer at once', async () => {
+    // The first pay really reaches the server and pays; its answer is replaced by what a retry sees
+    // while a dead request's lease runs out. The page must not wait out the lease: the order knows.
+    let payCalls = 0;
+    let orderQueries = 0;
+    let cookie: string | undefined;
+    const client = createCheckoutClient({
+      url: `${stack.appUrl}/api/trpc`,
+      fetch: async (input, init) => {
+        const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+        const headers = new Headers(init?.headers);
+        if (cookie) headers.set('cookie', cookie);
+        const response = await fetch(input, { ...init, headers });
+        const setCookie = response.headers.getSetCookie()[0];
+        if (setCookie) cookie = setCookie.split(';')[0];
+        if (url.includes('checkout.order')) orderQueries++;
+        if (url.includes('checkout.pay') && ++payCalls === 1) {
+          await response.arrayBuffer();
+          const body = {
+            error: { message: 'in progress', code: -32603, data: { code: 'CONFLICT', httpStatus: 409, reason: 'REQUEST_IN_PROGRESS' } },
+          };
+          return new Response(JSON.stringify(body), { status: 409, headers: { 'content-type': 'application/json', 'retry-after': '1' } });
+        }
+        return response;
+      },
+    });
+    const storage = memoryStorage();
+    const result = await payForCart({ client, storage, cart, gateway: 'alipay', buyer: 'ok', sleep: noWait });
+    assert.equal(result.kind, 'paid');
+    assert.ok(orderQueries >= 1);
+    assert.equal(result.kind === 'paid' && result.confirmedByOrder, true, 'the order answered, not a retry of the key');
+    if (result.kind === 'paid') assert.equal((await stack.succeededCharges(result.order.outTradeNo)).length, 1);
+    // Behind the answer, the key is still retried until it answers (here at once: it had completed).
+    await eventually(async () => (payCalls >= 2 ? true : undefined), 5000, 'the key retried in the background');
   });
 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { faultsEnabled } from '../../server/faults';
-import { startTestStack, type TestStack } from '../support/stack';
+import { eventually, startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;
 before(async () => {
@@ -83,7 +83,8 @@ describe('fault points of checkout.pay', () => {
     const key = randomUUID();
     stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 600 } });
     const slow = customer.pay(order.orderId, { key });
-    await new Promise((r) => setTimeout(r, 150));
+    // Until the slow request has claimed the key (a fixed pause loses the race on a busy machine).
+    await eventually(async () => ((await keyRow(key)) ? true : undefined), 5000, 'the slow request to claim its key');
     const concurrent = await customer.pay(order.orderId, { key });
     assert.equal(concurrent.status, 409);
     assert.equal((await slow).status, 201);

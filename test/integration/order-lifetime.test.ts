@@ -227,7 +227,7 @@ describe('expiry: the trade is closed before the stock goes back; a payment that
          where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.orderId}`;
       assert.deepEqual(
         mails.map((m) => m.subject),
-        [`退款通知：订单 ${order.outTradeNo}`],
+        [`退款通知：订单 ${order.outTradeNo} / Refund: order ${order.outTradeNo}`],
       );
     });
   }

@@ -47,9 +47,19 @@ describe('email templates', () => {
       ['2c2p', '2C2P'],
     ] as const) {
       const email = renderEmail(ORDER_PAID_EMAIL_TOPIC, { ...order, gateway, paidAt: '2026-12-03T12:15:04.123Z' });
-      assert.equal(email.subject, '支付成功：订单 PO0B7C2D1E0000400080');
+      assert.equal(email.subject, '支付成功：订单 PO0B7C2D1E0000400080 / Payment received: order PO0B7C2D1E0000400080');
+      const [zh, en] = email.body.split('\n\n');
       assert.equal(
-        email.body,
+        en,
+        [
+          'Your order PO0B7C2D1E0000400080 is paid. Thank you!',
+          'Amount: ¥168.00',
+          `Paid with: ${gatewayName(gateway, 'en')}`,
+          'Paid at: 3 Dec 2026, 20:15 (Beijing time)',
+        ].join('\n'),
+      );
+      assert.equal(
+        zh,
         [
           '您的订单 PO0B7C2D1E0000400080 已支付成功，感谢惠顾！',
           '支付金额：¥168.00',
@@ -62,7 +72,8 @@ describe('email templates', () => {
 
   it('still renders a confirmation queued before payloads carried the time, without a time line', () => {
     const email = renderEmail(ORDER_PAID_EMAIL_TOPIC, order);
-    assert.equal(email.body, '您的订单 PO0B7C2D1E0000400080 已支付成功，感谢惠顾！\n支付金额：¥168.00\n支付方式：支付宝');
+    assert.equal(email.body.split('\n\n')[0], '您的订单 PO0B7C2D1E0000400080 已支付成功，感谢惠顾！\n支付金额：¥168.00\n支付方式：支付宝');
+    assert.equal(email.body.split('\n\n')[1], 'Your order PO0B7C2D1E0000400080 is paid. Thank you!\nAmount: ¥168.00\nPaid with: Alipay');
   });
 
   it('explains a refund: why, how much, to which gateway, when, and the refund number', () => {
@@ -73,9 +84,13 @@ describe('email templates', () => {
       reason: 'duplicate_charge',
       refundedAt: '2026-12-03T12:20:00Z',
     });
-    assert.equal(duplicate.subject, '退款通知：订单 PO0B7C2D1E0000400080');
+    assert.equal(duplicate.subject, '退款通知：订单 PO0B7C2D1E0000400080 / Refund: order PO0B7C2D1E0000400080');
+    assert.match(
+      duplicate.body.split('\n\n')[1]!,
+      /^This order was already paid: .*\nAmount refunded: ¥168\.00\nRefunded to: WeChat Pay\nRefunded at: 3 Dec 2026, 20:20 \(Beijing time\)\nRefund number: RF0B7C2D1E00004000801$/,
+    );
     assert.equal(
-      duplicate.body,
+      duplicate.body.split('\n\n')[0],
       [
         '该订单已支付，这笔重复付款已原路退回。',
         '退款金额：¥168.00',
@@ -85,7 +100,10 @@ describe('email templates', () => {
       ].join('\n'),
     );
     const closed = renderEmail(REFUND_EMAIL_TOPIC, { ...order, gateway: 'stripe', refundId: 'RF1', reason: 'order_not_payable' });
-    assert.equal(closed.body, '该订单已关闭，这笔付款已原路退回。\n退款金额：¥168.00\n退回至：银行卡 (Stripe)\n退款单号：RF1');
+    assert.equal(
+      closed.body.split('\n\n')[0],
+      '该订单已关闭，这笔付款已原路退回。\n退款金额：¥168.00\n退回至：银行卡 (Stripe)\n退款单号：RF1',
+    );
   });
 
   it('refuses a topic it has no template for', () => {
