@@ -45,13 +45,8 @@ export function appServices(): CheckoutServices {
       ? {
           faults: new FaultInjector({
             // The 幕后 view's row for each fault: what was broken on purpose, at which point.
-            onFire: async (fault, site) => {
-              if (site.orderId) await journalFault(db, site.orderId, fault);
-            },
-            armSandboxFault: async (fault) => {
-              if (!env.PSP_SANDBOX_URL) throw new Error('No PSP sandbox is configured (PSP_SANDBOX_URL).');
-              await armSandboxFault(env.PSP_SANDBOX_URL, { ...fault });
-            },
+            onFire: (fault, site) => journalFault(db, site, fault),
+            armSandboxFault: (fault) => armSandboxFault(env.PSP_SANDBOX_URL, { ...fault }),
           }),
         }
       : {}),

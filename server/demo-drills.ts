@@ -22,7 +22,7 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import { orders, orderTrades } from '../db/schema';
 import type { CheckoutServices } from './checkout/services';
 import type { Executor } from '../db/client';
-import type { ArmedFault, FaultSpec } from './faults';
+import type { ArmedFault, FaultSite, FaultSpec } from './faults';
 
 export const DEMO_DRILLS = [
   'dropped_request',
@@ -75,9 +75,9 @@ export class DemoDrillError extends Error {
   }
 }
 
-async function sandboxPost(services: CheckoutServices, path: string, body: unknown): Promise<{ status: number; body: unknown }> {
-  if (!services.pspSandboxUrl) throw new DemoDrillError(409, 'No PSP sandbox is configured (PSP_SANDBOX_URL).');
-  const response = await fetch(new URL(path, services.pspSandboxUrl), {
+async function sandboxPost(sandboxUrl: string | undefined, path: string, body: unknown): Promise<{ status: number; body: unknown }> {
+  if (!sandboxUrl) throw new DemoDrillError(409, 'No PSP sandbox is configured (PSP_SANDBOX_URL).');
+  const response = await fetch(new URL(path, sandboxUrl), {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
@@ -106,14 +106,9 @@ export function armDemoDrill(
 }
 
 /** Posts a fault to the PSP sandbox (the switchboard's sandbox faults, armed as a payment reaches its gateway). */
-export async function armSandboxFault(sandboxUrl: string, fault: Record<string, unknown>): Promise<void> {
-  const response = await fetch(new URL('/sandbox/faults', sandboxUrl), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(fault),
-    signal: AbortSignal.timeout(5000),
-  });
-  if (response.status !== 201) throw new Error(`the sandbox refused the fault: ${response.status} ${await response.text()}`);
+export async function armSandboxFault(sandboxUrl: string | undefined, fault: Record<string, unknown>): Promise<void> {
+  const armed = await sandboxPost(sandboxUrl, '/sandbox/faults', fault);
+  if (armed.status !== 201) throw new Error(`the sandbox refused the fault: ${armed.status} ${JSON.stringify(armed.body)}`);
 }
 
 /**
@@ -137,7 +132,7 @@ export async function lateBuyer(
   const trades = await services.db.select({ gateway: orderTrades.gateway }).from(orderTrades).where(eq(orderTrades.orderId, order.id));
   const results = [];
   for (const { gateway } of trades) {
-    const paid = await sandboxPost(services, `/sandbox/${gateway}/buyer-pays`, { outTradeNo: order.outTradeNo, buyer: 'ok' });
+    const paid = await sandboxPost(services.pspSandboxUrl, `/sandbox/${gateway}/buyer-pays`, { outTradeNo: order.outTradeNo, buyer: 'ok' });
     results.push({ gateway, status: paid.status, answer: paid.body });
   }
   return { orderId: order.id, outTradeNo: order.outTradeNo, results };
@@ -145,12 +140,14 @@ export async function lateBuyer(
 
 /**
  * A fault's line in the order's journal, as the 幕后 view shows it: into the order the request names,
- * when it exists (a request naming no real order leaves no line).
+ * when it exists and is the requesting customer's (a request naming someone else's order, or none,
+ * leaves no line anywhere — as for the request's own line, journalRequest).
  */
-export async function journalFault(db: Executor, orderId: string, fault: ArmedFault): Promise<void> {
+export async function journalFault(db: Executor, site: FaultSite, fault: ArmedFault): Promise<void> {
+  if (!site.orderId || !site.customerId) return;
   const action = fault.action.kind === 'sandbox' ? fault.action.fault.action : fault.action.kind;
   await db.execute(sql`
     select append_payment_event('order:' || o.id::text, o.id, 'fault.injected',
                                 ${JSON.stringify({ point: fault.point, action, procedure: fault.procedure })}::jsonb)
-      from orders o where o.id = ${orderId}::uuid`);
+      from orders o where o.id = ${site.orderId}::uuid and o.customer_id = ${site.customerId}::uuid`);
 }
