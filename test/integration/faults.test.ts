@@ -77,16 +77,42 @@ describe('fault points of checkout.pay', () => {
     assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 1);
   });
 
-  it('delay: a slow request holds its lease, a concurrent retry gets 409, one charge', async () => {
+  it('delay after the claim: a retry waits on the uncommitted claim, gets 409, one charge', async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 600 } });
+    // Longer than the claim wait (1 s), so the retry is told 409 while the claim is still uncommitted.
+    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 4000 } });
     const slow = customer.pay(order.orderId, { key });
-    // Until the slow request has claimed the key (a fixed pause loses the race on a busy machine).
-    await eventually(async () => ((await keyRow(key)) ? true : undefined), 5000, 'the slow request to claim its key');
+    // The claim rides in the first phase's transaction, invisible to others until it commits: wait
+    // until the fault has fired, i.e. the slow request holds the claim and is paused.
+    await eventually(
+      async () => (stack.services.faults!.list().length === 0 ? true : undefined),
+      5000,
+      'the slow request to claim its key',
+    );
     const concurrent = await customer.pay(order.orderId, { key });
-    assert.equal(concurrent.status, 409);
+    assert.equal(concurrent.status, 409, concurrent.text);
+    assert.equal((await slow).status, 201);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
+  it('delay before the gateway call: a slow request holds its committed lease, a retry gets 409, one charge', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    stack.services.faults!.arm({ point: 'before_gateway_call', action: { kind: 'delay', ms: 3000 } });
+    const slow = customer.pay(order.orderId, { key });
+    await eventually(
+      async () => (stack.services.faults!.list().length === 0 ? true : undefined),
+      5000,
+      'the slow request to start its attempt',
+    );
+    const row = await keyRow(key);
+    assert.equal(row?.recovery_point, 'attempt_started', 'the first phase has committed');
+    assert.ok(row?.lease_token, 'and the slow request holds the lease');
+    const concurrent = await customer.pay(order.orderId, { key });
+    assert.equal(concurrent.status, 409, concurrent.text);
     assert.equal((await slow).status, 201);
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
   });
