@@ -7,7 +7,7 @@
  * Every scenario makes the same business write — one INSERT into `bench_writes`, in a transaction
  * of its own — so the scenarios differ only in what guards that write:
  *   control  nothing;
- *   guarded  `idempotentProcedure` + `idempotentPhases`: claim, business write and completion in one transaction;
+ *   guarded  `idempotentProcedure` + `idempotentOnePhase`: claim, business write and completion in one transaction;
  *   naive    the seed's literal sequence on a seed-shaped table with a global UNIQUE key: SELECT,
  *            INSERT … ON CONFLICT DO NOTHING, the business transaction, then a separate UPDATE.
  */
@@ -17,7 +17,7 @@ import { z } from 'zod';
 import type { Executor } from '../db/client';
 import { KeyReusedError, parseIdempotencyKey, RequestInProgressError, respond } from '../server/idempotency';
 import { createTRPCRouter, publicProcedure } from '../server/trpc/init';
-import { idempotentPhases, idempotentProcedure } from '../server/trpc/procedures';
+import { idempotentOnePhase, idempotentProcedure } from '../server/trpc/procedures';
 import { statementCount } from './wire-count';
 
 /** The business table, and the seed's dedupe table exactly as the seed declared it. */
@@ -92,9 +92,11 @@ export const benchRouter = createTRPCRouter({
   }),
 
   guarded: idempotentProcedure(benchInput).mutation(
-    idempotentPhases(({ input }) => ({
-      firstPhase: async (tx) => respond(201, await writeBusinessRow(tx, 'guarded', input)),
-    })),
+    idempotentOnePhase(
+      ({ input }) =>
+        async (tx) =>
+          respond(201, await writeBusinessRow(tx, 'guarded', input)),
+    ),
   ),
 
   /** The seed's IdempotencyGuard, statement for statement (its flaws included: global key, no lease). */

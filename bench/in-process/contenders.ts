@@ -77,9 +77,10 @@ export function unguardedContender(sql: postgres.Sql): Contender {
 }
 
 /**
- * Our guard. `handler`: `phased` (the default, what checkout.createOrder uses) claims inside the one
- * phase's transaction; `function` is a plain handler, claimed first by a statement of its own, then
- * one atomic phase — what an app gets from `idempotent(resolver)`. `replayCache: false` turns the
+ * Our guard. `handler`: `phased` (the default, what checkout.createOrder uses) is a one-phase handler:
+ * no claim row, the key read with the BEGIN and inserted with its answer before the COMMIT; `function`
+ * is a phases handler, claimed first by a statement of its own, then one atomic phase — what an app
+ * gets from `idempotent(resolver)`. `replayCache: false` turns the
  * in-process cache of completed answers off (replayCacheSize 0), so every replay reads PostgreSQL.
  */
 export function oursContender(
@@ -98,8 +99,8 @@ export function oursContender(
     describe: functionHandler
       ? 'executeIdempotent with a plain function handler: the claim as a statement of its own (its own transaction, ' +
         'synchronous_commit off), then one atomic phase with the business statements and respond(201, …) stored with the COMMIT'
-      : 'executeIdempotent(createPostgresIdempotencyStore(sql), …, DEFAULT_IDEMPOTENCY_OPTIONS) with a one-phase handler: the claim ' +
-        'sent with the BEGIN, the business statements, and respond(201, …) stored with the COMMIT — one transaction' +
+      : 'executeIdempotent(createPostgresIdempotencyStore(sql), …, DEFAULT_IDEMPOTENCY_OPTIONS) with a one-phase handler: the key ' +
+        'read with the BEGIN, the business statements, and the key inserted with its answer with the COMMIT — one transaction' +
         (variant.replayCache === false ? '; replayCacheSize 0, so a replay reads PostgreSQL (one statement)' : ''),
     async call({ key, worker, input }) {
       const result = await executeIdempotent(
@@ -107,8 +108,8 @@ export function oursContender(
         { scope: INPROC_SCOPE, key, path: INPROC_PATH, input },
         functionHandler
           ? async (owned) => (await owned.atomicPhase(async (tx) => respond(201, await businessStatements(tx, id, input, worker)))).response
-          : // One phase carrying the claim: BEGIN + claim, the business statements, completion + COMMIT.
-            { firstPhase: async (tx) => respond(201, await businessStatements(tx, id, input, worker)) },
+          : // One phase: BEGIN + the key's read, the business statements, the key's insert + COMMIT.
+            { onePhase: async (tx) => respond(201, await businessStatements(tx, id, input, worker)) },
         options,
       );
       return { outcome: result.replayed ? 'replayed' : 'ran', body: result.body as BusinessResult };

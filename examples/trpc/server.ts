@@ -2,14 +2,16 @@
  * The smallest tRPC app guarded by the idempotency core: one mutation, `charges.create`, served by
  * tRPC's fetch adapter (in Next.js: app/api/trpc/[trpc]/route.ts exporting this handler as GET and
  * POST). What the guard needs travels in the context (`ctx.idempotency`); the resolver is wrapped in
- * `idempotent(…)` and returns the response to store — the same one every retry gets back.
+ * `idempotentOnePhase(…)`, whose transaction responds: that response is stored with its effects, and
+ * every retry gets it back. (Work with a call to another service between transactions uses
+ * `idempotent(async ({ ctx, input, key }) => …)` and `key.atomicPhase` instead.)
  */
 import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { createPostgresIdempotencyStore, respond } from '../../server/idempotency';
-import { idempotent, StoredErrorResponse, type IdempotencyContext, type ResponseMetaHolder } from '../../server/trpc/idempotency';
+import { idempotentOnePhase, StoredErrorResponse, type IdempotencyContext, type ResponseMetaHolder } from '../../server/trpc/idempotency';
 
 export function createExampleApp(sql: postgres.Sql) {
   // No ORM: each phase writes with the transaction's own postgres.js handle.
@@ -37,15 +39,12 @@ export function createExampleApp(sql: postgres.Sql) {
   const router = t.router({
     charges: t.router({
       create: t.procedure.input(z.object({ amountMinor: z.number().int().positive() })).mutation(
-        idempotent(async ({ ctx, input, key }) => {
-          // The effect and the stored answer commit together, or not at all.
-          const phase = await key.atomicPhase(async (tx) => {
-            const [charge] = await tx<{ id: string }[]>`
-              insert into example_charges (customer, amount_minor) values (${ctx.customer}, ${input.amountMinor})
-              returning id`;
-            return respond(201, { chargeId: charge!.id, amountMinor: input.amountMinor });
-          });
-          return phase.response;
+        // One phase: the effect and the stored answer commit together, or not at all.
+        idempotentOnePhase(({ ctx, input }) => async (tx) => {
+          const [charge] = await tx<{ id: string }[]>`
+            insert into example_charges (customer, amount_minor) values (${ctx.customer}, ${input.amountMinor})
+            returning id`;
+          return respond(201, { chargeId: charge!.id, amountMinor: input.amountMinor });
         }),
       ),
     }),

@@ -205,9 +205,9 @@ async function processOnce(
       services.idempotencyStore,
       { scope: `webhook:${gatewayId}`, ...request },
       {
-        // One phase, carrying the claim: a copy arriving while the first is in this transaction waits
-        // on its row and is answered as a duplicate once it commits.
-        firstPhase: async (tx) => {
+        // One phase: a copy arriving while the first is in this transaction waits on its key's insert
+        // and is answered as a duplicate once it commits.
+        onePhase: async (tx) => {
           const outcome = await effects(tx);
           await journal(tx, {
             orderId: event.orderId,

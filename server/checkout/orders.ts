@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
-import { respond, type PhasedHandler, type StoredResponse } from '../idempotency';
+import { respond, type Responded, type StoredResponse } from '../idempotency';
 import { envFrom, type RawEnv } from '../env';
 import { CheckoutError } from './errors';
 import { journal } from './journal';
@@ -82,13 +82,13 @@ export function createOrder(
   customerId: string,
   items: OrderLineInput[],
   options: CreateOrderOptions = {},
-): PhasedHandler<Transaction, StoredResponse<CreatedOrder, 201>> {
+): (tx: Transaction) => Promise<Responded<StoredResponse<CreatedOrder, 201>>> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
     throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
   }
 
-  return { firstPhase: (tx) => orderPhase(tx, customerId, items, skus, options) };
+  return (tx) => orderPhase(tx, customerId, items, skus, options);
 }
 
 async function orderPhase(tx: Transaction, customerId: string, items: OrderLineInput[], skus: string[], options: CreateOrderOptions) {

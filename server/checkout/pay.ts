@@ -17,7 +17,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
-import { recoveryPoint, respond, STARTED, type OwnedKey, type PhasedHandler, type PhaseResult, type StoredResponse } from '../idempotency';
+import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
 import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { ReturnAddress } from './return-address';
@@ -63,34 +63,37 @@ export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<Awaiti
 
 /**
  * checkout.pay for the guard: refused before anything is claimed when the gateway or the buyer does
- * not fit; phase 1 carries the key's claim in its transaction. `returnTo` is where a gateway's own
- * page sends this buyer back to: the origin they are paying from (./return-address).
+ * not fit; then the phases, with the key this request owns. `returnTo` is where a gateway's own page
+ * sends this buyer back to: the origin they are paying from (./return-address).
  */
 export function payOrder(
   services: CheckoutServices,
   customerId: string,
   input: PayInput,
   returnTo: ReturnAddress,
-): PhasedHandler<Transaction, PayResponse> {
+): (key: OwnedKey<Transaction>) => Promise<PayResponse> {
   const gateway = services.gateways[input.gateway];
   if (!gateway) {
     throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
   }
   checkBuyer(gateway, input);
   const keep = keptTrade(gateway, input);
-  return {
-    // Phase 1 with the claim: the attempt starts at once when the order holds no other open trade
-    // (the usual case). Otherwise only the claim commits here, at `started`, and the rest closes those
-    // trades first — a gateway call, so never before this request owns the key.
-    firstPhase: async (tx, key) => {
-      try {
-        return await attemptPhase(tx, key, customerId, input, keep);
-      } catch (error) {
-        if (error instanceof OpenTradesRemain) return { kind: 'none' };
-        throw error;
-      }
-    },
-    then: (key) => payWithKey(services, key, customerId, input, gateway, returnTo),
+  return async (key) => {
+    // Phase 1 at once when the order holds no other open trade (the usual case), so that its answers
+    // (already paid, this gateway's trade closed) come before any other trade is touched; otherwise
+    // the rest closes those trades first.
+    if (key.recoveryPoint === STARTED) {
+      const first = await key.atomicPhase(async (tx) => {
+        try {
+          return await attemptPhase(tx, key, customerId, input, keep);
+        } catch (error) {
+          if (error instanceof OpenTradesRemain) return { kind: 'none' } as const;
+          throw error;
+        }
+      });
+      if (first.kind === 'response') return first.response;
+    }
+    return payWithKey(services, key, customerId, input, gateway, returnTo);
   };
 }
 

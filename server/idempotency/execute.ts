@@ -1,29 +1,32 @@
 /**
- * The idempotency engine: one call wraps one request.
+ * The idempotency engine: one call wraps one request, in one of two shapes.
  *
- *   executeIdempotent(store, request, {
- *     // The claim rides in this phase's own transaction (no round trip of its own).
- *     firstPhase: async (tx, key) => { …; return recoveryPoint('charge_started') },
- *     // The rest, once the first phase has committed (or resuming a key taken over from a dead owner).
- *     then: async (key) => {
- *       … call the gateway (outside any transaction) …
- *       return (await key.atomicPhase(async (tx) => { …; return respond(201, body) })).response;
- *     },
+ *   // One phase: the work is one database transaction (create an order, process a notification).
+ *   executeIdempotent(store, request, { onePhase: async (tx) => respond(201, await createOrder(tx)) })
+ *
+ *   // Several phases: a gateway call between transactions (pay). Claim, then phases with recovery points.
+ *   executeIdempotent(store, request, async (key) => {
+ *     if (key.recoveryPoint === 'started') await key.atomicPhase(async (tx) => { …; return recoveryPoint('charge_started') });
+ *     … call the gateway (outside any transaction) …
+ *     return (await key.atomicPhase(async (tx) => { …; return respond(201, body) })).response;
  *   })
  *
- * A one-phase request (the business transaction is all there is) gives only `firstPhase`, which
- * responds: claim, effects and answer then commit in one transaction that costs no more round trips
- * than the business work alone. A plain function handler is claimed first, with a statement of its
- * own, and may do anything before its first phase.
+ * A one-phase request needs no claim row, lease or fence: its transaction looks the key up (sent with
+ * the BEGIN), runs the work, and inserts the key with its answer as the last statement (sent with the
+ * COMMIT). A duplicate blocks on that insert and, once the first commits, rolls its own work back and
+ * replays the answer. A crash simply rolls back.
  *
- * It knows no HTTP framework: adapters (the tRPC middleware, the webhook handlers) turn its result
- * and its errors into their own responses, each with one call to it.
+ * The engine decides (./decide.ts), the store stores (./store.ts). It knows no HTTP framework:
+ * adapters (the tRPC middleware, the webhook handlers, ./fetch.ts) turn its result and its errors into
+ * their own responses, each with one call to it.
  */
 import { randomUUID } from 'node:crypto';
-import { canonicalJson, requestFingerprint } from './fingerprint';
+import { decide, type Decision } from './decide';
 import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
+import { canonicalJson, requestFingerprint } from './fingerprint';
 import { parseIdempotencyKey } from './key';
-import type { Acquisition, ClaimOutcome, ClaimRequest, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
+import { replayCacheOf, type ReplayCache } from './replay-cache';
+import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, OnePhaseEnd, StoredResponse } from './store';
 
 export interface IdempotencyOptions {
   /**
@@ -35,30 +38,24 @@ export interface IdempotencyOptions {
   /** How long a completed answer is kept for replay (Stripe keeps 24 h). */
   ttlMs: number;
   /**
-   * How long a duplicate waits on the row of a claim that has not committed yet (see
-   * ClaimRequest.waitMs). A one-phase request commits within milliseconds, so a duplicate arriving
-   * meanwhile gets its answer replayed; one second is the most a client should be held before it is
-   * told 409 + Retry-After.
+   * How long a duplicate waits on the uncommitted record of a request still in its transaction. A
+   * one-phase request commits within milliseconds, so a duplicate arriving meanwhile gets its answer
+   * replayed; one second is the most a client should be held before it is told 409 + Retry-After.
    */
   claimWaitMs?: number;
   /**
    * How many completed answers this process keeps for replay without asking the store (0: none).
-   * A completed answer never changes until its record expires, so a cached one is the stored one;
-   * entries are dropped before the record's own expiry. Default 10,000 (a few MB).
+   * Default 10,000 (a few MB). See ./replay-cache.ts for why this is safe.
    */
   replayCacheSize?: number;
   /** Told of every outcome, e.g. to count them for metrics. */
   observe?: (event: GuardEvent) => void;
 }
 
-const DEFAULT_CLAIM_WAIT_MS = 1000;
-
-export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = {
-  leaseMs: 30_000,
-  ttlMs: 24 * 60 * 60 * 1000,
-  claimWaitMs: DEFAULT_CLAIM_WAIT_MS,
-};
+export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = { leaseMs: 30_000, ttlMs: 24 * 60 * 60 * 1000, claimWaitMs: 1000 };
 const DEFAULT_REPLAY_CACHE_SIZE = 10_000;
+/** How often a claim re-reads a record that changed under it before giving up with a 409. */
+const MAX_CLAIM_ROUNDS = 5;
 
 export type GuardOutcome =
   | 'claimed'
@@ -88,29 +85,25 @@ export interface IdempotentRequest {
   /** The parsed input; canonicalised, so key order and whitespace never matter. */
   input: unknown;
   /**
-   * Called once this request owns the key, before any of the handler's work (inside the first phase's
-   * transaction when the claim rides in it). It may throw to abandon the request: the key is given
-   * up. The failure drills pause or fail requests here.
+   * Called once this request owns the key, before any of the handler's work (inside the transaction
+   * of a one-phase request). It may throw to abandon the request: the key is given up. The failure
+   * drills pause or fail requests here.
    */
   afterClaim?: () => Promise<void>;
 }
 
-/**
- * A handler in phases, whose first atomic phase carries the claim. `firstPhase` is all that runs
- * before the key is owned, so a duplicate runs nothing; it runs again only for a key taken over at
- * `started` (its previous run never committed).
- */
-export interface PhasedHandler<Tx, R extends StoredResponse = StoredResponse> {
-  firstPhase: (tx: Tx, key: OwnedKey<Tx>) => Promise<PhaseResult<R>>;
-  /**
-   * Everything after the first phase, outside its transaction: given its committed result, or
-   * `undefined` when this request took the key over past the first phase (resume from
-   * `key.recoveryPoint`). Without it the first phase must respond.
-   */
-  then?: (key: OwnedKey<Tx>, first: PhaseResult<R> | undefined) => Promise<R | void>;
+/** Work that is one database transaction: it responds, and the answer commits with its effects. */
+export interface OnePhaseHandler<Tx, R extends StoredResponse = StoredResponse> {
+  onePhase: (tx: Tx) => Promise<Responded<R>>;
 }
 
-export type IdempotentHandler<Tx> = ((key: OwnedKey<Tx>) => Promise<StoredResponse | void>) | PhasedHandler<Tx>;
+/**
+ * Work in several phases: runs with the key it owns, resumes from `key.recoveryPoint`, and returns
+ * the response its last atomic phase committed (or one to store now, for side-effect-free work).
+ */
+export type PhasesHandler<Tx> = (key: OwnedKey<Tx>) => Promise<StoredResponse | void>;
+
+export type IdempotentHandler<Tx> = OnePhaseHandler<Tx> | PhasesHandler<Tx>;
 
 export interface IdempotentResult extends StoredResponse {
   /** True when this answer is the stored one, replayed without running the handler. */
@@ -141,6 +134,9 @@ export const respond = <B, S extends number>(status: S, body: B): Responded<Stor
 /** The recovery point of a key on which nothing durable has happened yet. */
 export const STARTED = 'started';
 
+/** How the owner came by the key: fresh, or taken over from one that can no longer finish it. */
+export type Acquisition = 'new' | 'expired_record' | 'stale_lease' | 'released';
+
 /** JSON round trip with sorted keys: the first answer and every replay are byte-for-byte equal. */
 function canonicalise(body: unknown): unknown {
   return body === undefined ? null : JSON.parse(canonicalJson(body));
@@ -153,17 +149,15 @@ export class OwnedKey<Tx> {
 
   constructor(
     private readonly store: IdempotencyStore<Tx>,
-    /** @internal the record and this request's fencing token */
+    /** @internal the key and this request's fencing token */
     readonly ref: KeyRef,
+    /** The record's id: what business rows that belong to this request refer to. */
+    readonly id: string,
     recoveryPoint: string,
     /** How this request came to own the key; anything but `new` means it resumes someone's work. */
     readonly acquisition: Acquisition,
   ) {
     this.#recoveryPoint = recoveryPoint;
-  }
-
-  get id(): string {
-    return this.ref.id;
   }
 
   /** Where a previous owner got to; `started` for a fresh key. */
@@ -182,18 +176,8 @@ export class OwnedKey<Tx> {
    * takeover, the whole transaction rolls back and nothing it did is kept.
    */
   async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
-    return this.#committed(await this.store.atomicPhase(this.ref, fn, closingWriteOf));
-  }
-
-  /** The first phase with the claim in its transaction (the engine's, for a PhasedHandler). */
-  async claimingPhase<R extends PhaseResult>(request: ClaimRequest, fn: (tx: Tx) => Promise<R>, afterClaim?: () => Promise<void>) {
-    const outcome = await this.store.claimingPhase!({ ...request, id: this.ref.id }, fn, closingWriteOf, afterClaim);
-    if (outcome.kind === 'owned') this.#committed(outcome.value);
-    return outcome;
-  }
-
-  /** Only after the commit is the new state true. */
-  #committed<R extends PhaseResult>(result: R): R {
+    const result = await this.store.atomicPhase(this.ref, fn, closingWriteOf);
+    // Only after the commit is the new state true.
     if (result.kind === 'recovery_point') this.#recoveryPoint = result.name;
     if (result.kind === 'response') this.#completed = result.response;
     return result;
@@ -201,74 +185,16 @@ export class OwnedKey<Tx> {
 }
 
 function closingWriteOf(phase: PhaseResult): ClosingWrite | undefined {
-  return phase.kind === 'recovery_point'
-    ? { recoveryPoint: phase.name }
-    : phase.kind === 'response'
-      ? { response: phase.response }
-      : undefined;
+  if (phase.kind === 'recovery_point') return { recoveryPoint: phase.name };
+  return phase.kind === 'response' ? { response: phase.response } : undefined;
 }
 
 /**
- * Completed answers of one store, kept in this process: a replay of a warm key costs no statement.
- * Safe because a completed record is immutable until it expires (the store never changes it; only an
- * expired one is taken over or deleted), and every entry is dropped a margin before that expiry, on
- * this process's monotonic clock, counted from before the store was asked. Bounded: the oldest entry
- * goes first (a Map iterates in insertion order).
- */
-class ReplayCache {
-  readonly #entries = new Map<string, { path: string; fingerprint: string; response: StoredResponse; expiresAt: number }>();
-  constructor(readonly size: number) {}
-
-  get(scope: string, key: string) {
-    if (this.size <= 0) return undefined;
-    const id = `${scope}\u0000${key}`;
-    const entry = this.#entries.get(id);
-    if (entry && entry.expiresAt <= performance.now()) {
-      this.#entries.delete(id);
-      return undefined;
-    }
-    return entry;
-  }
-
-  set(
-    scope: string,
-    key: string,
-    entry: { path: string; fingerprint: string; response: StoredResponse },
-    startedAt: number,
-    liveMs: number,
-  ) {
-    // A second less than the record lives: the clocks of this process and the database never meet.
-    const expiresAt = startedAt + liveMs - 1000;
-    if (this.size <= 0 || expiresAt <= performance.now()) return;
-    const id = `${scope}\u0000${key}`;
-    this.#entries.delete(id);
-    this.#entries.set(id, { ...entry, expiresAt });
-    if (this.#entries.size > this.size) this.#entries.delete(this.#entries.keys().next().value!);
-  }
-}
-
-const replayCaches = new WeakMap<object, ReplayCache>();
-
-const NO_REPLAY_CACHE = new ReplayCache(0);
-
-/** The store's cache in this process; a call that asks for none neither reads nor fills it. */
-function replayCacheOf(store: object, size: number): ReplayCache {
-  if (size <= 0) return NO_REPLAY_CACHE;
-  let cache = replayCaches.get(store);
-  if (!cache) replayCaches.set(store, (cache = new ReplayCache(size)));
-  return cache;
-}
-
-/**
- * Runs `handler` at most once per (scope, key) to completion, replays its stored answer to every
- * retry, and lets exactly one retry resume it after a crash. The handler either completes the key in
- * an atomic phase or returns a response for side-effect-free work; if it throws, the key is released
- * (kept at its recovery point) so a retry can run — safe because every gateway call is itself
- * idempotent by a stable identifier.
- *
- * A PhasedHandler on a store with `claimingPhase` is claimed inside its first phase's transaction; a
- * duplicate of a request still in that transaction waits on its row (`claimWaitMs`) and is then
- * answered from what committed. A function handler, or a store without it, is claimed first.
+ * Runs `handler` at most once per (scope, key) to completion and replays its stored answer to every
+ * retry. A one-phase handler commits its answer with its effects or nothing at all. A phases handler
+ * owns a leased key; if it throws, the key is released (kept at its recovery point) so a retry can
+ * run — safe because every gateway call is itself idempotent by a stable identifier — and exactly
+ * one retry resumes it after a crash.
  */
 export async function executeIdempotent<Tx>(
   store: IdempotencyStore<Tx>,
@@ -276,170 +202,198 @@ export async function executeIdempotent<Tx>(
   handler: IdempotentHandler<Tx>,
   options: IdempotencyOptions = DEFAULT_IDEMPOTENCY_OPTIONS,
 ): Promise<IdempotentResult> {
-  const observe = options.observe ?? (() => {});
-  const key = parseIdempotencyKey(request.key);
-  const fingerprint = requestFingerprint(request.path, request.input);
-  const cache = replayCacheOf(store, options.replayCacheSize ?? DEFAULT_REPLAY_CACHE_SIZE);
-  const claimStarted = performance.now();
-
-  const cached = cache.get(request.scope, key);
+  const call = new GuardedCall(store, request, options);
+  const cached = call.cache.get(request.scope, call.key);
   if (cached) {
-    if (cached.fingerprint !== fingerprint || cached.path !== request.path) {
-      observe({ outcome: 'mismatch', claimMs: performance.now() - claimStarted });
-      throw new KeyReusedError();
-    }
-    observe({ outcome: 'replayed', claimMs: performance.now() - claimStarted });
-    return { ...cached.response, body: canonicalise(cached.response.body), replayed: true };
+    const same = cached.fingerprint === call.fingerprint && cached.path === request.path;
+    return call.answer(same ? { kind: 'replay', response: cached.response, expiresInMs: 0 } : { kind: 'mismatch' });
   }
+  return typeof handler === 'function' ? runPhases(call, handler) : runOnePhase(call, handler.onePhase);
+}
 
-  const claimRequest: ClaimRequest = {
-    scope: request.scope,
-    key,
-    path: request.path,
-    fingerprint,
-    leaseMs: options.leaseMs,
-    ttlMs: options.ttlMs,
-    leaseToken: randomUUID(),
-    waitMs: options.claimWaitMs ?? DEFAULT_CLAIM_WAIT_MS,
-  };
-  const remember = (response: StoredResponse, liveMs: number) =>
-    cache.set(request.scope, key, { path: request.path, fingerprint, response }, claimStarted, liveMs);
-  /** The answer to a request that does not own the key. */
-  const unowned = (outcome: Exclude<ClaimOutcome, { kind: 'owned' }>): IdempotentResult => {
-    const claimMs = performance.now() - claimStarted;
-    switch (outcome.kind) {
-      case 'completed':
-        observe({ outcome: 'replayed', claimMs });
-        if (outcome.expiresInMs !== undefined) remember(outcome.response, outcome.expiresInMs);
-        return { ...outcome.response, body: canonicalise(outcome.response.body), replayed: true };
-      case 'mismatch':
-        observe({ outcome: 'mismatch', claimMs });
-        throw new KeyReusedError();
-      case 'in_progress':
-        observe({ outcome: 'in_progress', claimMs });
-        throw new RequestInProgressError(Math.max(1, Math.ceil(outcome.retryAfterMs / 1000)));
-      default: {
-        const unreachable: never = outcome;
-        throw new Error(`unknown claim outcome ${JSON.stringify(unreachable)}`);
-      }
-    }
-  };
-
-  const phased = typeof handler === 'function' ? undefined : handler;
-  let owned: OwnedKey<Tx>;
-  /** The handler's work once the key is owned (its first phase already done when `first` is set). */
-  let work: (key: OwnedKey<Tx>) => Promise<StoredResponse | void>;
-
-  const claimedInPhase = phased && store.claimingPhase ? await claimInFirstPhase(phased) : undefined;
-  if (claimedInPhase?.kind === 'found') return unowned(claimedInPhase.outcome);
-  if (claimedInPhase?.kind === 'owned') {
-    owned = claimedInPhase.key;
-    work = (k) => rest(phased!, k, claimedInPhase.first);
-  } else {
-    const claim = await store.claim(claimRequest);
-    if (claim.kind !== 'owned') return unowned(claim);
-    observeAcquisition(claim.acquisition);
-    owned = new OwnedKey(store, { id: claim.id, leaseToken: claimRequest.leaseToken }, claim.recoveryPoint, claim.acquisition);
-    work = phased
-      ? async (k) => {
-          const first = k.recoveryPoint === STARTED ? await k.atomicPhase((tx) => phased.firstPhase(tx, k)) : undefined;
-          return rest(phased, k, first);
-        }
-      : (handler as (key: OwnedKey<Tx>) => Promise<StoredResponse | void>);
-    const afterClaim = request.afterClaim;
-    if (afterClaim) {
-      const inner = work;
-      work = async (k) => {
-        await afterClaim();
-        return inner(k);
-      };
-    }
-  }
-
-  async function claimInFirstPhase(phasedHandler: PhasedHandler<Tx>) {
-    const key = new OwnedKey(store, { id: randomUUID(), leaseToken: claimRequest.leaseToken }, STARTED, 'new');
-    let claimed = false;
-    const afterClaim = async () => {
-      claimed = true;
-      observeAcquisition('new');
-      await request.afterClaim?.();
-    };
-    let outcome;
-    try {
-      outcome = await key.claimingPhase(claimRequest, (tx) => phasedHandler.firstPhase(tx, key), afterClaim);
-    } catch (error) {
-      // Nothing was kept (the claim rolled back with the phase): there is nothing to release.
-      if (claimed) observe({ outcome: 'released' });
-      throw error;
-    }
-    if (outcome.kind === 'busy') return undefined;
-    if (outcome.kind === 'found') return outcome;
-    return { kind: 'owned' as const, key, first: outcome.value };
-  }
-
-  function observeAcquisition(acquisition: Acquisition) {
-    observe({
-      outcome:
-        acquisition === 'new'
-          ? 'claimed'
-          : acquisition === 'stale_lease'
-            ? 'lease_taken_over'
-            : acquisition === 'released'
-              ? 'released_taken_over'
-              : 'expired_taken_over',
-      claimMs: performance.now() - claimStarted,
+async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>['onePhase']): Promise<IdempotentResult> {
+  let ran = false;
+  let answer: StoredResponse | undefined;
+  let end: OnePhaseEnd<Decision>;
+  try {
+    end = await call.store.onePhase({ scope: call.request.scope, key: call.key, waitMs: call.waitMs }, async (read, tx) => {
+      const decision = decide(read.record, call, read.now);
+      const expired = decision.kind === 'take_over' && decision.from === 'expired_record';
+      if (decision.kind !== 'claim' && !expired) return { kind: 'rollback', value: decision };
+      call.acquired(expired ? 'expired_record' : 'new');
+      ran = true;
+      await call.request.afterClaim?.();
+      answer = (await work(tx)).response;
+      return { kind: 'commit', record: { ...call.claim(), response: answer }, replaces: expired ? read.record : undefined };
     });
+  } catch (error) {
+    if (!ran) throw error;
+    call.observe('released');
+    // A duplicate that committed meanwhile answers for this request too (its failure may be the
+    // duplicate's doing, e.g. the last unit of stock), and so does this request's own commit if only
+    // its acknowledgement was lost.
+    const found = await call.reread().catch(() => undefined);
+    if (found?.kind === 'replay' || found?.kind === 'mismatch') return call.answer(found);
+    throw error;
   }
+  switch (end.kind) {
+    case 'committed':
+      return call.completed(answer!);
+    case 'rolled_back':
+      return call.answer(end.value);
+    case 'conflict':
+      return call.answer(await call.reread());
+    case 'busy':
+      return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
+  }
+}
 
+async function runPhases<Tx>(call: GuardedCall<Tx>, handler: PhasesHandler<Tx>): Promise<IdempotentResult> {
+  const owned = await acquire(call);
+  if (!(owned instanceof OwnedKey)) return owned;
   let returned: StoredResponse | void;
   try {
-    returned = owned.completed ?? (await work(owned));
+    await call.request.afterClaim?.();
+    returned = await handler(owned);
   } catch (error) {
     // The handler committed its final answer and then threw it (an adapter's way of sending a
     // stored error): that answer stands.
-    if (owned.completed) {
-      observe({ outcome: 'completed' });
-      remember(owned.completed, options.ttlMs);
-      return { ...owned.completed, replayed: false };
-    }
+    if (owned.completed) return call.completed(owned.completed);
     if (error instanceof LeaseLostError) {
       // Another request took the key over while this one was presumed dead; it owns the outcome.
-      observe({ outcome: 'lease_lost' });
+      call.observe('lease_lost');
       throw new RequestInProgressError(1);
     }
-    observe({ outcome: 'released' });
-    await store.release(owned.ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
-      // If even the release fails (database gone), the lease simply runs out and a retry takes
-      // the key over: the original error is the one worth reporting.
+    call.observe('released');
+    await call.store.release(owned.ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
+      // If even the release fails (database gone), the lease simply runs out and a retry takes the
+      // key over: the original error is the one worth reporting.
     });
     throw error;
   }
-
   if (owned.completed) {
     if (returned && returned !== owned.completed) {
       // The committed answer is the one every retry will replay, so it is the one that goes back now.
       console.error(
-        `[idempotency] ${request.path}: the handler returned a response other than the one its phase committed; the committed one is sent`,
+        `[idempotency] ${call.request.path}: the handler returned a response other than the one it committed; that one is sent`,
       );
     }
-    observe({ outcome: 'completed' });
-    remember(owned.completed, options.ttlMs);
-    return { ...owned.completed, replayed: false };
+    return call.completed(owned.completed);
   }
   // Side-effect-free work (or work whose effects are themselves idempotent) may return its answer
   // instead of completing inside a phase; it is stored on its own.
-  const response = respond(returned?.status ?? 200, returned?.body ?? null);
-  await owned.atomicPhase(async () => response);
-  observe({ outcome: 'completed' });
-  remember(response.response, options.ttlMs);
-  return { ...response.response, replayed: false };
+  const { response } = await owned.atomicPhase(async () => respond(returned?.status ?? 200, returned?.body ?? null));
+  return call.completed(response);
 }
 
-/** A phased handler's work after its first phase (`first` undefined: resumed past it). */
-async function rest<Tx>(handler: PhasedHandler<Tx>, key: OwnedKey<Tx>, first: PhaseResult | undefined): Promise<StoredResponse | void> {
-  if (handler.then) return handler.then(key, first);
-  if (first?.kind === 'response') return first.response;
-  throw new Error('a phased handler without `then` must respond in its first phase');
+/** Claims the key for a phases handler, or says why this request does not get it. */
+async function acquire<Tx>(call: GuardedCall<Tx>): Promise<OwnedKey<Tx> | IdempotentResult> {
+  const claim = call.claim();
+  let found = await call.store.claim(claim);
+  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+    if (found.kind === 'inserted') return call.own(claim, found.id, STARTED, 'new');
+    if (found.kind === 'busy') return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
+    const decision = decide(found.read.record, call, found.read.now);
+    if (decision.kind === 'claim') {
+      found = await call.store.claim(claim); // forgotten since it was read: claim afresh
+      continue;
+    }
+    if (decision.kind !== 'take_over') return call.answer(decision);
+    const taken = await call.store.takeOver(claim, decision.observedToken, decision.from === 'expired_record');
+    if (taken) return call.own(claim, taken.id, taken.recoveryPoint, decision.from);
+    found = { kind: 'exists', read: await call.store.read(claim) }; // someone else won it: look again
+  }
+  // The record kept changing under us: another request is clearly active on this key.
+  return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
+}
+
+/** One request's dealings with the guard: its key, its fingerprint, and how each answer is given. */
+class GuardedCall<Tx> {
+  readonly key: string;
+  readonly fingerprint: string;
+  readonly path: string;
+  readonly cache: ReplayCache;
+  readonly waitMs: number;
+  readonly #startedAt = performance.now();
+  #claimObserved = false;
+
+  constructor(
+    readonly store: IdempotencyStore<Tx>,
+    readonly request: IdempotentRequest,
+    readonly options: IdempotencyOptions,
+  ) {
+    this.key = parseIdempotencyKey(request.key);
+    this.path = request.path;
+    this.fingerprint = requestFingerprint(request.path, request.input);
+    this.cache = replayCacheOf(store, options.replayCacheSize ?? DEFAULT_REPLAY_CACHE_SIZE);
+    this.waitMs = options.claimWaitMs ?? DEFAULT_IDEMPOTENCY_OPTIONS.claimWaitMs!;
+  }
+
+  /** A new owner's record: a fresh fencing token each time. */
+  claim(): Claim {
+    const { scope, path } = this.request;
+    const { leaseMs, ttlMs } = this.options;
+    return { scope, key: this.key, path, fingerprint: this.fingerprint, leaseToken: randomUUID(), leaseMs, ttlMs, waitMs: this.waitMs };
+  }
+
+  own(claim: Claim, id: string, recoveryPoint: string, acquisition: Acquisition): OwnedKey<Tx> {
+    this.acquired(acquisition);
+    return new OwnedKey(this.store, { scope: claim.scope, key: claim.key, leaseToken: claim.leaseToken }, id, recoveryPoint, acquisition);
+  }
+
+  acquired(acquisition: Acquisition): void {
+    const outcomes = {
+      new: 'claimed',
+      stale_lease: 'lease_taken_over',
+      released: 'released_taken_over',
+      expired_record: 'expired_taken_over',
+    } as const;
+    this.observe(outcomes[acquisition]);
+  }
+
+  /** What the store holds now, decided: after a lost race, or to learn whether a lost COMMIT landed. */
+  async reread(): Promise<Decision> {
+    const read = await this.store.read({ scope: this.request.scope, key: this.key });
+    return decide(read.record, this, read.now);
+  }
+
+  /** The answer of a request that does not run the work: a replay, or the guard's refusal. */
+  answer(decision: Decision): IdempotentResult {
+    switch (decision.kind) {
+      case 'replay':
+        this.observe('replayed');
+        if (decision.expiresInMs > 0) this.#remember(decision.response, decision.expiresInMs);
+        return { ...decision.response, body: canonicalise(decision.response.body), replayed: true };
+      case 'mismatch':
+        this.observe('mismatch');
+        throw new KeyReusedError();
+      case 'in_progress':
+        this.observe('in_progress');
+        throw new RequestInProgressError(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
+      case 'claim':
+      case 'take_over':
+        // Only after a lost race: the winner's record is gone or idle again by now. Ask again shortly.
+        this.observe('in_progress');
+        throw new RequestInProgressError(1);
+    }
+  }
+
+  completed(response: StoredResponse): IdempotentResult {
+    this.observe('completed');
+    this.#remember(response, this.options.ttlMs);
+    return { ...response, replayed: false };
+  }
+
+  observe(outcome: GuardOutcome): void {
+    if (!this.options.observe) return;
+    const first = !this.#claimObserved;
+    this.#claimObserved = true;
+    this.options.observe(first ? { outcome, claimMs: performance.now() - this.#startedAt } : { outcome });
+  }
+
+  #remember(response: StoredResponse, liveMs: number): void {
+    this.cache.set(this.request.scope, this.key, { path: this.path, fingerprint: this.fingerprint, response }, this.#startedAt, liveMs);
+  }
 }
 
 /** Deletes expired records in bounded batches so no single DELETE holds locks for long. */

@@ -6,11 +6,12 @@
  *
  *   export const POST = withIdempotency(
  *     { store: () => store, scope: (request) => customerIdOf(request), input: chargeSchema.parse },
- *     async ({ input, key }) => {
- *       const phase = await key.atomicPhase(async (tx) => { …; return respond(201, charge) });
- *       return phase.response;
- *     },
+ *     // One phase: the work is one transaction, and the answer commits with it.
+ *     { onePhase: async (tx, { input }) => respond(201, await insertCharge(tx, input)) },
  *   );
+ *
+ * Work in several phases (a call to another service between transactions) gives a function of the
+ * key it owns instead: `async ({ input, key }) => (await key.atomicPhase(…)).response`.
  *
  * The answer is the stored one: its status and JSON body the first time and, with
  * `Idempotency-Replayed: true`, on every retry with the same key and body. Refusals are JSON
@@ -21,7 +22,7 @@
  */
 import { executeIdempotent } from './execute';
 import { IdempotencyError, RequestInProgressError } from './errors';
-import type { IdempotencyOptions, IdempotentResult, OwnedKey } from './execute';
+import type { IdempotencyOptions, IdempotentHandler, IdempotentResult, OwnedKey, Responded } from './execute';
 import { MAX_BODY_BYTES, readBodyWithin } from './read-body';
 import type { IdempotencyStore, StoredResponse } from './store';
 
@@ -51,6 +52,11 @@ export interface GuardedRequestContext<Tx, Input = unknown> {
   key: OwnedKey<Tx>;
 }
 
+/** The handler: a function of the key it owns (several phases), or one transaction's work. */
+export type FetchHandler<Tx, Input> =
+  | ((context: GuardedRequestContext<Tx, Input>) => Promise<StoredResponse>)
+  | { onePhase: (tx: Tx, context: { request: Request; input: Input }) => Promise<Responded> };
+
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(status === 204 ? null : JSON.stringify(body), {
     status,
@@ -62,7 +68,7 @@ const refusal = (status: number, reason: string, message: string, headers: Recor
 
 export function withIdempotency<Tx, Input = unknown>(
   config: FetchIdempotencyConfig<Tx, Input>,
-  handler: (context: GuardedRequestContext<Tx, Input>) => Promise<StoredResponse>,
+  handler: FetchHandler<Tx, Input>,
 ): (request: Request) => Promise<Response> {
   const maxBodyBytes = config.maxBodyBytes ?? MAX_BODY_BYTES;
   return async (request) => {
@@ -94,6 +100,10 @@ export function withIdempotency<Tx, Input = unknown>(
     }
 
     const store = typeof config.store === 'function' ? config.store() : config.store;
+    const guarded: IdempotentHandler<Tx> =
+      typeof handler === 'function'
+        ? (key) => handler({ request, input, key })
+        : { onePhase: (tx) => handler.onePhase(tx, { request, input }) };
     let result: IdempotentResult;
     try {
       result = await executeIdempotent(
@@ -105,7 +115,7 @@ export function withIdempotency<Tx, Input = unknown>(
           path: `${request.method} ${new URL(request.url).pathname}`,
           input,
         },
-        (key) => handler({ request, input, key }),
+        guarded,
         config.options,
       );
     } catch (error) {

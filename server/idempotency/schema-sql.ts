@@ -11,7 +11,7 @@ import type postgres from 'postgres';
 
 export const IDEMPOTENCY_SCHEMA_SQL = [
   `CREATE TABLE IF NOT EXISTS "idempotency_keys" (
-    "id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,
+    "id" uuid DEFAULT gen_random_uuid() NOT NULL,
     "scope" text NOT NULL,
     "key" text NOT NULL,
     "request_path" text NOT NULL,
@@ -24,10 +24,19 @@ export const IDEMPOTENCY_SCHEMA_SQL = [
     "recovery_point" text DEFAULT 'started' NOT NULL,
     "completed_at" timestamp with time zone,
     "created_at" timestamp with time zone DEFAULT now() NOT NULL,
-    "expires_at" timestamp with time zone DEFAULT now() + interval '24 hours' NOT NULL
+    "expires_at" timestamp with time zone DEFAULT now() + interval '24 hours' NOT NULL,
+    CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope","key")
   )`,
-  `CREATE UNIQUE INDEX IF NOT EXISTS "idempotency_keys_scope_key_unique" ON "idempotency_keys" USING btree ("scope","key")`,
-  `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" USING btree ("expires_at")`,
+  // A table made by an earlier version (a uuid primary key, a unique index on the scoped key and a
+  // B-tree on expires_at) is moved to one B-tree, as db/migrations/0010 does.
+  `DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = 'idempotency_keys_scope_key_unique') THEN
+      ALTER TABLE "idempotency_keys" DROP CONSTRAINT "idempotency_keys_pkey";
+      ALTER TABLE "idempotency_keys" ADD CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY USING INDEX "idempotency_keys_scope_key_unique";
+      DROP INDEX IF EXISTS "idempotency_keys_expires_at_idx";
+    END IF;
+  END $$`,
+  `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_brin" ON "idempotency_keys" USING brin ("expires_at")`,
   // The fence of an atomic phase. The statement that records a recovery point or the final response
   // passes the number of rows its UPDATE matched: 1 while the request still holds the key's lease, 0
   // once another request has taken the key over. Raising (rather than returning no row) is what lets

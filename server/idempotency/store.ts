@@ -1,7 +1,9 @@
 /**
- * Where idempotency records live. The engine (execute.ts) speaks only to this interface; the
- * PostgreSQL implementation is in postgres-store.ts. Another database can implement the same
- * methods, as long as `claim` is atomic and the in-transaction writes are fenced by the lease token.
+ * Where idempotency records live. The store only stores: it reads a record, inserts one unless the
+ * key exists, changes one only if it is still as the caller saw it, and runs a transaction whose last
+ * write is the key's. Every decision (replay, 422, 409, take over) is the engine's (./decide.ts), so
+ * a store for another database is these methods and nothing else. Implementations:
+ * ./postgres-store.ts (postgres.js) and ./memory-store.ts (one process; tests and demos).
  */
 
 /** A response as the guard stores and replays it: an HTTP status and a JSON body. */
@@ -10,101 +12,109 @@ export interface StoredResponse<Body = unknown, Status extends number = number> 
   body: Body;
 }
 
-export interface ClaimRequest {
+/** A key as the store indexes it: unique within its scope, never globally. */
+export interface ScopedKey {
   scope: string;
   key: string;
+}
+
+/** One key's record. Times are milliseconds on the store's own clock (see KeyRead.now). */
+export interface KeyRecord {
+  id: string;
   path: string;
   fingerprint: string;
+  /** The final answer, once the request completed. */
+  response: StoredResponse | null;
+  /** The last atomic phase that committed; `started` when nothing durable happened yet. */
+  recoveryPoint: string;
+  /** The current owner's fencing token; null when nobody holds the key (released or completed). */
+  leaseToken: string | null;
+  leaseExpiresAt: number | null;
+  expiresAt: number;
+}
+
+/**
+ * A record as read, with the store's clock at that instant: leases and expiry are compared with the
+ * database's time, never with this process's, so instances with skewed clocks agree.
+ */
+export interface KeyRead {
+  record: KeyRecord | undefined;
+  now: number;
+}
+
+/** What a new owner writes: its request, its fencing token and how long it may work. */
+export interface Claim extends ScopedKey {
+  path: string;
+  fingerprint: string;
+  leaseToken: string;
   leaseMs: number;
   ttlMs: number;
-  /** The new owner's fencing token. */
-  leaseToken: string;
   /**
-   * How long a claim may wait on a row that a concurrent claim inserted and has not committed yet
-   * (PostgreSQL's lock_timeout for that statement): long enough for a one-phase request to commit, so
-   * its duplicate replays the answer instead of a 409; short enough that a slow first request turns
-   * its duplicates away with 409 + Retry-After rather than holding them.
+   * How long a write may wait on a row that a concurrent request inserted and has not committed yet:
+   * long enough for a one-phase request to commit, so its duplicate replays the answer instead of a
+   * 409; short enough that a slow first request turns its duplicates away with 409 + Retry-After.
    */
   waitMs: number;
 }
 
-/** A claim that rides in the first atomic phase's own transaction: the record's id is chosen up front. */
-export interface PhaseClaimRequest extends ClaimRequest {
-  id: string;
+/** A request's hold on a key: written only while the record still carries its token. */
+export interface KeyRef extends ScopedKey {
+  leaseToken: string;
 }
 
 /**
- * What a claim made inside the first phase's transaction came to: the phase ran and committed
- * (`owned`), the key was found answered or refused (`found`: the phase did not run, nothing was
- * written), or the key is in some other state (`busy`: in flight, idle, expired, or committed by a
- * concurrent claim during the wait) for the ordinary `claim` to decide.
+ * `busy`: the write waited `waitMs` on a concurrent request's uncommitted row.
  */
-export type PhaseClaimOutcome<R> =
-  { kind: 'owned'; value: R } | { kind: 'found'; outcome: Exclude<ClaimOutcome, { kind: 'owned' }> } | { kind: 'busy' };
-
-/** How the owner came by the key: fresh, or taken over from one that can no longer finish it. */
-export type Acquisition = 'new' | 'expired_record' | 'stale_lease' | 'released';
-
-export type ClaimOutcome =
-  | { kind: 'owned'; id: string; recoveryPoint: string; acquisition: Acquisition }
-  /** `expiresInMs`: how long the record stays replayable (a replay cache must not keep it longer). */
-  | { kind: 'completed'; response: StoredResponse; expiresInMs?: number }
-  | { kind: 'mismatch' }
-  | { kind: 'in_progress'; retryAfterMs: number };
-
-export interface KeyRef {
-  id: string;
-  leaseToken: string;
-}
+export type ClaimResult = { kind: 'inserted'; id: string } | { kind: 'exists'; read: KeyRead } | { kind: 'busy' };
 
 /** What an atomic phase records, fenced by the lease, as the last write of its transaction. */
 export type ClosingWrite = { recoveryPoint: string } | { response: StoredResponse };
 
-/** What the store knows of one key, for operators and drills (never for deciding an outcome). */
-export interface KeySummary {
-  key: string;
-  path: string;
-  status: number | null;
-  recoveryPoint: string;
-  completed: boolean;
-  leaseHeld: boolean;
-  createdAt: Date | string;
-}
+/** What a one-phase transaction does with the key it looked up. */
+export type OnePhaseStep<D> =
+  /** Insert the completed record (replacing `replaces`, an expired one) as the last write, then COMMIT. */
+  | { kind: 'commit'; record: Claim & { response: StoredResponse }; replaces?: KeyRecord }
+  /** Nothing to write (the key was found answered or refused, for the reason `value`): roll back. */
+  | { kind: 'rollback'; value: D };
+
+/**
+ * `conflict`: a concurrent request committed the same key first, so this transaction rolled back;
+ * `busy`: its record stayed uncommitted for `waitMs`, and this transaction rolled back.
+ */
+export type OnePhaseEnd<D> = { kind: 'committed' } | { kind: 'rolled_back'; value: D } | { kind: 'conflict' } | { kind: 'busy' };
 
 export interface IdempotencyStore<Tx> {
-  /** Claims the key or reports why not, in as few round trips as the store can manage. */
-  claim(request: ClaimRequest): Promise<ClaimOutcome>;
+  read(key: ScopedKey): Promise<KeyRead>;
+  /** Inserts a fresh, leased record unless the key exists (atomic); otherwise reads the one there. */
+  claim(claim: Claim): Promise<ClaimResult>;
   /**
-   * Runs `fn` in one database transaction, then writes what `closingWrite` derives from its result
-   * (a recovery point or the final response) as that transaction's last statement. The contract: if
-   * `ref` no longer holds the lease, the closing write makes the whole transaction roll back and the
-   * promise rejects with LeaseLostError. A store may send the write together with the COMMIT.
+   * Gives the record to `claim` only if nobody holds it and its token is still `observedToken` (so of
+   * several contenders exactly one wins); `reset`: the record expired and starts over as `claim`'s.
+   * Returns the record's id and the recovery point to resume from, or undefined if it lost.
+   */
+  takeOver(claim: Claim, observedToken: string | null, reset: boolean): Promise<{ id: string; recoveryPoint: string } | undefined>;
+  /**
+   * Runs `fn` in one transaction, then writes what `closingWrite` derives from its result as that
+   * transaction's last statement. If `ref` no longer holds the lease, the closing write makes the
+   * whole transaction roll back and the promise rejects with LeaseLostError.
    */
   atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R>;
   /**
-   * Optional: claims the key inside the transaction of its first atomic phase, so the claim costs no
-   * round trip of its own (the PostgreSQL store sends it with the BEGIN). Only a fresh claim runs
-   * `fn` (after `afterClaim`); the claim, `fn`'s writes and the closing write commit together or not
-   * at all. A store without it is claimed with `claim` first.
+   * A one-phase request: reads the key as the transaction's first statement, lets `step` run the
+   * work, and writes the completed record as its last; a duplicate that committed first, or is still
+   * uncommitted after `waitMs`, rolls this transaction back. If `step` throws, it rolls back.
    */
-  claimingPhase?<R>(
-    request: PhaseClaimRequest,
-    fn: (tx: Tx) => Promise<R>,
-    closingWrite: (result: R) => ClosingWrite | undefined,
-    afterClaim?: () => Promise<void>,
-  ): Promise<PhaseClaimOutcome<R>>;
+  onePhase<D>(key: ScopedKey & { waitMs: number }, step: (read: KeyRead, tx: Tx) => Promise<OnePhaseStep<D>>): Promise<OnePhaseEnd<D>>;
   /**
    * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
    * request starts clean); otherwise the record and its recovery point stay and only the lease goes.
    */
   release(ref: KeyRef, options: { forget: boolean }): Promise<void>;
-  /** Deletes up to `batchSize` expired, idle records; returns how many went. */
+  /** Deletes up to `batchSize` expired records nobody holds; returns how many went. */
   deleteExpired(batchSize: number): Promise<number>;
   /**
-   * Which of these keys (by record id) some request is working on right now: its lease is live. A
-   * background job asks before touching the business state a key owns.
+   * Which of these records (by id, within their scope) a request is working on right now: its lease is
+   * live. A background job asks before touching the business state a key owns.
    */
-  leasesHeld(ids: readonly string[]): Promise<Set<string>>;
-  /** The keys of one scope, oldest first, optionally only one path's. */
-  listKeys(scope: string, options?: { path?: string }): Promise<KeySummary[]>;
+  leasesHeld(records: readonly { scope: string; id: string }[]): Promise<Set<string>>;
 }

@@ -17,7 +17,7 @@
  * observed, which only one run can win.
  */
 import { sql } from 'drizzle-orm';
-import type { CheckoutServices } from '../checkout/services';
+import { customerScope, type CheckoutServices } from '../checkout/services';
 import { journal, journaledCall } from '../checkout/journal';
 import { applyOrderTransition } from '../checkout/order-state';
 import { settleSucceededCharge } from '../checkout/settle';
@@ -45,6 +45,7 @@ export const DEFAULT_EXPIRY_CLOSE_GRACE_MS = 10 * 60_000;
 
 interface StuckOrder extends Record<string, unknown> {
   id: string;
+  customer_id: string;
   out_trade_no: string;
   attempt_gateway: GatewayId | null;
   payment_attempt: number;
@@ -68,14 +69,14 @@ export async function reconcilePayments(
   // gone altogether, or released after a transient failure that was never retried). The lease is
   // the idempotency core's business: the store says which of these keys are held.
   const candidates = await services.db.execute<StuckOrder>(sql`
-    select o.id, o.out_trade_no, o.attempt_gateway, o.payment_attempt, o.attempt_key_id
+    select o.id, o.customer_id, o.out_trade_no, o.attempt_gateway, o.payment_attempt, o.attempt_key_id
       from orders o
      where o.status = 'paying'
        and o.attempt_started_at <= now() - (${minAgeMs}::bigint * interval '1 millisecond')
      order by o.attempt_started_at
      limit ${limit}`);
   const held = await services.idempotencyStore.leasesHeld(
-    candidates.flatMap((order) => (order.attempt_key_id ? [order.attempt_key_id] : [])),
+    candidates.flatMap((order) => (order.attempt_key_id ? [{ scope: customerScope(order.customer_id), id: order.attempt_key_id }] : [])),
   );
   const stuck = candidates.filter((order) => !order.attempt_key_id || !held.has(order.attempt_key_id));
 

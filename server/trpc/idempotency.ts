@@ -3,6 +3,9 @@
  * checkout. A procedure's context carries what the guard needs (`ctx.idempotency`: the store, the
  * caller's scope, the raw Idempotency-Key, a response holder), and the resolver is wrapped:
  *
+ *   createOrder: procedure.input(orderInput).mutation(
+ *     idempotentOnePhase(({ ctx, input }) => async (tx) => respond(201, await insertOrder(tx, input))),
+ *   )
  *   pay: procedure.input(payInput).mutation(
  *     idempotent(async ({ ctx, input, key }) => {
  *       … key.atomicPhase(async (tx) => { …; return respond(201, body) }) …
@@ -25,9 +28,9 @@ import {
   type IdempotencyStore,
   type IdempotentHandler,
   type IdempotentResult,
+  type OnePhaseHandler,
   type OwnedKey,
-  type PhasedHandler,
-  type PhaseResult,
+  type Responded,
   type StoredResponse,
 } from '../idempotency';
 
@@ -121,65 +124,71 @@ export type SuccessBody<R> =
   R extends StoredResponse<infer B, infer S> ? (number extends S ? B : S extends SuccessStatus ? B : never) : never;
 
 /**
- * Wraps a mutation's resolver in the guard. The resolver gets the key it owns (`key.atomicPhase` for
- * work that must commit with its recovery point or answer) and returns the response to store: the
- * one its last phase committed, or one to be stored now (side-effect-free work). The key is claimed
- * with a statement of its own before the resolver runs; `idempotentPhases` saves that round trip.
+ * Wraps a mutation whose work is one database transaction (a one-phase mutation): `build` may validate
+ * and refuse, but must not touch anything (it runs before the key is looked up), and returns the
+ * transaction's work, which responds. The key's read and write ride with its BEGIN and COMMIT.
+ */
+export function idempotentOnePhase<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
+  build: (opts: { ctx: TCtx; input: TInput }) => (tx: TransactionOf<TCtx>) => Promise<Responded<R>>,
+): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
+  return ({ ctx, input, path }) => {
+    const onePhase: OnePhaseHandler<TransactionOf<TCtx>>['onePhase'] = build({ ctx, input });
+    return guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, { onePhase });
+  };
+}
+
+/**
+ * Wraps a mutation in several phases (a gateway call between transactions): `build` may validate and
+ * refuse, but must not touch anything (it runs before the key is claimed), and returns the handler
+ * that runs with the key it owns and returns the response its last phase committed.
+ */
+export function idempotentPhases<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
+  build: (opts: { ctx: TCtx; input: TInput }) => (key: OwnedKey<TransactionOf<TCtx>>) => Promise<R>,
+): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
+  return ({ ctx, input, path }) => guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, build({ ctx, input }));
+}
+
+/**
+ * `idempotentPhases` for a resolver with nothing to check first: it gets the key it owns
+ * (`key.atomicPhase` for work that must commit with its recovery point or answer) and returns the
+ * response to store: the one its last phase committed, or one to be stored now.
  */
 export function idempotent<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
   resolver: (opts: { ctx: TCtx; input: TInput; key: OwnedKey<TransactionOf<TCtx>> }) => Promise<R>,
 ): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
-  return ({ ctx, input, path }) => guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, (key) => resolver({ ctx, input, key }));
-}
-
-/**
- * Wraps a mutation whose first atomic phase carries the claim (PhasedHandler): `phases` builds the
- * handler from the request — it may validate and refuse, but must not touch anything, since it runs
- * before the key is claimed — and the claim costs no round trip of its own. A one-phase mutation
- * gives only `firstPhase` and responds in it.
- */
-export function idempotentPhases<TCtx extends { idempotency: IdempotencyContext<TransactionOf<TCtx>> }, TInput, R extends StoredResponse>(
-  phases: (opts: { ctx: TCtx; input: TInput }) => PhasedHandler<TransactionOf<TCtx>, R>,
-): (opts: { ctx: TCtx; input: TInput; path: string }) => Promise<SuccessBody<R>> {
-  return ({ ctx, input, path }) => guarded<TransactionOf<TCtx>, R>(ctx.idempotency, input, path, phases({ ctx, input }));
+  return idempotentPhases(
+    ({ ctx, input }) =>
+      (key) =>
+        resolver({ ctx, input, key }),
+  );
 }
 
 async function guarded<Tx, R extends StoredResponse>(
   guard: IdempotencyContext<Tx>,
   input: unknown,
   path: string,
-  handler: ((key: OwnedKey<Tx>) => Promise<R>) | PhasedHandler<Tx, R>,
+  handler: IdempotentHandler<Tx>,
 ): Promise<SuccessBody<R>> {
   const request: GuardedRequest = { path, input, key: guard.key };
   const hooks = guard.hooks ?? {};
   await hooks.beforeClaim?.(request);
   let acquisition: OwnedKey<Tx>['acquisition'] | undefined;
-  const noteAcquisition = (key: OwnedKey<Tx>) => (acquisition = key.acquisition);
   const watched: IdempotentHandler<Tx> =
     typeof handler === 'function'
-      ? (key) => (noteAcquisition(key), handler(key))
-      : {
-          firstPhase: (tx, key) => (noteAcquisition(key), handler.firstPhase(tx, key)),
-          then: async (key, first) => {
-            noteAcquisition(key);
-            const phase = first as PhaseResult<R> | undefined;
-            return handler.then ? handler.then(key, phase) : respondedFirst(phase);
-          },
-        };
+      ? (key) => {
+          acquisition = key.acquisition;
+          return handler(key);
+        }
+      : handler;
+  const afterClaim = async () => {
+    acquisition ??= 'new'; // owned from here on: a failure now gives the key up ('released')
+    await hooks.afterClaim?.(request);
+  };
   let result: IdempotentResult;
   try {
     result = await executeIdempotent<Tx>(
       guard.store,
-      {
-        scope: guard.scope,
-        key: guard.key,
-        path,
-        input,
-        afterClaim: async () => {
-          acquisition ??= 'new'; // owned from here on: a failure now gives the key up ('released')
-          await hooks.afterClaim?.(request);
-        },
-      },
+      { scope: guard.scope, key: guard.key, path, input, afterClaim },
       watched,
       guard.options,
     );
@@ -211,12 +220,6 @@ async function guarded<Tx, R extends StoredResponse>(
   }
   // The stored body: the resolver's own answer, or the same answer replayed.
   return result.body as SuccessBody<R>;
-}
-
-/** A one-phase handler's answer is its first phase's response. */
-function respondedFirst<R extends StoredResponse>(first: PhaseResult<R> | undefined): R {
-  if (first?.kind === 'response') return first.response;
-  throw new Error('a one-phase mutation must respond in its first phase');
 }
 
 function outcomeOfError(error: unknown, acquisition: string | undefined): RequestOutcome {

@@ -15,7 +15,7 @@ import type { Transaction } from '../../db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
 import { rateLimit } from './rate-limit';
 
-export { idempotent, idempotentPhases } from './idempotency';
+export { idempotent, idempotentOnePhase, idempotentPhases } from './idempotency';
 
 const requireSession = middleware(async ({ ctx, next }) => {
   if (ctx.sessionIssued) {

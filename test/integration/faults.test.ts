@@ -77,15 +77,13 @@ describe('fault points of checkout.pay', () => {
     assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 1);
   });
 
-  it('delay after the claim: a retry waits on the uncommitted claim, gets 409, one charge', async () => {
+  it('delay after the claim: a retry meets the live lease, gets 409, one charge', async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    // Longer than the claim wait (1 s), so the retry is told 409 while the claim is still uncommitted.
     stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 4000 } });
     const slow = customer.pay(order.orderId, { key });
-    // The claim rides in the first phase's transaction, invisible to others until it commits: wait
-    // until the fault has fired, i.e. the slow request holds the claim and is paused.
+    // Until the fault has fired: the slow request holds the key and is paused.
     await eventually(
       async () => (stack.services.faults!.list().length === 0 ? true : undefined),
       5000,

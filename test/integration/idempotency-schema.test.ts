@@ -57,6 +57,24 @@ describe('the core schema SQL', () => {
   it('2. is harmless applied again, and from several starters at once', async () => {
     await Promise.all([applyIdempotencySchema(blank), applyIdempotencySchema(blank), applyIdempotencySchema(blank)]);
     const [count] = await blank`select count(*)::int as n from pg_indexes where tablename = 'idempotency_keys'`;
-    assert.equal(count!.n, 3); // the primary key and the two indexes
+    assert.equal(count!.n, 2); // the scoped key's primary key and the BRIN on expires_at
+  });
+
+  it('3. moves a table of the earlier shape (uuid key, two B-trees) to one B-tree, keeping its rows', async () => {
+    await blank.unsafe('drop table idempotency_keys');
+    await blank.unsafe(`
+      create table idempotency_keys (
+        id uuid primary key default gen_random_uuid() not null, scope text not null, key text not null,
+        request_path text not null, request_hash text not null, response_status integer, response_body jsonb,
+        locked_at timestamp with time zone, lease_expires_at timestamp with time zone, lease_token uuid,
+        recovery_point text default 'started' not null, completed_at timestamp with time zone,
+        created_at timestamp with time zone default now() not null,
+        expires_at timestamp with time zone default now() + interval '24 hours' not null)`);
+    await blank.unsafe('create unique index idempotency_keys_scope_key_unique on idempotency_keys using btree (scope, key)');
+    await blank.unsafe('create index idempotency_keys_expires_at_idx on idempotency_keys using btree (expires_at)');
+    await blank`insert into idempotency_keys (scope, key, request_path, request_hash) values ('customer:1', 'k', 'p', 'h')`;
+    await applyIdempotencySchema(blank);
+    assert.deepEqual(await describeTable(blank), await describeTable(migrated));
+    assert.equal((await blank`select count(*)::int as n from idempotency_keys`)[0]!.n, 1);
   });
 });

@@ -80,9 +80,10 @@ describe('reconciler', () => {
 
   it('3. leaves alone an attempt whose request still holds its lease', async () => {
     const order = await stack.customer().createOrder();
+    const [owner] = await stack.sql<{ customer_id: string }[]>`select customer_id from orders where id = ${order.orderId}`;
     const [key] = await stack.sql<{ id: string }[]>`
       insert into idempotency_keys (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, recovery_point)
-      values ('customer:test', ${`live-${order.orderId}`}, 'checkout.pay', 'h', now(), now() + interval '1 minute', gen_random_uuid(), 'attempt_started')
+      values (${`customer:${owner!.customer_id}`}, ${`live-${order.orderId}`}, 'checkout.pay', 'h', now(), now() + interval '1 minute', gen_random_uuid(), 'attempt_started')
       returning id`;
     await stack.sql`
       update orders set status = 'paying', payment_attempt = 1, attempt_gateway = 'alipay', attempt_key_id = ${key!.id},

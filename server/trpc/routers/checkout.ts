@@ -7,7 +7,7 @@ import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import { GATEWAY_IDS } from '../../payments/gateway-ids';
 import { clientAddress } from '../../rate-limit';
 import { BUYER_STEPS } from '../../payments/gateway';
-import { idempotentPhases, idempotentProcedure } from '../procedures';
+import { idempotentOnePhase, idempotentPhases, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';
 
 const createOrderInput = z.object({
@@ -59,7 +59,7 @@ export const checkoutRouter = createTRPCRouter({
   ),
 
   createOrder: idempotentProcedure(createOrderInput).mutation(
-    idempotentPhases(({ ctx, input }) =>
+    idempotentOnePhase(({ ctx, input }) =>
       createOrder(ctx.customerId, input.items, {
         caps: ctx.services.orderCaps,
         address: clientAddress(ctx.headers, ctx.services.rateLimits?.trustProxy ?? 0),

@@ -39,9 +39,13 @@ export async function GET(request: Request): Promise<Response> {
     select count(distinct o.id)::int as queued, count(m.id)::int as sent
       from outbox o left join mail_sink m on m.outbox_id = o.id
      where o.topic = 'email.refund' and o.payload->>'orderId' = ${order.id}`);
-  const keys = (await services.idempotencyStore.listKeys(customerScope(order.customer_id), { path: 'checkout.pay' })).map(
-    ({ key, status, recoveryPoint, completed, leaseHeld }) => ({ key, status, recoveryPoint, completed, leaseHeld }),
-  );
+  // The drills read the key table as an operator would: the store's interface has no listing.
+  const keys = await db.execute(sql`
+    select key, response_status as status, recovery_point as "recoveryPoint", completed_at is not null as completed,
+           coalesce(lease_expires_at > now(), false) as "leaseHeld"
+      from idempotency_keys
+     where scope = ${customerScope(order.customer_id)} and request_path = 'checkout.pay'
+     order by created_at`);
   return Response.json({
     order: { status: order.status, paymentAttempts: order.payment_attempt, clientAddress: order.client_address },
     payments,

@@ -24,15 +24,14 @@ export const POST = withIdempotency(
     // Validated before the key is claimed: bad input is a 400 that claims and stores nothing.
     input: (body) => chargeInput.parse(body),
   },
-  async ({ request, input, key }) => {
-    const customer = request.headers.get('x-customer-id')!;
-    // The effect and the stored answer commit together, or not at all.
-    const phase = await key.atomicPhase(async (tx) => {
+  // One phase: the effect and the stored answer commit together, or not at all.
+  {
+    onePhase: async (tx, { request, input }) => {
+      const customer = request.headers.get('x-customer-id')!;
       const [charge] = await tx<{ id: string }[]>`
         insert into example_charges (customer, amount_minor) values (${customer}, ${input.amountMinor})
         returning id`;
       return respond(201, { chargeId: charge!.id, amountMinor: input.amountMinor });
-    });
-    return phase.response;
+    },
   },
 );
