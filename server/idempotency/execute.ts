@@ -23,7 +23,7 @@
 import { randomUUID } from 'node:crypto';
 import { decide, type Decision } from './decide';
 import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
-import { canonicalJson, requestFingerprint } from './fingerprint';
+import { canonicalCopy, requestFingerprint } from './fingerprint';
 import { parseIdempotencyKey } from './key';
 import { replayCacheOf, type ReplayCache } from './replay-cache';
 import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, OnePhaseEnd, StoredResponse } from './store';
@@ -128,7 +128,7 @@ export const recoveryPoint = (name: string): { kind: 'recovery_point'; name: str
  */
 export const respond = <B, S extends number>(status: S, body: B): Responded<StoredResponse<B, S>> => ({
   kind: 'response',
-  response: { status, body: canonicalise(body) as B },
+  response: { status, body: canonicalCopy(body) as B },
 });
 
 /** The recovery point of a key on which nothing durable has happened yet. */
@@ -136,11 +136,6 @@ export const STARTED = 'started';
 
 /** How the owner came by the key: fresh, or taken over from one that can no longer finish it. */
 export type Acquisition = 'new' | 'expired_record' | 'stale_lease' | 'released';
-
-/** JSON round trip with sorted keys: the first answer and every replay are byte-for-byte equal. */
-function canonicalise(body: unknown): unknown {
-  return body === undefined ? null : JSON.parse(canonicalJson(body));
-}
 
 /** The handler's grip on the key it owns for the duration of one request. */
 export class OwnedKey<Tx> {
@@ -212,19 +207,26 @@ export async function executeIdempotent<Tx>(
 }
 
 async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>['onePhase']): Promise<IdempotentResult> {
+  const { scope, path } = call.request;
   let ran = false;
   let answer: StoredResponse | undefined;
   let end: OnePhaseEnd<Decision>;
   try {
-    end = await call.store.onePhase({ scope: call.request.scope, key: call.key, waitMs: call.waitMs }, async (read, tx) => {
+    end = await call.store.onePhase({ scope, key: call.key, waitMs: call.waitMs }, (read) => {
       const decision = decide(read.record, call, read.now);
       const expired = decision.kind === 'take_over' && decision.from === 'expired_record';
-      if (decision.kind !== 'claim' && !expired) return { kind: 'rollback', value: decision };
-      call.acquired(expired ? 'expired_record' : 'new');
-      ran = true;
-      await call.request.afterClaim?.();
-      answer = (await work(tx)).response;
-      return { kind: 'commit', record: { ...call.claim(), response: answer }, replaces: expired ? read.record : undefined };
+      if (decision.kind !== 'claim' && !expired) return { kind: 'answer', value: decision };
+      return {
+        kind: 'run',
+        replaces: expired ? read.record : undefined,
+        work: async (tx) => {
+          call.acquired(expired ? 'expired_record' : 'new');
+          ran = true;
+          await call.request.afterClaim?.();
+          answer = (await work(tx)).response;
+          return { scope, key: call.key, path, fingerprint: call.fingerprint, ttlMs: call.options.ttlMs, response: answer };
+        },
+      };
     });
   } catch (error) {
     if (!ran) throw error;
@@ -239,7 +241,7 @@ async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>[
   switch (end.kind) {
     case 'committed':
       return call.completed(answer!);
-    case 'rolled_back':
+    case 'answered':
       return call.answer(end.value);
     case 'conflict':
       return call.answer(await call.reread());
@@ -363,7 +365,7 @@ class GuardedCall<Tx> {
       case 'replay':
         this.observe('replayed');
         if (decision.expiresInMs > 0) this.#remember(decision.response, decision.expiresInMs);
-        return { ...decision.response, body: canonicalise(decision.response.body), replayed: true };
+        return { ...decision.response, body: canonicalCopy(decision.response.body), replayed: true };
       case 'mismatch':
         this.observe('mismatch');
         throw new KeyReusedError();

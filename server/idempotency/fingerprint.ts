@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import crypto from 'node:crypto';
 
 /**
  * JSON with object keys sorted at every depth, so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` are the
@@ -11,18 +11,63 @@ export function canonicalJson(value: unknown): string {
     return JSON.stringify(value) ?? 'null';
   }
   if (Array.isArray(value)) {
-    return `[${value.map((item) => canonicalJson(item ?? null)).join(',')}]`;
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i] ?? null);
+    return `${out}]`;
   }
   if (typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     return canonicalJson((value as { toJSON: () => unknown }).toJSON());
   }
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  if (value instanceof String || value instanceof Number || value instanceof Boolean) return canonicalJson(value.valueOf());
+  // Plain loops, not entries/filter/map/join: this runs on every request's input and answer.
+  const object = value as Record<string, unknown>;
+  let out = '{';
+  for (const key of Object.keys(object).sort()) {
+    const member = object[key];
+    if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
+    out += `${out.length === 1 ? '' : ','}${JSON.stringify(key)}:${canonicalJson(member)}`;
+  }
+  return `${out}}`;
 }
 
 /** SHA-256 over the procedure path and the canonical input: what "the same request" means. */
 export function requestFingerprint(path: string, input: unknown): string {
-  return createHash('sha256').update(path).update('\n').update(canonicalJson(input)).digest('hex');
+  return sha256Hex(`${path}\n${canonicalJson(input)}`);
+}
+
+/** Node's one-shot hash (20.12+) is several times cheaper than a Hash object; older Nodes get the object. */
+const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text)
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+
+/**
+ * The value JSON.parse(canonicalJson(value)) would give — Dates as their ISO strings, undefined members
+ * dropped, keys sorted — built directly: an answer is stored and sent in this form, so the first
+ * answer and every replay are byte for byte the same, without a string round trip per request.
+ */
+export function canonicalCopy(value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value + 0 : null; // + 0: -0 becomes 0, as in JSON
+    case 'object':
+      break;
+    default:
+      return typeof value === 'bigint' ? JSON.stringify(value) : null; // BigInt throws, as in JSON
+  }
+  if (Array.isArray(value)) return value.map((item) => (item === undefined || typeof item === 'function' ? null : canonicalCopy(item)));
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return canonicalCopy((value as { toJSON: () => unknown }).toJSON());
+  if (value instanceof String || value instanceof Number || value instanceof Boolean) return canonicalCopy(value.valueOf());
+  const object = value as Record<string, unknown>;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(object).sort()) {
+    const member = object[key];
+    if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
+    copy[key] = canonicalCopy(member);
+  }
+  return copy;
 }

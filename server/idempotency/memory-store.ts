@@ -15,7 +15,7 @@ import type {
   KeyRecord,
   KeyRef,
   OnePhaseEnd,
-  OnePhaseStep,
+  OnePhasePlan,
   ScopedKey,
 } from './store';
 
@@ -100,15 +100,14 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
       return value;
     },
 
-    async onePhase<D>(key: ScopedKey, step: (read: KeyRead, tx: MemoryTransaction) => Promise<OnePhaseStep<D>>): Promise<OnePhaseEnd<D>> {
+    async onePhase<D>(key: ScopedKey, plan: (read: KeyRead) => OnePhasePlan<D, MemoryTransaction>): Promise<OnePhaseEnd<D>> {
+      const next = plan({ record: copy(records.get(idOf(key))), now: now() });
+      if (next.kind === 'answer') return { kind: 'answered', value: next.value };
       const tx = new MemoryTransaction();
-      const next = await step({ record: copy(records.get(idOf(key))), now: now() }, tx);
-      if (next.kind === 'rollback') return { kind: 'rolled_back', value: next.value };
+      const record = await next.work(tx);
       const current = records.get(idOf(key));
       const replaceable = current && next.replaces && current.leaseToken === next.replaces.leaseToken && current.expiresAt <= now();
       if (current && !replaceable) return { kind: 'conflict' };
-      const at = now();
-      const { record } = next;
       records.set(idOf(key), {
         id: randomUUID(),
         path: record.path,
@@ -117,7 +116,7 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
         recoveryPoint: 'finished',
         leaseToken: null,
         leaseExpiresAt: null,
-        expiresAt: at + record.ttlMs,
+        expiresAt: now() + record.ttlMs,
       });
       tx.commit();
       return { kind: 'committed' };

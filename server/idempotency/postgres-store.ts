@@ -20,7 +20,8 @@ import type {
   KeyRecord,
   KeyRef,
   OnePhaseEnd,
-  OnePhaseStep,
+  OnePhasePlan,
+  CompletedKey,
   ScopedKey,
 } from './store';
 
@@ -278,33 +279,21 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
       return value;
     },
 
-    async onePhase<D>(
-      key: ScopedKey & { waitMs: number },
-      step: (read: KeyRead, tx: Tx) => Promise<OnePhaseStep<D>>,
-    ): Promise<OnePhaseEnd<D>> {
-      return inOneTransaction(sql, async (connection) => {
-        const tx = connection as unknown as postgres.TransactionSql;
-        // BEGIN and the key's read leave in one write: the read costs no round trip of its own.
-        const [row] = await connection.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true });
-        const next = await step(readOf(row), handleOf(tx));
-        if (next.kind === 'rollback') return { end: 'rollback', value: { kind: 'rolled_back', value: next.value } };
-        const { record, replaces } = next;
-        // The key's statements go out with the COMMIT; if one fails, the COMMIT rolls everything back.
-        const writes = [
-          ...(replaces ? [startBeforeCommit(tx, DELETE_REPLACED_SQL, [record.scope, record.key, replaces.leaseToken])] : []),
-          startBeforeCommit(tx, INSERT_COMPLETED_SQL, [
-            record.scope,
-            record.key,
-            record.path,
-            record.fingerprint,
-            record.response.status,
-            JSON.stringify(record.response.body ?? null),
-            Math.round(record.ttlMs),
-            wait(key.waitMs),
-          ]),
-        ];
-        return { end: 'commit', writes };
-      });
+    async onePhase<D>(key: ScopedKey & { waitMs: number }, plan: (read: KeyRead) => OnePhasePlan<D, Tx>): Promise<OnePhaseEnd<D>> {
+      // A connection of our own (postgres.js `reserve`, not `begin`: `begin` waits for the BEGIN's
+      // answer before it runs anything, which would cost a round trip).
+      const connection = await sql.reserve();
+      const state = { usable: true };
+      try {
+        // The key's read, on its own: a replay costs this one statement and no transaction.
+        const [row] = await connection.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true }).catch(lost(state));
+        const next = plan(readOf(row));
+        if (next.kind === 'answer') return { kind: 'answered', value: next.value };
+        return await completingTransaction(connection, state, handleOf, next, key.waitMs);
+      } finally {
+        // postgres.js has taken a broken connection back as closed; only a live one is released.
+        if (state.usable) connection.release();
+      }
     },
 
     async release(ref: KeyRef, { forget }) {
@@ -325,63 +314,61 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
   };
 }
 
-/** What the body of a one-phase transaction leaves to do: roll back, or COMMIT behind the key's writes. */
-type TransactionEnd<D> = { end: 'rollback'; value: OnePhaseEnd<D> } | { end: 'commit'; writes: Promise<unknown>[] };
+/** Rethrows a statement's error, noting first whether it took the connection with it. */
+const lost =
+  (state: { usable: boolean }) =>
+  (error: unknown): never => {
+    if (!isServerError(error)) state.usable = false;
+    throw error;
+  };
 
 /**
- * A transaction on a connection of its own (postgres.js `reserve`, not `begin`: `begin` waits for the
- * BEGIN's answer before it runs anything, which would cost the round trip this saves). A rollback
- * that answers nothing the caller needs is not waited for: the connection goes back to the pool once
- * it is done.
+ * The one-phase transaction: BEGIN leaves with the work's first statement (postgres.js writes what one
+ * tick queued in one write), the completed record with the COMMIT. A failed insert aborts the
+ * transaction, so the COMMIT rolls the work back.
  */
-async function inOneTransaction<D>(
-  sql: postgres.Sql,
-  body: (connection: postgres.ReservedSql) => Promise<TransactionEnd<D>>,
+async function completingTransaction<Tx, D>(
+  connection: postgres.ReservedSql,
+  state: { usable: boolean },
+  handleOf: (tx: postgres.TransactionSql) => Tx,
+  run: Extract<OnePhasePlan<D, Tx>, { kind: 'run' }>,
+  waitMs: number,
 ): Promise<OnePhaseEnd<D>> {
-  const connection = await sql.reserve();
-  let usable = true;
-  let handedBack = false;
-  const finish = async (statement: 'commit' | 'rollback') => {
-    try {
-      await connection.unsafe(statement);
-    } catch (error) {
-      usable = isServerError(error);
-      if (statement === 'commit') throw error;
-    }
-  };
-  let open = false;
+  const tx = connection as unknown as postgres.TransactionSql;
+  const begin = connection.unsafe('begin');
+  begin.execute();
+  begin.catch(() => {}); // a BEGIN that fails fails the statements behind it, which report it
+  let record: CompletedKey;
   try {
-    const begin = connection.unsafe('begin');
-    begin.execute();
-    begin.catch(() => {}); // a BEGIN that fails fails the statements behind it, which report it
-    open = true;
-    const done = await body(connection);
-    if (done.end === 'rollback') {
-      open = false;
-      handedBack = true;
-      connection.unsafe('rollback').then(
-        () => connection.release(),
-        (error: unknown) => {
-          if (isServerError(error)) connection.release();
-        },
-      );
-      return done.value;
-    }
-    done.writes.forEach((write) => write.catch(() => {})); // awaited below, once the COMMIT has settled
-    open = false;
-    await finish('commit');
-    try {
-      await Promise.all(done.writes);
-    } catch (error) {
-      if (sqlstate(error) === UNIQUE_VIOLATION) return { kind: 'conflict' };
-      if (sqlstate(error) === LOCK_TIMEOUT) return { kind: 'busy' };
-      throw error;
-    }
-    return { kind: 'committed' };
+    record = await run.work(handleOf(tx));
   } catch (error) {
-    if (open) await finish('rollback');
+    await connection
+      .unsafe('rollback')
+      .catch(lost(state))
+      .catch(() => {});
     throw error;
-  } finally {
-    if (!handedBack && usable) connection.release();
   }
+  const writes = [
+    ...(run.replaces ? [startBeforeCommit(tx, DELETE_REPLACED_SQL, [record.scope, record.key, run.replaces.leaseToken])] : []),
+    startBeforeCommit(tx, INSERT_COMPLETED_SQL, [
+      record.scope,
+      record.key,
+      record.path,
+      record.fingerprint,
+      record.response.status,
+      JSON.stringify(record.response.body ?? null),
+      Math.round(record.ttlMs),
+      String(Math.max(1, Math.round(waitMs))),
+    ]),
+  ];
+  writes.forEach((write) => write.catch(() => {})); // awaited below, once the COMMIT has settled
+  await connection.unsafe('commit').catch(lost(state));
+  try {
+    await Promise.all(writes);
+  } catch (error) {
+    if (sqlstate(error) === UNIQUE_VIOLATION) return { kind: 'conflict' };
+    if (sqlstate(error) === LOCK_TIMEOUT) return { kind: 'busy' };
+    throw error;
+  }
+  return { kind: 'committed' };
 }

@@ -2,9 +2,12 @@
  * Completed answers kept in this process, so a replay of a warm key costs no statement. Safe because
  * a completed record never changes until it expires (only an expired one is taken over or deleted),
  * and every entry is dropped a second before that expiry, on this process's monotonic clock counted
- * from before the store was asked. Bounded: the oldest entry goes first (a Map iterates in insertion
- * order). Nothing correctness depends on lives here: another instance, or this one after a restart,
- * simply asks the store.
+ * from before the store was asked. Nothing correctness depends on lives here: another instance, or
+ * this one after a restart, simply asks the store.
+ *
+ * Bounded by two generations: entries go into the young one; when it is full it becomes the old one
+ * and the previous old one is dropped whole. A hit in the old generation moves up. No per-entry
+ * eviction, so no Map that is deleted from at its front (V8 walks the holes that leaves).
  */
 import type { StoredResponse } from './store';
 
@@ -14,13 +17,17 @@ export interface CachedAnswer {
   response: StoredResponse;
 }
 
+type Entry = CachedAnswer & { until: number };
+
 /** The clocks of this process and the database never meet: a second's margin covers their drift. */
 const EXPIRY_MARGIN_MS = 1000;
 
 export class ReplayCache {
-  readonly #entries = new Map<string, CachedAnswer & { until: number }>();
+  #young = new Map<string, Entry>();
+  #old = new Map<string, Entry>();
 
   constructor(
+    /** At most this many entries, and at least half as many of the latest. */
     readonly size: number,
     private readonly now: () => number = () => performance.now(),
   ) {}
@@ -28,22 +35,27 @@ export class ReplayCache {
   get(scope: string, key: string): CachedAnswer | undefined {
     if (this.size <= 0) return undefined;
     const id = `${scope}\u0000${key}`;
-    const entry = this.#entries.get(id);
-    if (entry && entry.until <= this.now()) {
-      this.#entries.delete(id);
-      return undefined;
+    let entry = this.#young.get(id);
+    if (!entry) {
+      entry = this.#old.get(id);
+      if (entry) this.#keep(id, entry);
     }
-    return entry;
+    return entry && entry.until > this.now() ? entry : undefined;
   }
 
   /** `askedAt`: this clock's reading from before the store was asked; `liveMs`: the record's life left then. */
   set(scope: string, key: string, answer: CachedAnswer, askedAt: number, liveMs: number): void {
     const until = askedAt + liveMs - EXPIRY_MARGIN_MS;
     if (this.size <= 0 || until <= this.now()) return;
-    const id = `${scope}\u0000${key}`;
-    this.#entries.delete(id);
-    this.#entries.set(id, { ...answer, until });
-    if (this.#entries.size > this.size) this.#entries.delete(this.#entries.keys().next().value!);
+    this.#keep(`${scope}\u0000${key}`, { ...answer, until });
+  }
+
+  #keep(id: string, entry: Entry): void {
+    if (this.#young.size >= Math.ceil(this.size / 2)) {
+      this.#old = this.#young;
+      this.#young = new Map();
+    }
+    this.#young.set(id, entry);
   }
 }
 

@@ -57,6 +57,14 @@ export interface Claim extends ScopedKey {
   waitMs: number;
 }
 
+/** A one-phase request's record: born complete, with no lease. */
+export interface CompletedKey extends ScopedKey {
+  path: string;
+  fingerprint: string;
+  ttlMs: number;
+  response: StoredResponse;
+}
+
 /** A request's hold on a key: written only while the record still carries its token. */
 export interface KeyRef extends ScopedKey {
   leaseToken: string;
@@ -70,18 +78,21 @@ export type ClaimResult = { kind: 'inserted'; id: string } | { kind: 'exists'; r
 /** What an atomic phase records, fenced by the lease, as the last write of its transaction. */
 export type ClosingWrite = { recoveryPoint: string } | { response: StoredResponse };
 
-/** What a one-phase transaction does with the key it looked up. */
-export type OnePhaseStep<D> =
-  /** Insert the completed record (replacing `replaces`, an expired one) as the last write, then COMMIT. */
-  | { kind: 'commit'; record: Claim & { response: StoredResponse }; replaces?: KeyRecord }
-  /** Nothing to write (the key was found answered or refused, for the reason `value`): roll back. */
-  | { kind: 'rollback'; value: D };
+/** What a one-phase request does with the key it read. */
+export type OnePhasePlan<D, Tx> =
+  /** Found answered or refused (`value` says how): nothing runs, no transaction is opened. */
+  | { kind: 'answer'; value: D }
+  /**
+   * Run `work` in a transaction and insert the completed record it returns as that transaction's last
+   * write (replacing `replaces`, an expired record, if it is still as read).
+   */
+  | { kind: 'run'; work: (tx: Tx) => Promise<CompletedKey>; replaces?: KeyRecord };
 
 /**
  * `conflict`: a concurrent request committed the same key first, so this transaction rolled back;
  * `busy`: its record stayed uncommitted for `waitMs`, and this transaction rolled back.
  */
-export type OnePhaseEnd<D> = { kind: 'committed' } | { kind: 'rolled_back'; value: D } | { kind: 'conflict' } | { kind: 'busy' };
+export type OnePhaseEnd<D> = { kind: 'committed' } | { kind: 'answered'; value: D } | { kind: 'conflict' } | { kind: 'busy' };
 
 export interface IdempotencyStore<Tx> {
   read(key: ScopedKey): Promise<KeyRead>;
@@ -100,11 +111,13 @@ export interface IdempotencyStore<Tx> {
    */
   atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R>;
   /**
-   * A one-phase request: reads the key as the transaction's first statement, lets `step` run the
-   * work, and writes the completed record as its last; a duplicate that committed first, or is still
-   * uncommitted after `waitMs`, rolls this transaction back. If `step` throws, it rolls back.
+   * A one-phase request: reads the key, lets `plan` say what to do, and if it runs, runs the work in
+   * one transaction whose last write is the completed record; a duplicate that committed first, or is
+   * still uncommitted after `waitMs`, rolls this transaction back. If the work throws, it rolls back.
+   * The read costs no round trip of its own on top of the transaction's: BEGIN leaves with the work's
+   * first statement, the record with the COMMIT.
    */
-  onePhase<D>(key: ScopedKey & { waitMs: number }, step: (read: KeyRead, tx: Tx) => Promise<OnePhaseStep<D>>): Promise<OnePhaseEnd<D>>;
+  onePhase<D>(key: ScopedKey & { waitMs: number }, plan: (read: KeyRead) => OnePhasePlan<D, Tx>): Promise<OnePhaseEnd<D>>;
   /**
    * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
    * request starts clean); otherwise the record and its recovery point stay and only the lease goes.

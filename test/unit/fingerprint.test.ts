@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { canonicalJson, requestFingerprint } from '../../server/idempotency/fingerprint';
+import { canonicalCopy, canonicalJson, requestFingerprint } from '../../server/idempotency/fingerprint';
 
 describe('request fingerprint', () => {
   it('sorts object keys at every depth, so key order never changes it', () => {
@@ -25,5 +25,40 @@ describe('request fingerprint', () => {
   it('drops undefined members like JSON does and is a SHA-256 hex digest', () => {
     assert.equal(canonicalJson({ a: 1, b: undefined }), '{"a":1}');
     assert.match(requestFingerprint('p', undefined), /^[0-9a-f]{64}$/);
+  });
+
+  it('stays what it was: keys stored by an earlier version still match their requests', () => {
+    assert.equal(
+      requestFingerprint('checkout.pay', { orderId: 'x', gateway: 'alipay', buyer: 'ok' }),
+      '16e31b2304fd8827a944e2cd645cbd4f5ebf303b812ab0f6182b588812ba9fc2',
+    );
+  });
+});
+
+describe('the canonical copy of an answer', () => {
+  it('is what a JSON round trip of the canonical text gives, for every kind of value', () => {
+    const values: unknown[] = [
+      null,
+      undefined,
+      0,
+      -0,
+      1.5e300,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      'text',
+      true,
+      [1, undefined, () => 1, { b: 2, a: 1 }],
+      { z: 1, a: { d: [2, { f: 1, e: 0 }], c: null }, u: undefined, f: () => 1, s: Symbol('s') },
+      { at: new Date(0), boxed: Object('s'), n: Object(2) },
+      { toJSON: () => ({ y: 1, x: 2 }) },
+    ];
+    for (const value of values) {
+      assert.deepEqual(canonicalCopy(value), JSON.parse(canonicalJson(value)));
+      assert.equal(JSON.stringify(canonicalCopy(value)), canonicalJson(value));
+    }
+  });
+
+  it('refuses a BigInt, as JSON does', () => {
+    assert.throws(() => canonicalCopy({ amount: 1n }), TypeError);
   });
 });
