@@ -13,7 +13,9 @@
  * --concurrency 1,8,32,128, --skip-5m, --prefill N, --skip-storm, --storm-orders N,
  * --replay-keys N, --reuse-build (keep an existing .next-bench build), --verbose (app and sandbox logs).
  * --in-process: only the in-process set (bench/in-process/run.ts: our guard against the Redis-backed
- * libraries, in one process), which a plain run also runs first (--skip-in-process: the HTTP set alone).
+ * libraries, in one process, on loopback and across zones), which a plain run also runs first
+ * (--skip-in-process: the HTTP set alone); --seed N (its rounds' shuffled order, default 1) and
+ * --zone-delay-ms N (its across-zones delay each way, default 1) apply to it alone.
  * --pgbouncer: the app reaches PostgreSQL through a PgBouncer in transaction-pooling mode (docs/scaling.md).
  *
  * PostgreSQL: DATABASE_URL, or the embedded cluster (database payonce_bench). App on :3400, sandbox on
@@ -64,6 +66,9 @@ const { values: flags } = parseArgs({
     verbose: { type: 'boolean', default: false },
     'in-process': { type: 'boolean', default: false },
     'skip-in-process': { type: 'boolean', default: false },
+    // The in-process set's round orders and its across-zones delay (bench/in-process/rounds.ts, conditions.ts).
+    seed: { type: 'string' },
+    'zone-delay-ms': { type: 'string' },
     // The app through a PgBouncer in transaction-pooling mode (bench/environment.ts, docs/scaling.md).
     pgbouncer: { type: 'boolean' },
   },
@@ -414,7 +419,14 @@ async function main(): Promise<void> {
   const started = Date.now();
   // The in-process set (bench/in-process/, docs/benchmark.md) first, while nothing else runs; alone with --in-process.
   if (!flags['skip-in-process']) {
-    await runInProcessBench({ quick, seconds: flags.seconds, rounds: flags.rounds, concurrency: settings.concurrency });
+    await runInProcessBench({
+      quick,
+      seconds: flags.seconds,
+      rounds: flags.rounds,
+      seed: flags.seed,
+      zoneDelayMs: flags['zone-delay-ms'],
+      concurrency: settings.concurrency,
+    });
   }
   if (flags['in-process']) return;
   const stack = await startBenchStack({ build: !flags['reuse-build'], verbose: flags.verbose, pgbouncer: flags.pgbouncer });

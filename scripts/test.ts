@@ -80,7 +80,7 @@ async function main(): Promise<number> {
       console.log('\n=== unit tests ===');
       const code = await run(
         process.execPath,
-        ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit')],
+        ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit'), ...testFiles('bench')],
         env,
         'node',
       );
