@@ -47,7 +47,7 @@ export class ReplayCache {
   set(scope: string, key: string, answer: CachedAnswer, askedAt: number, liveMs: number): void {
     const until = askedAt + liveMs - EXPIRY_MARGIN_MS;
     if (this.size <= 0 || until <= this.now()) return;
-    this.#keep(`${scope}\u0000${key}`, { ...answer, until });
+    this.#keep(`${scope}\u0000${key}`, { path: answer.path, fingerprint: answer.fingerprint, response: answer.response, until });
   }
 
   #keep(id: string, entry: Entry): void {

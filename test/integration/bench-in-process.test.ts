@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
+import { runMigrations } from '../../db/migrate';
 import { ACCOUNTS, AMOUNT_MINOR, ensureInProcessTables, INPROC_SCOPE, rowsByTag } from '../../bench/in-process/business';
 import { oursContender, seedContender, unguardedContender, type Contender } from '../../bench/in-process/contenders';
 import { runLoop } from '../../bench/in-process/load';
@@ -19,6 +20,8 @@ const PREFIX = `test-inproc-${randomUUID()}/`;
 before(async () => {
   const url = process.env.DATABASE_URL;
   if (!url) throw new Error('DATABASE_URL is not set: run the tests with `npm test`, which provides a fresh database.');
+  // The key table comes from the app's migrations; run alone, this file applies them itself.
+  await runMigrations(url);
   sql = postgres(url, { max: 10, onnotice: () => {} });
   await ensureInProcessTables(sql);
 });
