@@ -17,6 +17,8 @@
  *   emails_per_paid_order  confirmation emails delivered (mail_sink rows via the outbox) ≠ 1 for a
  *                          paid order, or any email for an order that is not paid; refund emails ≠ 1
  *                          per succeeded refund
+ *   orders_per_key         an order that no completed checkout.createOrder key answered with, or that
+ *                          more than one key answered with: one order per order-creation key
  *   key_in_flight          an idempotency key, not completed, whose lease is held at the check and is
  *                          still held by the same owner (same lease token) more than a lease length
  *                          later: with every client gone, no request can legitimately hold it that long
@@ -70,6 +72,7 @@ export const VIOLATION_KINDS = [
   'paid_without_charge',
   'stock_not_conserved',
   'emails_per_paid_order',
+  'orders_per_key',
   'key_in_flight',
   'unsettled',
   'journal_broken',
@@ -298,6 +301,21 @@ export async function checkInvariants(params: {
         `stock is ${product.stock}, expected ${expected} (baseline ${initial} − ${held} held by open/paid orders + ${back} returned by older orders)`,
       );
     }
+  }
+
+  // 4a. One order per order-creation key: every order of the run is the stored answer of exactly one
+  // completed checkout.createOrder key. A retry that ran the work again would leave an order no key
+  // names (its key answers with the first one).
+  const keysPerOrder = await sql<{ out_trade_no: string; keys: number }[]>`
+    select o.out_trade_no, count(k.key)::int as keys
+      from orders o
+      left join idempotency_keys k
+        on k.request_path = 'checkout.createOrder' and k.completed_at is not null and (k.response_body->>'orderId') = o.id::text
+     where o.created_at >= ${since}
+     group by o.out_trade_no
+    having count(k.key) <> 1`;
+  for (const order of keysPerOrder) {
+    add('orders_per_key', order.out_trade_no, `the answer of ${order.keys} order-creation keys (expected exactly 1)`);
   }
 
   // 4. One confirmation email per paid order, none for any other.

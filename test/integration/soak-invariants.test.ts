@@ -37,6 +37,8 @@ interface SeedOptions {
   emails?: number;
   /** The pay key: completed (default), or left with a lease held for this long. */
   keyLeaseHeldMs?: number;
+  /** Completed checkout.createOrder keys whose answer is this order (default 1, as the app leaves it). */
+  creationKeys?: number;
 }
 
 /** One order as the app would leave it, with the ledger charge the sandbox would hold for it. */
@@ -77,6 +79,13 @@ async function seedOrder(options: SeedOptions = {}): Promise<{ orderId: string; 
         values (${row!.id}, 'soak@payonce.test', ${`支付成功：订单 ${outTradeNo}`}, 'test')`;
     }
     const scope = `customer:${customerId}`;
+    for (let i = 0; i < (options.creationKeys ?? 1); i++) {
+      await tx`
+        insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body,
+                                      recovery_point, completed_at)
+        values (${scope}, ${randomUUID()}, 'checkout.createOrder', 'hash', 201, ${tx.json({ orderId, outTradeNo })},
+                'finished', now())`;
+    }
     if (options.keyLeaseHeldMs === undefined) {
       await tx`
         insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body,
@@ -303,6 +312,15 @@ describe('soak invariant checker', () => {
     const report = await check(baseline, ledgerOf(order.charge));
     assert.deepEqual(kinds(report), ['journal_broken']);
     assert.match(report.violations[0]!.detail, /hash_mismatch at seq 1/);
+  });
+
+  it('an order no order-creation key answered with (the work ran twice for one key), or two keys did', async () => {
+    const baseline = await takeBaseline(sql);
+    const orphan = await seedOrder({ creationKeys: 0 });
+    const shared = await seedOrder({ creationKeys: 2 });
+    const report = await check(baseline, ledgerOf(orphan.charge, shared.charge));
+    assert.deepEqual(kinds(report), ['orders_per_key', 'orders_per_key']);
+    assert.deepEqual(report.violations.map((v) => v.subject).sort(), [orphan.outTradeNo, shared.outTradeNo].sort());
   });
 
   it('a key left in flight: its lease stays held by one owner past a lease length', async () => {
