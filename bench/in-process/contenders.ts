@@ -78,7 +78,7 @@ export function unguardedContender(sql: postgres.Sql): Contender {
 
 /**
  * Our guard. `handler`: `phased` (the default, what checkout.createOrder uses) is a one-phase handler:
- * no claim row, the key read with the BEGIN and inserted with its answer before the COMMIT; `function`
+ * no claim row, the key read on its own and inserted with its answer before the COMMIT; `function`
  * is a phases handler, claimed first by a statement of its own, then one atomic phase — what an app
  * gets from `idempotent(resolver)`. `replayCache: false` turns the
  * in-process cache of completed answers off (replayCacheSize 0), so every replay reads PostgreSQL.
@@ -100,7 +100,7 @@ export function oursContender(
       ? 'executeIdempotent with a plain function handler: the claim as a statement of its own (its own transaction, ' +
         'synchronous_commit off), then one atomic phase with the business statements and respond(201, …) stored with the COMMIT'
       : 'executeIdempotent(createPostgresIdempotencyStore(sql), …, DEFAULT_IDEMPOTENCY_OPTIONS) with a one-phase handler: the key ' +
-        'read with the BEGIN, the business statements, and the key inserted with its answer with the COMMIT — one transaction' +
+        'read on its own, BEGIN with the first business statement, and the key inserted with its answer with the COMMIT' +
         (variant.replayCache === false ? '; replayCacheSize 0, so a replay reads PostgreSQL (one statement)' : ''),
     async call({ key, worker, input }) {
       const result = await executeIdempotent(
