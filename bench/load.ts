@@ -2,6 +2,7 @@
  * One autocannon run against one tRPC mutation, keeping every response's latency (autocannon's own
  * histogram stores whole milliseconds; the guard's budget is a fraction of one).
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
 
@@ -94,6 +95,28 @@ export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank]!;
+}
+
+/** p50/p90/p99, mean and max of sorted latencies, as every report prints them. */
+export function latencySummary(sorted: Float64Array): { p50: number; p90: number; p99: number; mean: number; max: number } {
+  return {
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+    mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+  };
+}
+
+/** The commit measured (with `+dirty` when the working tree has changes), for comparing runs. */
+export function gitCommit(): string | null {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
+    return dirty ? `${head}+dirty` : head;
+  } catch {
+    return null;
+  }
 }
 
 /** Merges the latencies of several runs and sorts them. */

@@ -21,7 +21,6 @@
  * PostgreSQL: DATABASE_URL, or the embedded cluster (database payonce_bench). App on :3400, sandbox on
  * :4410 (BENCH_APP_PORT, BENCH_SANDBOX_PORT). Results: bench/results/latest.{json,md}.
  */
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -36,7 +35,7 @@ import type { StatementCount } from './wire-count';
 import { ensureBenchTables } from './router';
 import type { Stack } from '../scripts/stack';
 import { machineInfo, sessionCookie, startBenchStack } from './environment';
-import { mergeSorted, percentile, runLoad, type LoadResult } from './load';
+import { gitCommit, latencySummary, mergeSorted, runLoad, type LoadResult } from './load';
 import { runNotificationStorm } from './notification-storm';
 import { runInProcessBench } from './in-process/run';
 import {
@@ -302,13 +301,7 @@ async function measurePhase(ctx: Context, phase: PhaseId): Promise<PhaseResult> 
         seconds,
         rps: ok / seconds,
         rpsPerRound: mine.map((r) => Math.round(r.result.ok / r.result.durationSeconds)),
-        latencyMs: {
-          p50: percentile(sorted, 50),
-          p90: percentile(sorted, 90),
-          p99: percentile(sorted, 99),
-          mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
-          max: sorted[sorted.length - 1] ?? Number.NaN,
-        },
+        latencyMs: latencySummary(sorted),
         non2xx: mine.reduce((n, r) => n + r.result.non2xx, 0),
         errors: mine.reduce((n, r) => n + r.result.errors, 0),
         timeouts: mine.reduce((n, r) => n + r.result.timeouts, 0),
@@ -403,17 +396,6 @@ const METHOD = [
     'its PostgreSQL backends’ (/proc/<pid>/schedstat, when PostgreSQL runs on this machine) — steadier than wall time on a shared machine.',
   '“writes ✓”: each handled request of control/guarded/naive wrote exactly one business row under its run’s tag, and no replay wrote any.',
 ];
-
-/** The commit measured (with `+dirty` when the working tree has changes), for comparing runs. */
-function gitCommit(): string | null {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
-    return dirty ? `${head}+dirty` : head;
-  } catch {
-    return null;
-  }
-}
 
 async function main(): Promise<void> {
   const started = Date.now();

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type postgres from 'postgres';
-import { mergeSorted, percentile } from '../load';
+import { latencySummary, mergeSorted } from '../load';
 import { AMOUNT_MINOR } from './business';
 import type { ConditionId } from './conditions';
 import type { Contender } from './contenders';
@@ -251,13 +251,7 @@ export function summarize(entry: Entry, concurrency: number, runs: RunRecord[], 
     seconds,
     callsPerSecond: calls / seconds,
     callsPerSecondPerRound: mine.map((r) => r.result.ok / r.result.durationSeconds),
-    latencyMs: {
-      p50: percentile(sorted, 50),
-      p90: percentile(sorted, 90),
-      p99: percentile(sorted, 99),
-      mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
-      max: sorted[sorted.length - 1] ?? Number.NaN,
-    },
+    latencyMs: latencySummary(sorted),
     errors: mine.reduce((n, r) => n + r.result.errors, 0),
     errorKinds,
     unexpectedOutcomes: mine.reduce((n, r) => n + r.unexpected, 0),

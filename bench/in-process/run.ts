@@ -13,7 +13,6 @@
  * PostgreSQL: DATABASE_URL, or the HTTP benchmark's embedded database (payonce_bench), migrated as
  * the app migrates (db/migrate.ts). Results: bench/results/in-process.{json,md}, the markdown on stdout.
  */
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -22,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import type postgres from 'postgres';
 import { runMigrations } from '../../db/migrate';
 import { resolveDatabase } from '../../scripts/stack';
+import { gitCommit } from '../load';
 import { AMOUNT_MINOR, cleanUpInProcess, ensureInProcessTables, rowsByTag, SCENARIO_PREFIX } from './business';
 import { describeCondition, openPool, startZoneProxy, type Condition, type ConditionId, type ConditionInfo } from './conditions';
 import { oursContender, seedContender, unguardedContender, type Contender } from './contenders';
@@ -403,16 +403,6 @@ async function machineOf(rig: Rig, loadStart: number[]): Promise<InProcessReport
     redis: rig.redis?.version ?? null,
     loadAverage: { start: loadStart, end: loadAverage() },
   };
-}
-
-function gitCommit(): string | null {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim();
-    return dirty ? `${head}+dirty` : head;
-  } catch {
-    return null;
-  }
 }
 
 async function packageVersion(name: string): Promise<string> {
