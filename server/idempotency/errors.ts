@@ -11,38 +11,38 @@ export abstract class IdempotencyError extends Error {
 }
 
 export class MissingKeyError extends IdempotencyError {
+  override name = 'MissingKeyError';
   readonly httpStatus = 400;
   readonly reason = 'IDEMPOTENCY_KEY_MISSING';
   constructor() {
     super('The Idempotency-Key header is required for this request.');
-    this.name = 'MissingKeyError';
   }
 }
 
 export class InvalidKeyError extends IdempotencyError {
+  override name = 'InvalidKeyError';
   readonly httpStatus = 400;
   readonly reason = 'IDEMPOTENCY_KEY_INVALID';
   constructor(detail: string) {
     super(`The Idempotency-Key header is invalid: ${detail}.`);
-    this.name = 'InvalidKeyError';
   }
 }
 
 export class KeyReusedError extends IdempotencyError {
+  override name = 'KeyReusedError';
   readonly httpStatus = 422;
   readonly reason = 'KEY_REUSED_WITH_DIFFERENT_REQUEST';
   constructor() {
     super('This Idempotency-Key was already used with a different request. Use a new key for a new request.');
-    this.name = 'KeyReusedError';
   }
 }
 
 export class RequestInProgressError extends IdempotencyError {
+  override name = 'RequestInProgressError';
   readonly httpStatus = 409;
   readonly reason = 'REQUEST_IN_PROGRESS';
   constructor(readonly retryAfterSeconds: number) {
     super('A request with this Idempotency-Key is still being processed. Retry later.');
-    this.name = 'RequestInProgressError';
   }
 }
 
@@ -51,8 +51,8 @@ export class RequestInProgressError extends IdempotencyError {
  * another request took the key over). The phase's transaction rolls back, so the loser writes nothing.
  */
 export class LeaseLostError extends Error {
+  override name = 'LeaseLostError';
   constructor() {
     super('The idempotency lease was taken over by another request; this request must not write.');
-    this.name = 'LeaseLostError';
   }
 }

@@ -11,14 +11,8 @@
  *     return (await key.atomicPhase(async (tx) => { …; return respond(201, body) })).response;
  *   })
  *
- * A one-phase request needs no claim row, lease or fence: its transaction looks the key up (sent with
- * the BEGIN), runs the work, and inserts the key with its answer as the last statement (sent with the
- * COMMIT). A duplicate blocks on that insert and, once the first commits, rolls its own work back and
- * replays the answer. A crash simply rolls back.
- *
- * The engine decides (./decide.ts), the store stores (./store.ts). It knows no HTTP framework:
- * adapters (the tRPC middleware, the webhook handlers, ./fetch.ts) turn its result and its errors into
- * their own responses, each with one call to it.
+ * The engine decides (./decide.ts), the store stores (./store.ts). It knows no HTTP framework: adapters
+ * (the tRPC middleware, the webhook handlers, ./fetch.ts) turn its result and errors into responses.
  */
 import { randomUUID } from 'node:crypto';
 import { decide, type Decision } from './decide';
@@ -26,7 +20,7 @@ import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors
 import { canonicalCopy, requestFingerprint } from './fingerprint';
 import { parseIdempotencyKey } from './key';
 import { replayCacheOf, type ReplayCache } from './replay-cache';
-import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, OnePhaseEnd, StoredResponse } from './store';
+import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
 
 export interface IdempotencyOptions {
   /**
@@ -43,25 +37,24 @@ export interface IdempotencyOptions {
    * replayed; one second is the most a client should be held before it is told 409 + Retry-After.
    */
   claimWaitMs?: number;
-  /**
-   * How many completed answers this process keeps for replay without asking the store (0: none).
-   * Default 10,000 (a few MB). See ./replay-cache.ts for why this is safe.
-   */
+  /** Completed answers this process keeps for replay without asking the store (./replay-cache.ts); 0: none. */
   replayCacheSize?: number;
   /** Told of every outcome, e.g. to count them for metrics. */
   observe?: (event: GuardEvent) => void;
 }
 
 export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = { leaseMs: 30_000, ttlMs: 24 * 60 * 60 * 1000, claimWaitMs: 1000 };
+/** 10,000 answers: a few MB. */
 const DEFAULT_REPLAY_CACHE_SIZE = 10_000;
-/** How often a claim re-reads a record that changed under it before giving up with a 409. */
+/** How often a claim looks again at a record that changed under it before it answers 409. */
 const MAX_CLAIM_ROUNDS = 5;
+/** A request that lost a race to one still running: ask again in a second. */
+const BUSY: Decision = { kind: 'in_progress', retryAfterMs: 1000 };
 
 export type GuardOutcome =
   | 'claimed'
   | 'lease_taken_over'
   | 'released_taken_over'
-  | 'expired_taken_over'
   | 'replayed'
   | 'in_progress'
   | 'mismatch'
@@ -71,7 +64,7 @@ export type GuardOutcome =
 
 export interface GuardEvent {
   outcome: GuardOutcome;
-  /** On the claim's outcome (the first event of a request): how long the claim took. */
+  /** On the first event of a request: how long the guard took to decide. */
   claimMs?: number;
 }
 
@@ -85,9 +78,9 @@ export interface IdempotentRequest {
   /** The parsed input; canonicalised, so key order and whitespace never matter. */
   input: unknown;
   /**
-   * Called once this request owns the key, before any of the handler's work (inside the transaction
-   * of a one-phase request). It may throw to abandon the request: the key is given up. The failure
-   * drills pause or fail requests here.
+   * Called once this request owns the key, before the handler's work (inside a one-phase request's
+   * transaction). It may throw to abandon the request: the key is given up. The drills pause or fail
+   * requests here.
    */
   afterClaim?: () => Promise<void>;
 }
@@ -99,7 +92,7 @@ export interface OnePhaseHandler<Tx, R extends StoredResponse = StoredResponse> 
 
 /**
  * Work in several phases: runs with the key it owns, resumes from `key.recoveryPoint`, and returns
- * the response its last atomic phase committed (or one to store now, for side-effect-free work).
+ * the response its last atomic phase committed (or, for side-effect-free work, one to store now).
  */
 export type PhasesHandler<Tx> = (key: OwnedKey<Tx>) => Promise<StoredResponse | void>;
 
@@ -135,53 +128,44 @@ export const respond = <B, S extends number>(status: S, body: B): Responded<Stor
 export const STARTED = 'started';
 
 /** How the owner came by the key: fresh, or taken over from one that can no longer finish it. */
-export type Acquisition = 'new' | 'expired_record' | 'stale_lease' | 'released';
+export type Acquisition = 'new' | 'stale_lease' | 'released';
 
 /** The handler's grip on the key it owns for the duration of one request. */
-export class OwnedKey<Tx> {
-  #recoveryPoint: string;
-  #completed: StoredResponse | undefined;
-
-  constructor(
-    private readonly store: IdempotencyStore<Tx>,
-    /** @internal the key and this request's fencing token */
-    readonly ref: KeyRef,
-    /** The record's id: what business rows that belong to this request refer to. */
-    readonly id: string,
-    recoveryPoint: string,
-    /** How this request came to own the key; anything but `new` means it resumes someone's work. */
-    readonly acquisition: Acquisition,
-  ) {
-    this.#recoveryPoint = recoveryPoint;
-  }
-
-  /** Where a previous owner got to; `started` for a fresh key. */
-  get recoveryPoint(): string {
-    return this.#recoveryPoint;
-  }
-
+export interface OwnedKey<Tx> {
+  /** The record's id: what business rows that belong to this request refer to. */
+  readonly id: string;
+  /** How this request came to own the key; anything but `new` means it resumes someone's work. */
+  readonly acquisition: Acquisition;
+  /** Where a previous owner got to (`started` for a fresh key), then each phase this request commits. */
+  readonly recoveryPoint: string;
   /** The response committed by this request, once one has been. */
-  get completed(): StoredResponse | undefined {
-    return this.#completed;
-  }
-
+  readonly completed: StoredResponse | undefined;
   /**
    * Runs `fn` in one transaction and records what it returns — a recovery point or the final
    * response — in that same transaction, fenced by the lease token: if this request lost the key to a
    * takeover, the whole transaction rolls back and nothing it did is kept.
    */
-  async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
-    const result = await this.store.atomicPhase(this.ref, fn, closingWriteOf);
-    // Only after the commit is the new state true.
-    if (result.kind === 'recovery_point') this.#recoveryPoint = result.name;
-    if (result.kind === 'response') this.#completed = result.response;
-    return result;
-  }
+  atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R>;
 }
 
-function closingWriteOf(phase: PhaseResult): ClosingWrite | undefined {
-  if (phase.kind === 'recovery_point') return { recoveryPoint: phase.name };
-  return phase.kind === 'response' ? { response: phase.response } : undefined;
+function ownedKey<Tx>(store: IdempotencyStore<Tx>, ref: KeyRef, id: string, recoveryPoint: string, acquisition: Acquisition) {
+  const closingWrite = (phase: PhaseResult): ClosingWrite | undefined =>
+    phase.kind === 'recovery_point' ? { recoveryPoint: phase.name } : phase.kind === 'response' ? { response: phase.response } : undefined;
+  const key = {
+    id,
+    acquisition,
+    ref,
+    recoveryPoint,
+    completed: undefined as StoredResponse | undefined,
+    async atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R> {
+      const result = await store.atomicPhase(ref, fn, closingWrite);
+      // Only after the commit is the new state true.
+      if (result.kind === 'recovery_point') key.recoveryPoint = result.name;
+      if (result.kind === 'response') key.completed = result.response;
+      return result;
+    },
+  };
+  return key satisfies OwnedKey<Tx>;
 }
 
 /**
@@ -206,30 +190,28 @@ export async function executeIdempotent<Tx>(
   return typeof handler === 'function' ? runPhases(call, handler) : runOnePhase(call, handler.onePhase);
 }
 
+/** Reads the key; if it is free, runs the work in a transaction that inserts the key with its answer. */
 async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>['onePhase']): Promise<IdempotentResult> {
-  const { scope, path } = call.request;
-  let ran = false;
   let answer: StoredResponse | undefined;
-  let end: OnePhaseEnd<Decision>;
   try {
-    end = await call.store.onePhase({ scope, key: call.key, waitMs: call.waitMs }, (read) => {
+    const end = await call.store.onePhase({ scope: call.request.scope, key: call.key, waitMs: call.waitMs }, (read) => {
       const decision = decide(read.record, call, read.now);
-      const expired = decision.kind === 'take_over' && decision.from === 'expired_record';
-      if (decision.kind !== 'claim' && !expired) return { kind: 'answer', value: decision };
+      if (decision.kind !== 'claim') return { kind: 'answer', value: decision };
       return {
         kind: 'run',
-        replaces: expired ? read.record : undefined,
         work: async (tx) => {
-          call.acquired(expired ? 'expired_record' : 'new');
-          ran = true;
+          call.observe('claimed');
           await call.request.afterClaim?.();
           answer = (await work(tx)).response;
-          return { scope, key: call.key, path, fingerprint: call.fingerprint, ttlMs: call.options.ttlMs, response: answer };
+          return { ...call.record(), response: answer };
         },
       };
     });
+    if (end.kind === 'committed') return call.completed(answer!);
+    if (end.kind === 'answered') return call.answer(end.value);
+    return call.answer(end.kind === 'conflict' ? await call.reread() : BUSY);
   } catch (error) {
-    if (!ran) throw error;
+    if (!call.claimed) throw error;
     call.observe('released');
     // A duplicate that committed meanwhile answers for this request too (its failure may be the
     // duplicate's doing, e.g. the last unit of stock), and so does this request's own commit if only
@@ -238,28 +220,19 @@ async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>[
     if (found?.kind === 'replay' || found?.kind === 'mismatch') return call.answer(found);
     throw error;
   }
-  switch (end.kind) {
-    case 'committed':
-      return call.completed(answer!);
-    case 'answered':
-      return call.answer(end.value);
-    case 'conflict':
-      return call.answer(await call.reread());
-    case 'busy':
-      return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
-  }
 }
 
+/** Claims the key, runs the handler with it, and releases it if the handler throws. */
 async function runPhases<Tx>(call: GuardedCall<Tx>, handler: PhasesHandler<Tx>): Promise<IdempotentResult> {
   const owned = await acquire(call);
-  if (!(owned instanceof OwnedKey)) return owned;
+  if (!('atomicPhase' in owned)) return owned;
   let returned: StoredResponse | void;
   try {
     await call.request.afterClaim?.();
     returned = await handler(owned);
   } catch (error) {
-    // The handler committed its final answer and then threw it (an adapter's way of sending a
-    // stored error): that answer stands.
+    // A handler that committed its answer and then threw it (an adapter's way of sending a stored
+    // error): that answer stands.
     if (owned.completed) return call.completed(owned.completed);
     if (error instanceof LeaseLostError) {
       // Another request took the key over while this one was presumed dead; it owns the outcome.
@@ -267,46 +240,33 @@ async function runPhases<Tx>(call: GuardedCall<Tx>, handler: PhasesHandler<Tx>):
       throw new RequestInProgressError(1);
     }
     call.observe('released');
-    await call.store.release(owned.ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {
-      // If even the release fails (database gone), the lease simply runs out and a retry takes the
-      // key over: the original error is the one worth reporting.
-    });
+    // If even the release fails (database gone), the lease runs out and a retry takes the key over.
+    await call.store.release(owned.ref, { forget: owned.recoveryPoint === STARTED }).catch(() => {});
     throw error;
   }
-  if (owned.completed) {
-    if (returned && returned !== owned.completed) {
-      // The committed answer is the one every retry will replay, so it is the one that goes back now.
-      console.error(
-        `[idempotency] ${call.request.path}: the handler returned a response other than the one it committed; that one is sent`,
-      );
-    }
-    return call.completed(owned.completed);
-  }
-  // Side-effect-free work (or work whose effects are themselves idempotent) may return its answer
-  // instead of completing inside a phase; it is stored on its own.
-  const { response } = await owned.atomicPhase(async () => respond(returned?.status ?? 200, returned?.body ?? null));
+  // The committed answer is the one every retry replays, so it is the one that goes back now. Work
+  // that completed in no phase (side-effect-free) has what it returned stored on its own.
+  const { response } = owned.completed
+    ? { response: owned.completed }
+    : await owned.atomicPhase(async () => respond(returned?.status ?? 200, returned?.body ?? null));
   return call.completed(response);
 }
 
 /** Claims the key for a phases handler, or says why this request does not get it. */
-async function acquire<Tx>(call: GuardedCall<Tx>): Promise<OwnedKey<Tx> | IdempotentResult> {
-  const claim = call.claim();
-  let found = await call.store.claim(claim);
+async function acquire<Tx>(call: GuardedCall<Tx>): Promise<ReturnType<typeof ownedKey<Tx>> | IdempotentResult> {
+  const claim: Claim = { ...call.record(), leaseToken: randomUUID(), leaseMs: call.options.leaseMs, waitMs: call.waitMs };
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-    if (found.kind === 'inserted') return call.own(claim, found.id, STARTED, 'new');
-    if (found.kind === 'busy') return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
-    const decision = decide(found.read.record, call, found.read.now);
-    if (decision.kind === 'claim') {
-      found = await call.store.claim(claim); // forgotten since it was read: claim afresh
-      continue;
-    }
+    const claimed = await call.store.claim(claim);
+    if (claimed.kind === 'inserted') return call.own(claim, claimed.id, STARTED, 'new');
+    if (claimed.kind === 'busy') break;
+    const decision = decide(claimed.read.record, call, claimed.read.now);
+    if (decision.kind === 'claim') continue; // gone, or past its life, since the claim: claim afresh
     if (decision.kind !== 'take_over') return call.answer(decision);
-    const taken = await call.store.takeOver(claim, decision.observedToken, decision.from === 'expired_record');
+    const taken = await call.store.takeOver(claim, decision.observedToken);
     if (taken) return call.own(claim, taken.id, taken.recoveryPoint, decision.from);
-    found = { kind: 'exists', read: await call.store.read(claim) }; // someone else won it: look again
   }
-  // The record kept changing under us: another request is clearly active on this key.
-  return call.answer({ kind: 'in_progress', retryAfterMs: 1000 });
+  // The record kept changing under us, or stayed uncommitted: another request is clearly active on it.
+  return call.answer(BUSY);
 }
 
 /** One request's dealings with the guard: its key, its fingerprint, and how each answer is given. */
@@ -316,8 +276,10 @@ class GuardedCall<Tx> {
   readonly path: string;
   readonly cache: ReplayCache;
   readonly waitMs: number;
+  /** Whether this request came to own the key (so a failure now gives it up). */
+  claimed = false;
   readonly #startedAt = performance.now();
-  #claimObserved = false;
+  #observed = false;
 
   constructor(
     readonly store: IdempotencyStore<Tx>,
@@ -331,26 +293,14 @@ class GuardedCall<Tx> {
     this.waitMs = options.claimWaitMs ?? DEFAULT_IDEMPOTENCY_OPTIONS.claimWaitMs!;
   }
 
-  /** A new owner's record: a fresh fencing token each time. */
-  claim(): Claim {
-    const { scope, path } = this.request;
-    const { leaseMs, ttlMs } = this.options;
-    return { scope, key: this.key, path, fingerprint: this.fingerprint, leaseToken: randomUUID(), leaseMs, ttlMs, waitMs: this.waitMs };
+  record() {
+    return { scope: this.request.scope, key: this.key, path: this.path, fingerprint: this.fingerprint, ttlMs: this.options.ttlMs };
   }
 
-  own(claim: Claim, id: string, recoveryPoint: string, acquisition: Acquisition): OwnedKey<Tx> {
-    this.acquired(acquisition);
-    return new OwnedKey(this.store, { scope: claim.scope, key: claim.key, leaseToken: claim.leaseToken }, id, recoveryPoint, acquisition);
-  }
-
-  acquired(acquisition: Acquisition): void {
-    const outcomes = {
-      new: 'claimed',
-      stale_lease: 'lease_taken_over',
-      released: 'released_taken_over',
-      expired_record: 'expired_taken_over',
-    } as const;
+  own(claim: Claim, id: string, recoveryPoint: string, acquisition: Acquisition) {
+    const outcomes = { new: 'claimed', stale_lease: 'lease_taken_over', released: 'released_taken_over' } as const;
     this.observe(outcomes[acquisition]);
+    return ownedKey(this.store, { scope: claim.scope, key: claim.key, leaseToken: claim.leaseToken }, id, recoveryPoint, acquisition);
   }
 
   /** What the store holds now, decided: after a lost race, or to learn whether a lost COMMIT landed. */
@@ -387,9 +337,10 @@ class GuardedCall<Tx> {
   }
 
   observe(outcome: GuardOutcome): void {
+    if (outcome === 'claimed' || outcome.endsWith('_taken_over')) this.claimed = true;
     if (!this.options.observe) return;
-    const first = !this.#claimObserved;
-    this.#claimObserved = true;
+    const first = !this.#observed;
+    this.#observed = true;
     this.options.observe(first ? { outcome, claimMs: performance.now() - this.#startedAt } : { outcome });
   }
 
@@ -399,13 +350,9 @@ class GuardedCall<Tx> {
 }
 
 /** Deletes expired records in bounded batches so no single DELETE holds locks for long. */
-export async function deleteExpiredKeys<Tx>(
-  store: IdempotencyStore<Tx>,
-  options: { batchSize?: number; maxBatches?: number } = {},
-): Promise<number> {
+export async function deleteExpiredKeys<Tx>(store: IdempotencyStore<Tx>, options: { batchSize?: number; maxBatches?: number } = {}) {
   // 1,000 rows per statement keeps each DELETE to a few milliseconds; the cap bounds one run.
-  const batchSize = options.batchSize ?? 1000;
-  const maxBatches = options.maxBatches ?? 100;
+  const { batchSize = 1000, maxBatches = 100 } = options;
   let total = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
     const deleted = await store.deleteExpired(batchSize);

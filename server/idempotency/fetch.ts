@@ -1,20 +1,15 @@
 /**
- * The fetch adapter of the idempotency core: `withIdempotency(config, handler)` turns a handler into a
- * `(Request) => Promise<Response>` for Next.js Route Handlers (`export const POST = withIdempotency(…)`)
- * or any fetch-style server (Hono, Bun, Deno, node:http through a small bridge). Web-standard Request
- * and Response only: nothing of Next, tRPC or the checkout.
+ * The fetch adapter: `withIdempotency(config, handler)` turns a handler into a
+ * `(Request) => Promise<Response>` for Next.js Route Handlers or any fetch-style server (Hono, Bun,
+ * Deno). Web-standard Request and Response only: nothing of Next, tRPC or the checkout.
  *
  *   export const POST = withIdempotency(
  *     { store: () => store, scope: (request) => customerIdOf(request), input: chargeSchema.parse },
- *     // One phase: the work is one transaction, and the answer commits with it.
- *     { onePhase: async (tx, { input }) => respond(201, await insertCharge(tx, input)) },
+ *     { onePhase: async (tx, { input }) => respond(201, await insertCharge(tx, input)) }, // one transaction
  *   );
  *
- * Work in several phases (a call to another service between transactions) gives a function of the
- * key it owns instead: `async ({ input, key }) => (await key.atomicPhase(…)).response`.
- *
- * The answer is the stored one: its status and JSON body the first time and, with
- * `Idempotency-Replayed: true`, on every retry with the same key and body. Refusals are JSON
+ * Work in several phases gives a function of the key it owns instead: `async ({ input, key }) => …`.
+ * The answer is the stored one (with `Idempotency-Replayed: true` on a retry). Refusals are JSON
  * `{ reason, message }`: 400 (key missing or malformed, body not JSON, `input` refused it), 401 (no
  * scope), 409 + Retry-After (in progress), 413 (body too large), 422 (key reused with another body).
  * A handler refuses with a 4xx by throwing an error that carries `httpStatus` (4xx) and `reason`;
@@ -22,7 +17,7 @@
  */
 import { executeIdempotent } from './execute';
 import { IdempotencyError, RequestInProgressError } from './errors';
-import type { IdempotencyOptions, IdempotentHandler, IdempotentResult, OwnedKey, Responded } from './execute';
+import type { IdempotencyOptions, IdempotentHandler, OwnedKey, Responded } from './execute';
 import { MAX_BODY_BYTES, readBodyWithin } from './read-body';
 import type { IdempotencyStore, StoredResponse } from './store';
 
@@ -74,59 +69,48 @@ export function withIdempotency<Tx, Input = unknown>(
   return async (request) => {
     const scope = await config.scope(request);
     if (!scope) return refusal(401, 'UNAUTHENTICATED', 'This request needs an authenticated caller.');
-
-    // Read only as far as the limit: a client streaming megabytes costs the limit, not megabytes.
-    const read = await readBodyWithin(request, maxBodyBytes);
-    if (read.kind === 'too_large') return tooLarge(maxBodyBytes);
-    const text = new TextDecoder().decode(read.bytes);
-    let body: unknown = null;
-    if (text.trim() !== '') {
-      try {
-        body = JSON.parse(text);
-      } catch {
-        return refusal(400, 'INVALID_JSON', 'The request body is not valid JSON.');
-      }
-    }
-    let input: Input;
-    try {
-      input = config.input ? config.input(body) : (body as Input);
-    } catch (error) {
-      const issues = (error as { issues?: unknown } | null)?.issues;
-      return json(400, {
-        reason: 'INVALID_INPUT',
-        message: error instanceof Error ? error.message : 'The request body is not valid input.',
-        ...(issues !== undefined ? { issues } : {}),
-      });
-    }
+    const input = await inputOf(request, config, maxBodyBytes);
+    if (input instanceof Response) return input;
 
     const store = typeof config.store === 'function' ? config.store() : config.store;
     const guarded: IdempotentHandler<Tx> =
       typeof handler === 'function'
-        ? (key) => handler({ request, input, key })
-        : { onePhase: (tx) => handler.onePhase(tx, { request, input }) };
-    let result: IdempotentResult;
+        ? (key) => handler({ request, input: input.value, key })
+        : { onePhase: (tx) => handler.onePhase(tx, { request, input: input.value }) };
+    // Method and path: one key can never serve two endpoints.
+    const path = `${request.method} ${new URL(request.url).pathname}`;
     try {
-      result = await executeIdempotent(
-        store,
-        {
-          scope,
-          key: request.headers.get('idempotency-key'),
-          // Method and path: one key can never serve two endpoints.
-          path: `${request.method} ${new URL(request.url).pathname}`,
-          input,
-        },
-        guarded,
-        config.options,
-      );
+      const idempotent = { scope, key: request.headers.get('idempotency-key'), path, input: input.value };
+      const result = await executeIdempotent(store, idempotent, guarded, config.options);
+      return json(result.status, result.body, result.replayed ? { 'Idempotency-Replayed': 'true' } : {});
     } catch (error) {
       return errorResponse(error);
     }
-    return json(result.status, result.body, result.replayed ? { 'Idempotency-Replayed': 'true' } : {});
   };
 }
 
-function tooLarge(maxBodyBytes: number): Response {
-  return refusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes.`);
+/** The body, read only as far as the limit (a client streaming megabytes costs the limit), parsed and validated. */
+async function inputOf<Input>(
+  request: Request,
+  config: FetchIdempotencyConfig<unknown, Input>,
+  maxBodyBytes: number,
+): Promise<{ value: Input } | Response> {
+  const read = await readBodyWithin(request, maxBodyBytes);
+  if (read.kind === 'too_large') return refusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes.`);
+  const text = new TextDecoder().decode(read.bytes);
+  let body: unknown = null;
+  try {
+    if (text.trim() !== '') body = JSON.parse(text);
+  } catch {
+    return refusal(400, 'INVALID_JSON', 'The request body is not valid JSON.');
+  }
+  try {
+    return { value: config.input ? config.input(body) : (body as Input) };
+  } catch (error) {
+    const issues = (error as { issues?: unknown } | null)?.issues;
+    const message = error instanceof Error ? error.message : 'The request body is not valid input.';
+    return json(400, { reason: 'INVALID_INPUT', message, ...(issues !== undefined ? { issues } : {}) });
+  }
 }
 
 /**

@@ -1,23 +1,13 @@
 /**
  * A store in this process's memory: the engine's every branch runs against it in microseconds
- * (test/unit/idempotency-engine.test.ts), and a single-process demo can run without a database. It
- * keeps the PostgreSQL store's contract — a phase's effects and its key's write commit together or
- * not at all, a lost lease rolls a phase back, a one-phase duplicate that commits second conflicts —
- * but nothing survives a restart and two processes never share it: production uses a database store.
+ * (test/unit/idempotency-engine.test.ts), and a single-process demo runs without a database. It keeps
+ * the PostgreSQL store's contract — a phase's effects and its key's write commit together or not at
+ * all, a lost lease rolls a phase back, a one-phase duplicate that commits second conflicts — but
+ * nothing survives a restart and two processes never share it: production uses a database store.
  */
 import { randomUUID } from 'node:crypto';
 import { LeaseLostError } from './errors';
-import type {
-  ClaimResult,
-  ClosingWrite,
-  IdempotencyStore,
-  KeyRead,
-  KeyRecord,
-  KeyRef,
-  OnePhaseEnd,
-  OnePhasePlan,
-  ScopedKey,
-} from './store';
+import type { IdempotencyStore, KeyRecord, KeyRef, NewRecord, ScopedKey } from './store';
 
 /** A phase's transaction: its effects run at COMMIT, all together with the key's write, or never. */
 export class MemoryTransaction {
@@ -31,6 +21,9 @@ export class MemoryTransaction {
   }
 }
 
+/** What an answered record holds besides its answer. */
+const ANSWERED = { recoveryPoint: 'finished', leaseToken: null, leaseExpiresAt: null } as const;
+
 export interface MemoryStoreOptions {
   /** The store's clock in milliseconds (a test moves it to expire leases and records). */
   now?: () => number;
@@ -40,55 +33,35 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
   const now = options.now ?? Date.now;
   const records = new Map<string, KeyRecord>();
   const idOf = ({ scope, key }: ScopedKey) => `${scope}\u0000${key}`;
-  const copy = (record: KeyRecord | undefined) => record && { ...record };
   const idle = (record: KeyRecord) => record.leaseExpiresAt === null || record.leaseExpiresAt <= now();
+  /** The record under `key`, unless it expired with nobody working under it (then it counts as absent). */
+  const live = (key: ScopedKey) => {
+    const record = records.get(idOf(key));
+    return record && (record.expiresAt > now() || !idle(record)) ? record : undefined;
+  };
   /** The record `ref` still owns, if it does. */
   const owned = (ref: KeyRef) => {
     const record = records.get(idOf(ref));
     return record && record.leaseToken === ref.leaseToken && record.response === null ? record : undefined;
   };
-
-  function close(ref: KeyRef, write: ClosingWrite | undefined, tx: MemoryTransaction): void {
-    if (write) {
-      const record = owned(ref);
-      if (!record) throw new LeaseLostError();
-      if ('recoveryPoint' in write) record.recoveryPoint = write.recoveryPoint;
-      else Object.assign(record, { response: write.response, recoveryPoint: 'finished', leaseToken: null, leaseExpiresAt: null });
-    }
-    tx.commit();
-  }
+  const write = (r: NewRecord, fields: Pick<KeyRecord, 'response' | 'recoveryPoint' | 'leaseToken' | 'leaseExpiresAt'>) => {
+    const record = { id: randomUUID(), path: r.path, fingerprint: r.fingerprint, expiresAt: now() + r.ttlMs, ...fields };
+    records.set(idOf(r), record);
+    return record;
+  };
 
   return {
-    async read(key) {
-      return { record: copy(records.get(idOf(key))), now: now() };
+    read: async (key) => ({ record: records.has(idOf(key)) ? { ...records.get(idOf(key))! } : undefined, now: now() }),
+
+    async claim(claim) {
+      if (live(claim)) return { kind: 'exists', read: { record: { ...live(claim)! }, now: now() } };
+      const leased = { leaseToken: claim.leaseToken, leaseExpiresAt: now() + claim.leaseMs };
+      return { kind: 'inserted', id: write(claim, { response: null, recoveryPoint: 'started', ...leased }).id };
     },
 
-    async claim(claim): Promise<ClaimResult> {
-      const existing = records.get(idOf(claim));
-      if (existing) return { kind: 'exists', read: { record: copy(existing), now: now() } };
-      const id = randomUUID();
-      const at = now();
-      records.set(idOf(claim), {
-        id,
-        path: claim.path,
-        fingerprint: claim.fingerprint,
-        response: null,
-        recoveryPoint: 'started',
-        leaseToken: claim.leaseToken,
-        leaseExpiresAt: at + claim.leaseMs,
-        expiresAt: at + claim.ttlMs,
-      });
-      return { kind: 'inserted', id };
-    },
-
-    async takeOver(claim, observedToken, reset) {
+    async takeOver(claim, observedToken) {
       const record = records.get(idOf(claim));
-      if (!record || record.leaseToken !== observedToken || !idle(record)) return undefined;
-      if (reset ? record.expiresAt > now() : record.response !== null) return undefined;
-      if (reset) {
-        Object.assign(record, { path: claim.path, fingerprint: claim.fingerprint, response: null, recoveryPoint: 'started' });
-        record.expiresAt = now() + claim.ttlMs;
-      }
+      if (!record || record.leaseToken !== observedToken || !idle(record) || record.response !== null) return undefined;
       Object.assign(record, { leaseToken: claim.leaseToken, leaseExpiresAt: now() + claim.leaseMs });
       return { id: record.id, recoveryPoint: record.recoveryPoint };
     },
@@ -96,28 +69,21 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
     async atomicPhase(ref, fn, closingWrite) {
       const tx = new MemoryTransaction();
       const value = await fn(tx);
-      close(ref, closingWrite(value), tx);
+      const closing = closingWrite(value);
+      const record = closing && owned(ref);
+      if (closing && !record) throw new LeaseLostError();
+      if (record && closing) Object.assign(record, 'recoveryPoint' in closing ? closing : { ...closing, ...ANSWERED });
+      tx.commit();
       return value;
     },
-
-    async onePhase<D>(key: ScopedKey, plan: (read: KeyRead) => OnePhasePlan<D, MemoryTransaction>): Promise<OnePhaseEnd<D>> {
-      const next = plan({ record: copy(records.get(idOf(key))), now: now() });
+    async onePhase(key, plan) {
+      const current = records.get(idOf(key));
+      const next = plan({ record: current && { ...current }, now: now() });
       if (next.kind === 'answer') return { kind: 'answered', value: next.value };
       const tx = new MemoryTransaction();
-      const record = await next.work(tx);
-      const current = records.get(idOf(key));
-      const replaceable = current && next.replaces && current.leaseToken === next.replaces.leaseToken && current.expiresAt <= now();
-      if (current && !replaceable) return { kind: 'conflict' };
-      records.set(idOf(key), {
-        id: randomUUID(),
-        path: record.path,
-        fingerprint: record.fingerprint,
-        response: record.response,
-        recoveryPoint: 'finished',
-        leaseToken: null,
-        leaseExpiresAt: null,
-        expiresAt: now() + record.ttlMs,
-      });
+      const completed = await next.work(tx);
+      if (live(key)) return { kind: 'conflict' };
+      write(completed, { response: completed.response, ...ANSWERED });
       tx.commit();
       return { kind: 'committed' };
     },
@@ -133,20 +99,14 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
       let deleted = 0;
       for (const [id, record] of records) {
         if (deleted >= batchSize) break;
-        if (record.expiresAt <= now() && idle(record)) {
-          records.delete(id);
-          deleted++;
-        }
+        if (record.expiresAt <= now() && idle(record)) deleted += Number(records.delete(id));
       }
       return deleted;
     },
 
     async leasesHeld(wanted) {
-      const held = new Set<string>();
-      for (const record of records.values()) {
-        if (!idle(record) && wanted.some((w) => w.id === record.id)) held.add(record.id);
-      }
-      return held;
+      const ids = new Set(wanted.map((w) => w.id));
+      return new Set([...records.values()].filter((r) => ids.has(r.id) && !idle(r)).map((r) => r.id));
     },
   };
 }

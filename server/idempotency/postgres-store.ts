@@ -1,29 +1,16 @@
 /**
  * The PostgreSQL store behind the guard: the classic dedupe table (./schema.ts), one row per scoped
- * key. It stores and decides nothing (the engine does, ./decide.ts); each method is one or two
- * statements, and the one-phase transaction sends its key statements with its BEGIN and its COMMIT.
+ * key. It stores and decides nothing (./decide.ts decides); each method is one or two statements.
  *
- * It needs one thing from the app: a postgres.js `Sql` pool. Every statement goes through its public
- * API (`unsafe` with named prepared statements, `begin`, `reserve`); the business code of a phase gets
- * the transaction in whatever form the app writes with, through `transactionHandle` (e.g. Drizzle over
- * the transaction's connection). You probably don't need to edit this file unless you port the store
- * to another database.
+ * It needs one thing from the app: a postgres.js `Sql` pool, used through its public API only
+ * (`unsafe` with named prepared statements, `begin`, `reserve`). A phase's business code gets the
+ * transaction in whatever form the app writes with, through `transactionHandle`. You probably don't
+ * need to edit this file unless you port the store to another database.
  */
 import type postgres from 'postgres';
 import { LeaseLostError } from './errors';
 import { startBeforeCommit } from './postgres-pipelining';
-import type {
-  ClaimResult,
-  ClosingWrite,
-  IdempotencyStore,
-  KeyRead,
-  KeyRecord,
-  KeyRef,
-  OnePhaseEnd,
-  OnePhasePlan,
-  CompletedKey,
-  ScopedKey,
-} from './store';
+import type { ClosingWrite, CompletedKey, IdempotencyStore, KeyRead, KeyRef, OnePhaseEnd, OnePhasePlan, ScopedKey } from './store';
 
 export interface PostgresStoreOptions<Tx> {
   /**
@@ -34,7 +21,7 @@ export interface PostgresStoreOptions<Tx> {
   transactionHandle?: (tx: postgres.TransactionSql) => Tx;
 }
 
-interface RecordRow extends Record<string, unknown> {
+interface RecordRow {
   id: string;
   request_path: string;
   request_hash: string;
@@ -51,82 +38,67 @@ interface RecordRow extends Record<string, unknown> {
 /** `$n` as a duration in milliseconds. */
 const ms = (n: number) => `($${n}::bigint * interval '1 millisecond')`;
 const msFromNow = (column: string) => `(extract(epoch from (${column} - now())) * 1000)::float8`;
+const KEY = 'scope = $1::text and key = $2::text';
+/** Expired, and nobody works under it: a new record may replace it. */
+const REPLACEABLE = 'k.expires_at <= now() and (k.lease_expires_at is null or k.lease_expires_at <= now())';
 
 /** A record's columns as the engine reads them, times relative to now(). */
 const RECORD_COLUMNS = `id, request_path, request_hash, response_status, response_body, completed_at is not null as completed,
   recovery_point, lease_token, ${msFromNow('lease_expires_at')} as lease_left_ms, ${msFromNow('expires_at')} as expires_in_ms`;
-
-/** $1 scope, $2 key. */
-const READ_SQL = `select ${RECORD_COLUMNS} from idempotency_keys where scope = $1::text and key = $2::text`;
+const READ_SQL = `select ${RECORD_COLUMNS} from idempotency_keys where ${KEY}`;
 
 /**
- * Insert-or-read in one statement: a fresh claim and a replay each cost one round trip. The read half
- * sees the snapshot taken when the statement began, so a row committed by a concurrent claim after
- * that instant is invisible to both halves (no row comes back; `claim` then reads again).
+ * A fresh claim (or one that replaces a record past its life), or else the record there: a fresh key
+ * and a replay each cost one round trip. The read half sees the snapshot taken when the statement
+ * began, so a row committed by a concurrent claim after that instant is invisible to both halves (no
+ * row comes back; `claim` then reads again).
  *
- * The claim commits without waiting for its WAL flush (synchronous_commit off for this statement's
- * transaction only), which saves a disk sync per request and loses nothing: a claim only says
- * "someone is working on this key", nothing durable happens under it until the first atomic phase,
- * and that phase's synchronous commit flushes the WAL up to and including the claim. If PostgreSQL
- * crashes before then, the claim is gone with everything done under it, as if it had never arrived.
- *
- * A concurrent claim's uncommitted row makes the INSERT wait for its transaction; lock_timeout ($8)
- * bounds the wait (then 55P03: busy).
- *
+ * It commits without waiting for its WAL flush (synchronous_commit off for its own transaction): a
+ * claim only says "someone is working on this key", nothing durable happens under it until the first
+ * atomic phase, and that phase's synchronous commit flushes the WAL up to and including the claim; if
+ * PostgreSQL crashes first, the claim is gone with everything done under it, as if it never arrived.
+ * A concurrent claim's uncommitted row makes it wait, for at most lock_timeout ($8; then 55P03: busy).
  * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms, $8 wait ms.
  */
 const CLAIM_SQL = `
-  with settings as (
-    select set_config('synchronous_commit', 'off', true), set_config('lock_timeout', $8::text, true)
-  ),
-  inserted as (
-    insert into idempotency_keys (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
+  with settings as (select set_config('synchronous_commit', 'off', true), set_config('lock_timeout', $8::text, true)),
+  claimed as (
+    insert into idempotency_keys as k (scope, key, request_path, request_hash, locked_at, lease_expires_at, lease_token, expires_at)
     select $1::text, $2::text, $3::text, $4::text, now(), now() + ${ms(5)}, $6::uuid, now() + ${ms(7)} from settings
-    on conflict (scope, key) do nothing
+    on conflict (scope, key) do update
+       set id = excluded.id, request_path = excluded.request_path, request_hash = excluded.request_hash,
+           response_status = null, response_body = null, completed_at = null, recovery_point = 'started',
+           locked_at = now(), lease_expires_at = excluded.lease_expires_at, lease_token = excluded.lease_token,
+           created_at = now(), expires_at = excluded.expires_at
+     where ${REPLACEABLE}
     returning id
   )
-  select id, null::text as request_path, null::text as request_hash, null::int as response_status, null::jsonb as response_body,
-         false as completed, null::text as recovery_point, null::uuid as lease_token, null::float8 as lease_left_ms,
-         null::float8 as expires_in_ms, true as inserted
-    from inserted
+  select true as claimed, id, null::text as request_path, null::text as request_hash, null::int as response_status,
+         null::jsonb as response_body, false as completed, null::text as recovery_point, null::uuid as lease_token,
+         null::float8 as lease_left_ms, null::float8 as expires_in_ms
+    from claimed
   union all
-  select ${RECORD_COLUMNS}, false as inserted
-    from idempotency_keys
-   where scope = $1::text and key = $2::text and not exists (select 1 from inserted)`;
+  select false, ${RECORD_COLUMNS} from idempotency_keys where ${KEY} and not exists (select 1 from claimed)`;
 
 /**
- * The conditional writes of a takeover: only a record nobody holds whose token is still the one the
- * engine saw, so of several contenders exactly one matches.
- * $1 scope, $2 key, $3 lease ms, $4 new token, $5 observed token (or null).
+ * An unanswered record nobody holds, whose token is still the one the engine saw: of several
+ * contenders exactly one matches. $1 scope, $2 key, $3 lease ms, $4 new token, $5 observed token.
  */
-const IDLE_RECORD = `scope = $1::text and key = $2::text and lease_token is not distinct from $5::uuid
-  and (lease_expires_at is null or lease_expires_at <= now())`;
 const TAKE_OVER_SQL = `
   update idempotency_keys set locked_at = now(), lease_expires_at = now() + ${ms(3)}, lease_token = $4::uuid
-   where ${IDLE_RECORD} and completed_at is null
-  returning id, recovery_point`;
-/** An expired record starts over as the new request's. Also $6 path, $7 fingerprint, $8 ttl ms. */
-const TAKE_OVER_EXPIRED_SQL = `
-  update idempotency_keys
-     set request_path = $6::text, request_hash = $7::text, response_status = null, response_body = null,
-         completed_at = null, recovery_point = 'started', locked_at = now(), lease_expires_at = now() + ${ms(3)},
-         lease_token = $4::uuid, created_at = now(), expires_at = now() + ${ms(8)}
-   where ${IDLE_RECORD} and expires_at <= now()
+   where ${KEY} and lease_token is not distinct from $5::uuid and completed_at is null
+     and (lease_expires_at is null or lease_expires_at <= now())
   returning id, recovery_point`;
 
-/** An UPDATE of the key's row, fenced: it must match exactly the row this lease holds, or it raises. */
-const fenced = (update: string) => `
-  with fenced as (${update} returning 1)
-  select idempotency_assert_owned(count(*)) from fenced`;
-const OWNED_ROW = 'scope = $1::text and key = $2::text and lease_token = $3::uuid and completed_at is null';
-/** Raised by idempotency_assert_owned (./schema-sql.ts). */
+/** An UPDATE of the row this lease holds, fenced: if it matches no row, it raises (./schema-sql.ts). */
+const OWNED_ROW = `${KEY} and lease_token = $3::uuid and completed_at is null`;
+const fenced = (update: string) => `with fenced as (${update} returning 1) select idempotency_assert_owned(count(*)) from fenced`;
 const LEASE_LOST_SQLSTATE = 'IK001';
-
 const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recovery_point = $4 where ${OWNED_ROW}`);
 /**
- * The body travels as canonical JSON text and is cast in SQL: a jsonb parameter would go through the
- * pool's serializer, which apps configure differently (Drizzle makes it pass strings through; plain
- * postgres.js would encode the text a second time).
+ * The body travels as canonical JSON text cast in SQL: a jsonb parameter would go through the pool's
+ * serializer, which apps configure differently (Drizzle passes strings through; plain postgres.js
+ * would encode the text a second time).
  */
 const COMPLETE_SQL = fenced(`
   update idempotency_keys
@@ -137,36 +109,24 @@ const COMPLETE_SQL = fenced(`
 /**
  * A one-phase request's record, complete from birth, as its transaction's last statement. A duplicate
  * that inserted the key and has not committed makes it wait (lock_timeout $8, for the rest of this
- * transaction, which is only its COMMIT); one that committed makes it fail with 23505.
+ * transaction: only its COMMIT); one that committed makes it fail with 23505.
  * $1 scope, $2 key, $3 path, $4 fingerprint, $5 status, $6 body text, $7 ttl ms, $8 wait ms.
  */
 const INSERT_COMPLETED_SQL = `
   with bounded as materialized (select set_config('lock_timeout', $8::text, true))
   insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body, recovery_point, completed_at, expires_at)
   select $1::text, $2::text, $3::text, $4::text, $5::int, $6::text::jsonb, 'finished', now(), now() + ${ms(7)} from bounded`;
-/** The expired record a one-phase request replaces, if it is still as read. $1 scope, $2 key, $3 token seen. */
-const DELETE_REPLACED_SQL = `
-  delete from idempotency_keys
-   where scope = $1::text and key = $2::text and expires_at <= now() and lease_token is not distinct from $3::uuid`;
+/** Sent before it when the read found a record (so one past its life): that record goes if it still may. */
+const DELETE_REPLACEABLE_SQL = `delete from idempotency_keys k where ${KEY} and ${REPLACEABLE}`;
 
 /** Nothing durable happened under the key: delete it, so the next request starts clean. */
-const FORGET_SQL = `
-  delete from idempotency_keys where ${OWNED_ROW} and recovery_point = 'started' returning 1`;
+const FORGET_SQL = `delete from idempotency_keys where ${OWNED_ROW} and recovery_point = 'started' returning 1`;
 /** Keep the record and its recovery point; only the lease goes, so a retry resumes at once. */
-const RELEASE_SQL = `
-  update idempotency_keys set locked_at = null, lease_expires_at = null, lease_token = null where ${OWNED_ROW}`;
+const RELEASE_SQL = `update idempotency_keys set locked_at = null, lease_expires_at = null, lease_token = null where ${OWNED_ROW}`;
 
-/**
- * SKIP LOCKED lets several instances clean at once without waiting on each other; a record whose
- * owner is still inside its lease is left for a later pass. $1 batch size.
- */
+/** SKIP LOCKED: several instances clean at once without waiting on each other. $1 batch size. */
 const DELETE_EXPIRED_SQL = `
-  with doomed as (
-    select scope, key from idempotency_keys
-     where expires_at <= now() and (lease_expires_at is null or lease_expires_at <= now())
-     limit $1::int
-     for update skip locked
-  )
+  with doomed as (select scope, key from idempotency_keys k where ${REPLACEABLE} limit $1::int for update skip locked)
   delete from idempotency_keys k using doomed where k.scope = doomed.scope and k.key = doomed.key
   returning 1`;
 
@@ -183,9 +143,14 @@ const UNIQUE_VIOLATION = '23505';
 const LOCK_TIMEOUT = '55P03';
 /** An error PostgreSQL answered with (the connection is fine), not a broken connection. */
 const isServerError = (error: unknown) => typeof (error as { severity?: unknown } | null)?.severity === 'string';
+const int = Math.round;
+const lockTimeout = (waitMs: number) => String(Math.max(1, int(waitMs)));
+const ignore = () => {};
 
-function recordOf(row: RecordRow): KeyRecord {
-  return {
+/** The store's clock reads 0 at the statement's now(): every time in a record is relative to it. */
+const readOf = (row: RecordRow | undefined): KeyRead => ({
+  now: 0,
+  record: row && {
     id: row.id,
     path: row.request_path,
     fingerprint: row.request_hash,
@@ -194,13 +159,10 @@ function recordOf(row: RecordRow): KeyRecord {
     leaseToken: row.lease_token,
     leaseExpiresAt: row.lease_left_ms,
     expiresAt: row.expires_in_ms,
-  };
-}
+  },
+});
 
-/** The store's clock reads 0 at the statement's now(): every time in a record is relative to it. */
-const readOf = (row: RecordRow | undefined): KeyRead => ({ record: row && recordOf(row), now: 0 });
-
-type Parameter = string | number | boolean | null | string[];
+type Parameter = string | number | null | string[];
 
 export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
   sql: postgres.Sql,
@@ -209,68 +171,41 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
   const handleOf = options.transactionHandle ?? ((tx: postgres.TransactionSql) => tx as unknown as Tx);
   // Named prepared statements: parsed once per connection, then one round trip each.
   const run = <T extends object>(text: string, parameters: Parameter[]) => sql.unsafe<T[]>(text, parameters as never[], { prepare: true });
-  const wait = (waitMs: number) => String(Math.max(1, Math.round(waitMs)));
 
   const read = async ({ scope, key }: ScopedKey) => readOf((await run<RecordRow>(READ_SQL, [scope, key]))[0]);
-
-  function closingStatement(ref: KeyRef, write: ClosingWrite): [string, (string | number | null)[]] {
-    const owner = [ref.scope, ref.key, ref.leaseToken];
-    if ('recoveryPoint' in write) return [SAVE_RECOVERY_POINT_SQL, [...owner, write.recoveryPoint]];
-    return [COMPLETE_SQL, [...owner, write.response.status, JSON.stringify(write.response.body ?? null)]];
-  }
 
   return {
     read,
 
-    async claim(claim): Promise<ClaimResult> {
-      const { scope, key, path, fingerprint, leaseToken } = claim;
-      let row: (RecordRow & { inserted: boolean }) | undefined;
+    async claim(c) {
+      const parameters = [c.scope, c.key, c.path, c.fingerprint, int(c.leaseMs), c.leaseToken, int(c.ttlMs), lockTimeout(c.waitMs)];
+      let row: (RecordRow & { claimed: boolean }) | undefined;
       try {
-        const parameters = [
-          scope,
-          key,
-          path,
-          fingerprint,
-          Math.round(claim.leaseMs),
-          leaseToken,
-          Math.round(claim.ttlMs),
-          wait(claim.waitMs),
-        ];
-        [row] = await run<RecordRow & { inserted: boolean }>(CLAIM_SQL, parameters);
+        [row] = await run<RecordRow & { claimed: boolean }>(CLAIM_SQL, parameters);
       } catch (error) {
         if (sqlstate(error) === LOCK_TIMEOUT) return { kind: 'busy' };
         throw error;
       }
-      if (row?.inserted) return { kind: 'inserted', id: row.id };
-      return { kind: 'exists', read: row ? readOf(row) : await read(claim) };
+      if (row?.claimed) return { kind: 'inserted', id: row.id };
+      return { kind: 'exists', read: row ? readOf(row) : await read(c) };
     },
 
-    async takeOver(claim, observedToken, reset) {
-      const parameters: Parameter[] = [claim.scope, claim.key, Math.round(claim.leaseMs), claim.leaseToken, observedToken];
-      const [row] = reset
-        ? await run<{ id: string; recovery_point: string }>(TAKE_OVER_EXPIRED_SQL, [
-            ...parameters,
-            claim.path,
-            claim.fingerprint,
-            Math.round(claim.ttlMs),
-          ])
-        : await run<{ id: string; recovery_point: string }>(TAKE_OVER_SQL, parameters);
+    async takeOver(c, observedToken) {
+      const parameters = [c.scope, c.key, int(c.leaseMs), c.leaseToken, observedToken];
+      const [row] = await run<{ id: string; recovery_point: string }>(TAKE_OVER_SQL, parameters);
       return row && { id: row.id, recoveryPoint: row.recovery_point };
     },
 
-    async atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R> {
+    async atomicPhase(ref, fn, closingWrite) {
       let fence: Promise<unknown> | undefined;
-      let value!: R;
+      let value!: Awaited<ReturnType<typeof fn>>;
       try {
         await sql.begin(async (tx) => {
           value = await fn(handleOf(tx));
           const write = closingWrite(value);
-          if (write) {
-            // The transaction's last statement, sent with the COMMIT (./postgres-pipelining.ts); a lost
-            // lease fails it, which turns the COMMIT into a rollback.
-            fence = startBeforeCommit(tx, ...closingStatement(ref, write));
-            fence.catch(() => {}); // awaited below, once the transaction has settled
-          }
+          // The transaction's last statement, sent with the COMMIT (./postgres-pipelining.ts); a lost
+          // lease fails it, which turns the COMMIT into a rollback.
+          if (write) (fence = startBeforeCommit(tx, ...closingStatement(ref, write))).catch(() => {}); // awaited below
         });
         await fence;
       } catch (error) {
@@ -279,32 +214,14 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
       return value;
     },
 
-    async onePhase<D>(key: ScopedKey & { waitMs: number }, plan: (read: KeyRead) => OnePhasePlan<D, Tx>): Promise<OnePhaseEnd<D>> {
-      // A connection of our own (postgres.js `reserve`, not `begin`: `begin` waits for the BEGIN's
-      // answer before it runs anything, which would cost a round trip).
-      const connection = await sql.reserve();
-      const state = { usable: true };
-      try {
-        // The key's read, on its own: a replay costs this one statement and no transaction.
-        const [row] = await connection.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true }).catch(lost(state));
-        const next = plan(readOf(row));
-        if (next.kind === 'answer') return { kind: 'answered', value: next.value };
-        return await completingTransaction(connection, state, handleOf, next, key.waitMs);
-      } finally {
-        // postgres.js has taken a broken connection back as closed; only a live one is released.
-        if (state.usable) connection.release();
-      }
-    },
+    onePhase: (key, plan) => onePhase(sql, handleOf, key, plan),
 
-    async release(ref: KeyRef, { forget }) {
+    async release(ref, { forget }) {
       const owner = [ref.scope, ref.key, ref.leaseToken];
       if (forget && (await run(FORGET_SQL, owner)).length === 1) return;
       await run(RELEASE_SQL, owner);
     },
-
-    async deleteExpired(batchSize: number) {
-      return (await run(DELETE_EXPIRED_SQL, [batchSize])).length;
-    },
+    deleteExpired: async (batchSize) => (await run(DELETE_EXPIRED_SQL, [batchSize])).length,
 
     async leasesHeld(records) {
       if (records.length === 0) return new Set();
@@ -312,6 +229,34 @@ export function createPostgresIdempotencyStore<Tx = postgres.TransactionSql>(
       return new Set(rows.map((row) => row.id));
     },
   };
+}
+
+function closingStatement(ref: KeyRef, write: ClosingWrite): [string, (string | number | null)[]] {
+  const owner = [ref.scope, ref.key, ref.leaseToken];
+  if ('recoveryPoint' in write) return [SAVE_RECOVERY_POINT_SQL, [...owner, write.recoveryPoint]];
+  return [COMPLETE_SQL, [...owner, write.response.status, JSON.stringify(write.response.body ?? null)]];
+}
+
+/** A one-phase request on a connection of its own: the key's read, then (if it runs) the completing transaction. */
+async function onePhase<Tx, D>(
+  sql: postgres.Sql,
+  handleOf: (tx: postgres.TransactionSql) => Tx,
+  key: ScopedKey & { waitMs: number },
+  plan: (read: KeyRead) => OnePhasePlan<D, Tx>,
+): Promise<OnePhaseEnd<D>> {
+  // `reserve`, not `begin`: `begin` waits for the BEGIN's answer before it runs anything (a round trip).
+  const connection = await sql.reserve();
+  const state = { usable: true };
+  try {
+    // The key's read, on its own: a replay costs this one statement and no transaction.
+    const [row] = await connection.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true }).catch(lost(state));
+    const next = plan(readOf(row));
+    if (next.kind === 'answer') return { kind: 'answered', value: next.value };
+    return await completingTransaction(connection, state, handleOf, next.work, { replaces: row !== undefined, waitMs: key.waitMs });
+  } finally {
+    // postgres.js has taken a broken connection back as closed; only a live one is released.
+    if (state.usable) connection.release();
+  }
 }
 
 /** Rethrows a statement's error, noting first whether it took the connection with it. */
@@ -327,41 +272,38 @@ const lost =
  * tick queued in one write), the completed record with the COMMIT. A failed insert aborts the
  * transaction, so the COMMIT rolls the work back.
  */
-async function completingTransaction<Tx, D>(
+async function completingTransaction<Tx>(
   connection: postgres.ReservedSql,
   state: { usable: boolean },
   handleOf: (tx: postgres.TransactionSql) => Tx,
-  run: Extract<OnePhasePlan<D, Tx>, { kind: 'run' }>,
-  waitMs: number,
-): Promise<OnePhaseEnd<D>> {
+  work: (tx: Tx) => Promise<CompletedKey>,
+  { replaces, waitMs }: { replaces: boolean; waitMs: number },
+): Promise<OnePhaseEnd<never>> {
   const tx = connection as unknown as postgres.TransactionSql;
-  const begin = connection.unsafe('begin');
-  begin.execute();
-  begin.catch(() => {}); // a BEGIN that fails fails the statements behind it, which report it
-  let record: CompletedKey;
+  // Not awaited: a failed BEGIN fails the statements behind it, which report it.
+  void connection.unsafe('begin').execute().catch(ignore);
+  let r: CompletedKey;
   try {
-    record = await run.work(handleOf(tx));
+    r = await work(handleOf(tx));
   } catch (error) {
-    await connection
-      .unsafe('rollback')
-      .catch(lost(state))
-      .catch(() => {});
+    await connection.unsafe('rollback').catch(lost(state)).catch(ignore);
     throw error;
   }
+  const body = JSON.stringify(r.response.body ?? null);
   const writes = [
-    ...(run.replaces ? [startBeforeCommit(tx, DELETE_REPLACED_SQL, [record.scope, record.key, run.replaces.leaseToken])] : []),
+    ...(replaces ? [startBeforeCommit(tx, DELETE_REPLACEABLE_SQL, [r.scope, r.key])] : []),
     startBeforeCommit(tx, INSERT_COMPLETED_SQL, [
-      record.scope,
-      record.key,
-      record.path,
-      record.fingerprint,
-      record.response.status,
-      JSON.stringify(record.response.body ?? null),
-      Math.round(record.ttlMs),
-      String(Math.max(1, Math.round(waitMs))),
+      r.scope,
+      r.key,
+      r.path,
+      r.fingerprint,
+      r.response.status,
+      body,
+      int(r.ttlMs),
+      lockTimeout(waitMs),
     ]),
   ];
-  writes.forEach((write) => write.catch(() => {})); // awaited below, once the COMMIT has settled
+  writes.forEach((write) => write.catch(ignore)); // awaited below, once the COMMIT has settled
   await connection.unsafe('commit').catch(lost(state));
   try {
     await Promise.all(writes);

@@ -220,7 +220,7 @@ describe('through PgBouncer in transaction-pooling mode', { skip }, () => {
     assert.equal(seen.kind, 'exists');
     const decision = decide(seen.kind === 'exists' ? seen.read.record : undefined, request(secondToken), 0);
     assert.deepEqual(decision, { kind: 'take_over', from: 'stale_lease', observedToken: firstToken });
-    assert.ok(await store.takeOver(request(secondToken), firstToken, false), 'the stale lease is taken over');
+    assert.ok(await store.takeOver(request(secondToken), firstToken), 'the stale lease is taken over');
     takenOver();
     await assert.rejects(zombie, LeaseLostError);
     assert.equal(await effects(`${tag}:zombie`), 0, "the zombie's write rolled back with its phase");

@@ -22,6 +22,11 @@ describe('request fingerprint', () => {
     assert.notEqual(requestFingerprint('p', { a: 1 }), requestFingerprint('p', { a: '1' }));
   });
 
+  it('orders integer-like keys as JavaScript keeps them, so the text and the stored copy agree', () => {
+    assert.equal(canonicalJson({ b: 1, 10: 'x', 2: 'y' }), '{"2":"y","10":"x","b":1}');
+    assert.equal(JSON.stringify(canonicalCopy({ 10: 'x', 2: 'y' })), canonicalJson({ 2: 'y', 10: 'x' }));
+  });
+
   it('drops undefined members like JSON does and is a SHA-256 hex digest', () => {
     assert.equal(canonicalJson({ a: 1, b: undefined }), '{"a":1}');
     assert.match(requestFingerprint('p', undefined), /^[0-9a-f]{64}$/);

@@ -61,7 +61,8 @@ describe('decide', () => {
       leaseExpiresAt: null,
       expiresAt: NOW,
     });
-    assert.deepEqual(decide(expired, request, NOW), { kind: 'take_over', from: 'expired_record', observedToken: null });
+    assert.deepEqual(decide(expired, request, NOW), { kind: 'claim' });
+    assert.deepEqual(decide({ ...expired, leaseToken: 't0', leaseExpiresAt: NOW }, request, NOW), { kind: 'claim' }, 'a lease run out too');
     assert.deepEqual(decide(record({ expiresAt: NOW - 1 }), request, NOW), { kind: 'in_progress', retryAfterMs: 5_000 });
   });
 

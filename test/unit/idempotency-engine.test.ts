@@ -266,6 +266,28 @@ describe('the engine, one phase', () => {
       RequestInProgressError,
     );
   });
+
+  it('6. an expired record counts as absent, unless its owner still works under it: then 409, never run', async () => {
+    const { store, clock, ledger, effect, request } = world();
+    const order = (v: number) => ({ onePhase: async (tx: MemoryTransaction) => (effect(tx, `v${v}`), respond(201, { v })) });
+    await executeIdempotent(store, request('k', { v: 1 }), order(1), options);
+    clock.now = 60_000;
+    assert.deepEqual(await executeIdempotent(store, request('k', { v: 2 }), order(2), options), {
+      status: 201,
+      body: { v: 2 },
+      replayed: false,
+    });
+
+    // A phases owner whose lease outlasts its record: the record expires at 120,000, the lease at 180,000.
+    void executeIdempotent(store, request('held', { v: 3 }), never, { ...options, leaseMs: 120_000 });
+    await new Promise((resolve) => setImmediate(resolve));
+    clock.now = 150_000;
+    await assert.rejects(
+      executeIdempotent(store, request('held', { v: 3 }), { onePhase: async () => assert.fail('must not run') }, options),
+      RequestInProgressError,
+    );
+    assert.deepEqual(ledger, ['v1', 'v2']);
+  });
 });
 
 describe('housekeeping', () => {
