@@ -237,21 +237,23 @@ function closingStatement(ref: KeyRef, write: ClosingWrite): [string, (string | 
   return [COMPLETE_SQL, [...owner, write.response.status, JSON.stringify(write.response.body ?? null)]];
 }
 
-/** A one-phase request on a connection of its own: the key's read, then (if it runs) the completing transaction. */
+/**
+ * A one-phase request: the key's read on its own through the pool (a replay costs this one statement
+ * and no transaction), then, if the work runs, the completing transaction on a connection of its own.
+ */
 async function onePhase<Tx, D>(
   sql: postgres.Sql,
   handleOf: (tx: postgres.TransactionSql) => Tx,
   key: ScopedKey & { waitMs: number },
   plan: (read: KeyRead) => OnePhasePlan<D, Tx>,
 ): Promise<OnePhaseEnd<D>> {
+  const [row] = await sql.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true });
+  const next = plan(readOf(row));
+  if (next.kind === 'answer') return { kind: 'answered', value: next.value };
   // `reserve`, not `begin`: `begin` waits for the BEGIN's answer before it runs anything (a round trip).
   const connection = await sql.reserve();
   const state = { usable: true };
   try {
-    // The key's read, on its own: a replay costs this one statement and no transaction.
-    const [row] = await connection.unsafe<RecordRow[]>(READ_SQL, [key.scope, key.key], { prepare: true }).catch(lost(state));
-    const next = plan(readOf(row));
-    if (next.kind === 'answer') return { kind: 'answered', value: next.value };
     return await completingTransaction(connection, state, handleOf, next.work, { replaces: row !== undefined, waitMs: key.waitMs });
   } finally {
     // postgres.js has taken a broken connection back as closed; only a live one is released.
