@@ -23,19 +23,11 @@ import { replayCacheOf, type ReplayCache } from './replay-cache';
 import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
 
 export interface IdempotencyOptions {
-  /**
-   * How long an owner may work before others presume it dead. It must outlast the slowest request
-   * (a gateway call times out after 5 s by default, plus a few short transactions), or a live
-   * request would be taken over; 30 s keeps the wait after a real crash short.
-   */
+  /** How long an owner may work before others presume it dead: past the slowest request (a 5 s gateway timeout), short after a crash. */
   leaseMs: number;
   /** How long a completed answer is kept for replay (Stripe keeps 24 h). */
   ttlMs: number;
-  /**
-   * How long a duplicate waits on the uncommitted record of a request still in its transaction. A
-   * one-phase request commits within milliseconds, so a duplicate arriving meanwhile gets its answer
-   * replayed; one second is the most a client should be held before it is told 409 + Retry-After.
-   */
+  /** How long a duplicate waits on a request's uncommitted record (then 409 + Retry-After); a one-phase request commits in ms. */
   claimWaitMs?: number;
   /** Completed answers this process keeps for replay without asking the store (./replay-cache.ts); 0: none. */
   replayCacheSize?: number;
@@ -77,11 +69,7 @@ export interface IdempotentRequest {
   path: string;
   /** The parsed input; canonicalised, so key order and whitespace never matter. */
   input: unknown;
-  /**
-   * Called once this request owns the key, before the handler's work (inside a one-phase request's
-   * transaction). It may throw to abandon the request: the key is given up. The drills pause or fail
-   * requests here.
-   */
+  /** Called once this request owns the key, before the work (the drills pause or fail requests here); throwing gives the key up. */
   afterClaim?: () => Promise<void>;
 }
 
@@ -90,10 +78,7 @@ export interface OnePhaseHandler<Tx, R extends StoredResponse = StoredResponse> 
   onePhase: (tx: Tx) => Promise<Responded<R>>;
 }
 
-/**
- * Work in several phases: runs with the key it owns, resumes from `key.recoveryPoint`, and returns
- * the response its last atomic phase committed (or, for side-effect-free work, one to store now).
- */
+/** Work in several phases, from `key.recoveryPoint`: returns what its last phase committed (or, side-effect-free, one to store now). */
 export type PhasesHandler<Tx> = (key: OwnedKey<Tx>) => Promise<StoredResponse | void>;
 
 export type IdempotentHandler<Tx> = OnePhaseHandler<Tx> | PhasesHandler<Tx>;
@@ -115,10 +100,7 @@ export type PhaseResult<R extends StoredResponse = StoredResponse> =
 
 export const recoveryPoint = (name: string): { kind: 'recovery_point'; name: string } => ({ kind: 'recovery_point', name });
 
-/**
- * The final answer, typed by its status and body. The body is stored as canonical JSON, so the first
- * answer and every replay are byte for byte the same (a Date becomes its ISO string, as on the wire).
- */
+/** The final answer, its body in canonical form (./fingerprint.ts), so the first answer and every replay are byte for byte the same. */
 export const respond = <B, S extends number>(status: S, body: B): Responded<StoredResponse<B, S>> => ({
   kind: 'response',
   response: { status, body: canonicalCopy(body) as B },
@@ -140,11 +122,7 @@ export interface OwnedKey<Tx> {
   readonly recoveryPoint: string;
   /** The response committed by this request, once one has been. */
   readonly completed: StoredResponse | undefined;
-  /**
-   * Runs `fn` in one transaction and records what it returns — a recovery point or the final
-   * response — in that same transaction, fenced by the lease token: if this request lost the key to a
-   * takeover, the whole transaction rolls back and nothing it did is kept.
-   */
+  /** Runs `fn` in one transaction that records what it returns, fenced by the lease: if the key was taken over, all rolls back. */
   atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R>;
 }
 
@@ -170,10 +148,8 @@ function ownedKey<Tx>(store: IdempotencyStore<Tx>, ref: KeyRef, id: string, reco
 
 /**
  * Runs `handler` at most once per (scope, key) to completion and replays its stored answer to every
- * retry. A one-phase handler commits its answer with its effects or nothing at all. A phases handler
- * owns a leased key; if it throws, the key is released (kept at its recovery point) so a retry can
- * run — safe because every gateway call is itself idempotent by a stable identifier — and exactly
- * one retry resumes it after a crash.
+ * retry. A phases handler that throws releases the key at its recovery point, so a retry can run —
+ * safe because every gateway call is itself idempotent by a stable identifier.
  */
 export async function executeIdempotent<Tx>(
   store: IdempotencyStore<Tx>,

@@ -25,16 +25,9 @@ export interface FetchIdempotencyConfig<Tx, Input = unknown> {
   /** The store, or a function returning it (so nothing connects while a framework merely loads the module). */
   store: IdempotencyStore<Tx> | (() => IdempotencyStore<Tx>);
   options?: IdempotencyOptions;
-  /**
-   * Who may see a stored answer: typically the authenticated user or session (`user:{id}`). Keys
-   * are unique within a scope, never globally. Undefined refuses the request with 401.
-   */
+  /** Who may see a stored answer (`user:{id}`): keys are unique within a scope. Undefined: 401. */
   scope(request: Request): string | undefined | Promise<string | undefined>;
-  /**
-   * Validates the JSON body before the key is claimed (e.g. a zod schema's `parse`), so bad input is
-   * a 400 INVALID_INPUT that claims and stores nothing. What it returns is the handler's `input` and
-   * what the key's fingerprint covers. Without it, the body is passed on as parsed.
-   */
+  /** Validates the body before the key is claimed (a zod `parse`): bad input is a 400 that stores nothing; its result is fingerprinted. */
   input?: (body: unknown) => Input;
   /** The largest request body read, in bytes; 64 KiB by default (./read-body.ts). */
   maxBodyBytes?: number;

@@ -1,11 +1,7 @@
 /**
- * The PostgreSQL store behind the guard: the classic dedupe table (./schema.ts), one row per scoped
- * key. It stores and decides nothing (./decide.ts decides); each method is one or two statements.
- *
- * It needs one thing from the app: a postgres.js `Sql` pool, used through its public API only
- * (`unsafe` with named prepared statements, `begin`, `reserve`). A phase's business code gets the
- * transaction in whatever form the app writes with, through `transactionHandle`. You probably don't
- * need to edit this file unless you port the store to another database.
+ * The PostgreSQL store: the classic dedupe table (./schema.ts), one row per scoped key, over a
+ * postgres.js pool used through its public API only. Each method is one or two statements. You
+ * probably don't need to edit this file unless you port the store to another database.
  */
 import type postgres from 'postgres';
 import { LeaseLostError } from './errors';
@@ -13,11 +9,7 @@ import { startBeforeCommit } from './postgres-pipelining';
 import type { ClosingWrite, CompletedKey, IdempotencyStore, KeyRead, KeyRef, OnePhaseEnd, OnePhasePlan, ScopedKey } from './store';
 
 export interface PostgresStoreOptions<Tx> {
-  /**
-   * What a phase's business code writes with, made from the transaction's postgres.js handle: Drizzle
-   * (`(tx) => drizzle(tx)`), Kysely, or the handle itself (the default). It must run every statement on
-   * that handle, so the phase's writes and the key's write share one transaction.
-   */
+  /** What business code writes with, made from the transaction's handle (`(tx) => drizzle(tx)`; default: the handle). */
   transactionHandle?: (tx: postgres.TransactionSql) => Tx;
 }
 
@@ -48,16 +40,11 @@ const RECORD_COLUMNS = `id, request_path, request_hash, response_status, respons
 const READ_SQL = `select ${RECORD_COLUMNS} from idempotency_keys where ${KEY}`;
 
 /**
- * A fresh claim (or one that replaces a record past its life), or else the record there: a fresh key
- * and a replay each cost one round trip. The read half sees the snapshot taken when the statement
- * began, so a row committed by a concurrent claim after that instant is invisible to both halves (no
- * row comes back; `claim` then reads again).
- *
- * It commits without waiting for its WAL flush (synchronous_commit off for its own transaction): a
- * claim only says "someone is working on this key", nothing durable happens under it until the first
- * atomic phase, and that phase's synchronous commit flushes the WAL up to and including the claim; if
- * PostgreSQL crashes first, the claim is gone with everything done under it, as if it never arrived.
- * A concurrent claim's uncommitted row makes it wait, for at most lock_timeout ($8; then 55P03: busy).
+ * A fresh claim (replacing a record past its life), or else the record there, in one round trip; a
+ * row committed by a concurrent claim after the statement began is invisible to both halves (then
+ * `claim` reads again). No WAL flush (synchronous_commit off): nothing durable happens under a claim
+ * until the first atomic phase, whose synchronous commit flushes the claim too. An uncommitted
+ * concurrent claim makes it wait at most lock_timeout ($8; then 55P03: busy).
  * $1 scope, $2 key, $3 path, $4 fingerprint, $5 lease ms, $6 lease token, $7 ttl ms, $8 wait ms.
  */
 const CLAIM_SQL = `
@@ -95,11 +82,7 @@ const OWNED_ROW = `${KEY} and lease_token = $3::uuid and completed_at is null`;
 const fenced = (update: string) => `with fenced as (${update} returning 1) select idempotency_assert_owned(count(*)) from fenced`;
 const LEASE_LOST_SQLSTATE = 'IK001';
 const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recovery_point = $4 where ${OWNED_ROW}`);
-/**
- * The body travels as canonical JSON text cast in SQL: a jsonb parameter would go through the pool's
- * serializer, which apps configure differently (Drizzle passes strings through; plain postgres.js
- * would encode the text a second time).
- */
+/** The body travels as JSON text cast in SQL: a jsonb parameter would meet the pool's serializer, which apps configure differently. */
 const COMPLETE_SQL = fenced(`
   update idempotency_keys
      set response_status = $4::int, response_body = $5::text::jsonb, completed_at = now(), recovery_point = 'finished',
@@ -107,9 +90,8 @@ const COMPLETE_SQL = fenced(`
    where ${OWNED_ROW}`);
 
 /**
- * A one-phase request's record, complete from birth, as its transaction's last statement. A duplicate
- * that inserted the key and has not committed makes it wait (lock_timeout $8, for the rest of this
- * transaction: only its COMMIT); one that committed makes it fail with 23505.
+ * A one-phase record, complete from birth, as the transaction's last statement: an uncommitted
+ * duplicate makes it wait (lock_timeout $8), a committed one fails it with 23505.
  * $1 scope, $2 key, $3 path, $4 fingerprint, $5 status, $6 body text, $7 ttl ms, $8 wait ms.
  */
 const INSERT_COMPLETED_SQL = `

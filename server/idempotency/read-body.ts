@@ -1,17 +1,9 @@
 /**
- * Reads a request body only as far as a limit. Framework-free (a standard Request in, bytes out), so
- * the fetch adapter (./fetch.ts), the app's tRPC endpoint and its webhook handlers share one rule.
- *
- * A declared Content-Length over the limit is refused before a single byte is read; a body without
- * one (chunked) is read until it passes the limit and no further, so a client streaming 50 MB costs
- * us 64 KB of memory, not 50 MB.
+ * Reads a request body only as far as a limit (the fetch adapter, the tRPC endpoint and the webhooks
+ * share it): a declared Content-Length over it is refused unread, a chunked body read no further.
  */
 
-/**
- * 64 KiB. The largest legitimate body is a createOrder with a few dozen lines (well under 4 KiB) or a
- * gateway notification (Stripe's event objects run to a few KiB); 64 KiB leaves room for both to grow
- * without letting one request hold megabytes of memory or CPU in JSON.parse.
- */
+/** 64 KiB: the largest real body (an order, a Stripe event) is a few KiB; no request holds megabytes in JSON.parse. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 export type BoundedBody = { kind: 'read'; bytes: Uint8Array<ArrayBuffer> } | { kind: 'too_large' };

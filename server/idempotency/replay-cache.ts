@@ -1,13 +1,9 @@
 /**
- * Completed answers kept in this process, so a replay of a warm key costs no statement. Safe because
- * a completed record never changes until it expires (only an expired one is taken over or deleted),
- * and every entry is dropped a second before that expiry, on this process's monotonic clock counted
- * from before the store was asked. Nothing correctness depends on lives here: another instance, or
- * this one after a restart, simply asks the store.
- *
- * Bounded by two generations: entries go into the young one; when it is full it becomes the old one
- * and the previous old one is dropped whole. A hit in the old generation moves up. No per-entry
- * eviction, so no Map that is deleted from at its front (V8 walks the holes that leaves).
+ * Completed answers kept in this process, so a warm replay costs no statement. Safe because a
+ * completed record never changes until it expires, and every entry goes a second before that, on
+ * this process's clock counted from before the store was asked; another instance simply asks the
+ * store. Two generations bound it (the old one dropped whole; a hit there moves up): no Map deleted
+ * from at its front, whose holes V8 walks.
  */
 import type { StoredResponse } from './store';
 

@@ -1,11 +1,7 @@
 /**
- * The idempotency core's table and fence function as plain SQL, for apps that do not generate
- * migrations from ./schema.ts: apply it once at start-up with `applyIdempotencySchema(sql)`, or paste
- * IDEMPOTENCY_SCHEMA_SQL into a migration of your own (`drizzle-kit generate --custom`). Every
- * statement is idempotent, so applying it to a database that already has the table changes nothing.
- *
- * It must stay equal to what ./schema.ts declares plus the fence: test/integration/idempotency-schema.test.ts
- * compares it, column by column, with the table the app's own migrations build.
+ * The core's table and fence function as plain SQL, for apps that do not generate migrations from
+ * ./schema.ts: `applyIdempotencySchema(sql)` at start-up, or paste it into a migration. Every statement
+ * is idempotent. test/integration/idempotency-schema.test.ts keeps it equal to ./schema.ts.
  */
 import type postgres from 'postgres';
 
@@ -37,10 +33,8 @@ export const IDEMPOTENCY_SCHEMA_SQL = [
     END IF;
   END $$`,
   `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_brin" ON "idempotency_keys" USING brin ("expires_at")`,
-  // The fence of an atomic phase. The statement that records a recovery point or the final response
-  // passes the number of rows its UPDATE matched: 1 while the request still holds the key's lease, 0
-  // once another request has taken the key over. Raising (rather than returning no row) is what lets
-  // that statement travel in one round trip with the COMMIT behind it: the error aborts the
+  // The fence of an atomic phase: its closing UPDATE passes the rows it matched (0 once the key was
+  // taken over). Raising, not returning no row, lets it travel with the COMMIT: the error aborts the
   // transaction, so the COMMIT rolls back everything the phase did.
   `CREATE OR REPLACE FUNCTION idempotency_assert_owned(matched bigint) RETURNS void
   LANGUAGE plpgsql AS $$

@@ -1,19 +1,13 @@
 /**
- * The idempotency core's one table, as Drizzle declares it. The core owns it: an app lists this file
- * in its drizzle.config.ts `schema` beside its own (so `drizzle-kit generate` covers it), or applies
- * ./schema-sql.ts at start-up. The fence function the store calls is SQL only (schema-sql.ts).
+ * The core's one table, as Drizzle declares it: list this file in drizzle.config.ts `schema`, or apply
+ * ./schema-sql.ts at start-up (which also holds the fence function, SQL only).
  */
 import { sql } from 'drizzle-orm';
 import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
-/**
- * The classic dedupe table (key, request hash, stored response, lock), every column kept, plus what a lease and recovery need.
- *
- * A key is unique within its scope, never globally: `customer:{id}` for API calls (two customers can
- * both send "abc" and never see each other's answer) and `webhook:{gateway}` for notifications.
- */
+/** The classic dedupe table, every column kept, plus what a lease and recovery need; keys unique within their scope. */
 export const idempotencyKeys = pgTable(
   'idempotency_keys',
   {

@@ -37,10 +37,7 @@ export interface KeyRecord {
   expiresAt: number;
 }
 
-/**
- * A record as read, with the store's clock at that instant: leases and expiry are compared with the
- * database's time, never with this process's, so instances with skewed clocks agree.
- */
+/** A record as read, with the store's clock then: times are the database's, so instances with skewed clocks agree. */
 export interface KeyRead {
   record: KeyRecord | undefined;
   now: number;
@@ -57,11 +54,7 @@ export interface NewRecord extends ScopedKey {
 export interface Claim extends NewRecord {
   leaseToken: string;
   leaseMs: number;
-  /**
-   * How long a write may wait on a row that a concurrent request inserted and has not committed yet:
-   * long enough for a one-phase request to commit, so its duplicate replays the answer instead of a
-   * 409; short enough that a slow first request turns its duplicates away with 409 + Retry-After.
-   */
+  /** How long a write may wait on a concurrent request's uncommitted row (IdempotencyOptions.claimWaitMs). */
   waitMs: number;
 }
 
@@ -81,50 +74,26 @@ export type ClaimResult = { kind: 'inserted'; id: string } | { kind: 'exists'; r
 /** What an atomic phase records, fenced by the lease, as the last write of its transaction. */
 export type ClosingWrite = { recoveryPoint: string } | { response: StoredResponse };
 
-/**
- * What a one-phase request does with the key it read: answer without a transaction (`value` says
- * how), or run `work` in one and write the completed record it returns as its last statement.
- */
+/** A one-phase request's plan for the key it read: answer (no transaction), or run `work` and write the record it returns last. */
 export type OnePhasePlan<D, Tx> = { kind: 'answer'; value: D } | { kind: 'run'; work: (tx: Tx) => Promise<CompletedKey> };
 
-/**
- * `conflict`: a concurrent request committed a live record under the key first, so this transaction
- * rolled back; `busy`: its record stayed uncommitted for `waitMs`, and this transaction rolled back.
- */
+/** Rolled back because a concurrent request under the key committed first (`conflict`) or stayed uncommitted `waitMs` (`busy`). */
 export type OnePhaseEnd<D> = { kind: 'committed' } | { kind: 'answered'; value: D } | { kind: 'conflict' } | { kind: 'busy' };
 
 export interface IdempotencyStore<Tx> {
   read(key: ScopedKey): Promise<KeyRead>;
   /** Inserts a fresh, leased record unless the key holds a live one (atomic); otherwise reads that one. */
   claim(claim: Claim): Promise<ClaimResult>;
-  /**
-   * Gives an unanswered record to `claim` only if nobody holds it and its token is still
-   * `observedToken` (so of several contenders exactly one wins). Returns the record's id and the
-   * recovery point to resume from, or undefined if it lost.
-   */
+  /** Gives an unanswered, unheld record to `claim` if its token is still `observedToken` (one contender wins). */
   takeOver(claim: Claim, observedToken: string | null): Promise<{ id: string; recoveryPoint: string } | undefined>;
-  /**
-   * Runs `fn` in one transaction and writes what `closingWrite` derives from its result as that
-   * transaction's last statement. If `ref` no longer holds the lease, the whole transaction rolls back
-   * and the promise rejects with LeaseLostError.
-   */
+  /** Runs `fn` in one transaction whose last write is `closingWrite`'s; if `ref` lost the lease, all rolls back (LeaseLostError). */
   atomicPhase<R>(ref: KeyRef, fn: (tx: Tx) => Promise<R>, closingWrite: (result: R) => ClosingWrite | undefined): Promise<R>;
-  /**
-   * A one-phase request: reads the key, lets `plan` decide, and if it runs, runs the work in one
-   * transaction whose last write is the completed record. If the work throws, it rolls back. The read
-   * and the record add no round trip to the transaction: they ride with its BEGIN and its COMMIT.
-   */
+  /** Reads the key, lets `plan` decide, and runs the work in one transaction whose last write is the completed record. */
   onePhase<D>(key: ScopedKey & { waitMs: number }, plan: (read: KeyRead) => OnePhasePlan<D, Tx>): Promise<OnePhaseEnd<D>>;
-  /**
-   * Gives the key up after a failure. `forget` deletes it (nothing durable happened, so the next
-   * request starts clean); otherwise the record and its recovery point stay and only the lease goes.
-   */
+  /** Gives the key up after a failure: `forget` deletes it (nothing durable happened); else only the lease goes. */
   release(ref: KeyRef, options: { forget: boolean }): Promise<void>;
   /** Deletes up to `batchSize` expired records nobody holds; returns how many went. */
   deleteExpired(batchSize: number): Promise<number>;
-  /**
-   * Which of these records (by id, within their scope) a request is working on now (a live lease): a
-   * background job asks before it touches the business state a key owns.
-   */
+  /** Which of these records a request works on now (a live lease): a job asks before it touches what a key owns. */
   leasesHeld(records: readonly { scope: string; id: string }[]): Promise<Set<string>>;
 }
