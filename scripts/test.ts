@@ -80,7 +80,7 @@ async function main(): Promise<number> {
       console.log('\n=== unit tests ===');
       const code = await run(
         process.execPath,
-        ['--import', 'tsx', '--test', '--test-reporter=spec', ...testFiles('test/unit'), ...testFiles('bench')],
+        ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-force-exit', ...testFiles('test/unit'), ...testFiles('bench')],
         env,
         'node',
       );
@@ -89,6 +89,8 @@ async function main(): Promise<number> {
     if (suites.has('integration')) {
       console.log('\n=== integration tests (real PostgreSQL, PSP sandbox over HTTP) ===');
       // One file at a time: each starts its own sandbox, whose notifier shares the ledger schema.
+      // --test-force-exit: a file whose tests have all settled exits even if a handle stayed open
+      // (once, an idle database connection left behind kept a passed file, and CI, waiting).
       const code = await run(
         process.execPath,
         [
@@ -97,6 +99,7 @@ async function main(): Promise<number> {
           '--test',
           '--test-reporter=spec',
           '--test-concurrency=1',
+          '--test-force-exit',
           ...testFiles('test/integration'),
           ...testFiles('test/sandbox'),
           ...testFiles('test/payments'),
