@@ -176,6 +176,7 @@ async function runOnePhase<Tx>(call: GuardedCall<Tx>, work: OnePhaseHandler<Tx>[
       return {
         kind: 'run',
         work: async (tx) => {
+          call.claimed = true;
           call.observe('claimed');
           await call.request.afterClaim?.();
           answer = (await work(tx)).response;
@@ -275,6 +276,7 @@ class GuardedCall<Tx> {
 
   own(claim: Claim, id: string, recoveryPoint: string, acquisition: Acquisition) {
     const outcomes = { new: 'claimed', stale_lease: 'lease_taken_over', released: 'released_taken_over' } as const;
+    this.claimed = true;
     this.observe(outcomes[acquisition]);
     return ownedKey(this.store, { scope: claim.scope, key: claim.key, leaseToken: claim.leaseToken }, id, recoveryPoint, acquisition);
   }
@@ -313,7 +315,6 @@ class GuardedCall<Tx> {
   }
 
   observe(outcome: GuardOutcome): void {
-    if (outcome === 'claimed' || outcome.endsWith('_taken_over')) this.claimed = true;
     if (!this.options.observe) return;
     const first = !this.#observed;
     this.#observed = true;
