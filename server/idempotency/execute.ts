@@ -19,7 +19,7 @@ import { decide, type Decision } from './decide';
 import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
 import { canonicalCopy, requestFingerprint } from './fingerprint';
 import { parseIdempotencyKey } from './key';
-import { replayCacheOf, type ReplayCache } from './replay-cache';
+import { replayCacheOf, type CachedAnswer, type ReplayCache } from './replay-cache';
 import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
 
 export interface IdempotencyOptions {
@@ -159,10 +159,9 @@ export async function executeIdempotent<Tx>(
 ): Promise<IdempotentResult> {
   const call = new GuardedCall(store, request, options);
   const cached = call.cache.get(request.scope, call.key);
-  if (cached) {
-    const same = cached.fingerprint === call.fingerprint && cached.path === request.path;
-    return call.answer(same ? { kind: 'replay', response: cached.response, expiresInMs: 0 } : { kind: 'mismatch' });
-  }
+  if (cached)
+    return call.answer(call.sameAs(cached) ? { kind: 'replay', response: cached.response, expiresInMs: 0 } : { kind: 'mismatch' });
+  call.fingerprint ||= requestFingerprint(request.path, request.input);
   return typeof handler === 'function' ? runPhases(call, handler) : runOnePhase(call, handler.onePhase);
 }
 
@@ -249,7 +248,8 @@ async function acquire<Tx>(call: GuardedCall<Tx>): Promise<ReturnType<typeof own
 /** One request's dealings with the guard: its key, its fingerprint, and how each answer is given. */
 class GuardedCall<Tx> {
   readonly key: string;
-  readonly fingerprint: string;
+  /** Taken before the store is asked; a warm replay of the same text needs none. */
+  fingerprint = '';
   readonly path: string;
   readonly cache: ReplayCache;
   readonly waitMs: number;
@@ -257,6 +257,7 @@ class GuardedCall<Tx> {
   claimed = false;
   readonly #startedAt = performance.now();
   #observed = false;
+  #inputText: string | undefined;
 
   constructor(
     readonly store: IdempotencyStore<Tx>,
@@ -265,13 +266,23 @@ class GuardedCall<Tx> {
   ) {
     this.key = parseIdempotencyKey(request.key);
     this.path = request.path;
-    this.fingerprint = requestFingerprint(request.path, request.input);
     this.cache = replayCacheOf(store, options.replayCacheSize ?? DEFAULT_REPLAY_CACHE_SIZE);
     this.waitMs = options.claimWaitMs ?? DEFAULT_IDEMPOTENCY_OPTIONS.claimWaitMs!;
   }
 
   record() {
     return { scope: this.request.scope, key: this.key, path: this.path, fingerprint: this.fingerprint, ttlMs: this.options.ttlMs };
+  }
+
+  /**
+   * Whether a cached answer is this request's: the input's JSON text as the request that stored it
+   * sent it settles it (equal texts mean equal canonical forms); a differently ordered text is hashed.
+   */
+  sameAs(cached: CachedAnswer): boolean {
+    if (cached.path !== this.path) return false;
+    if (cached.inputText === this.#text()) return true;
+    this.fingerprint ||= requestFingerprint(this.path, this.request.input);
+    return cached.fingerprint === this.fingerprint;
   }
 
   own(claim: Claim, id: string, recoveryPoint: string, acquisition: Acquisition) {
@@ -292,8 +303,8 @@ class GuardedCall<Tx> {
     switch (decision.kind) {
       case 'replay':
         this.observe('replayed');
-        if (decision.expiresInMs > 0) this.#remember(decision.response, decision.expiresInMs);
-        return { ...decision.response, body: canonicalCopy(decision.response.body), replayed: true };
+        if (decision.expiresInMs === 0) return { ...decision.response, replayed: true }; // from the cache: canonical and frozen
+        return { ...this.#remember(canonicalResponse(decision.response), decision.expiresInMs), replayed: true };
       case 'mismatch':
         this.observe('mismatch');
         throw new KeyReusedError();
@@ -310,8 +321,7 @@ class GuardedCall<Tx> {
 
   completed(response: StoredResponse): IdempotentResult {
     this.observe('completed');
-    this.#remember(response, this.options.ttlMs);
-    return { ...response, replayed: false };
+    return { ...this.#remember(response, this.options.ttlMs), replayed: false };
   }
 
   observe(outcome: GuardOutcome): void {
@@ -321,9 +331,28 @@ class GuardedCall<Tx> {
     this.options.observe(first ? { outcome, claimMs: performance.now() - this.#startedAt } : { outcome });
   }
 
-  #remember(response: StoredResponse, liveMs: number): void {
-    this.cache.set(this.request.scope, this.key, { path: this.path, fingerprint: this.fingerprint, response }, this.#startedAt, liveMs);
+  /** Keeps an answer for warm replays; frozen, as every caller now shares it. */
+  #remember(response: StoredResponse, liveMs: number): StoredResponse {
+    if (this.cache.size <= 0) return response;
+    const answer = { path: this.path, fingerprint: this.fingerprint, inputText: this.#text(), response: deepFreeze(response) };
+    this.cache.set(this.request.scope, this.key, answer, this.#startedAt, liveMs);
+    return response;
   }
+
+  #text(): string | undefined {
+    return (this.#inputText ??= JSON.stringify(this.request.input));
+  }
+}
+
+/** A stored answer in canonical form: a database may hand its JSON back with keys reordered (JSONB does). */
+const canonicalResponse = (response: StoredResponse): StoredResponse => ({ ...response, body: canonicalCopy(response.body) });
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const member of Object.values(value)) deepFreeze(member);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 /** Deletes expired records in bounded batches so no single DELETE holds locks for long. */

@@ -10,10 +10,13 @@ import type { StoredResponse } from './store';
 export interface CachedAnswer {
   path: string;
   fingerprint: string;
+  /** The input's JSON as the request that stored the answer sent it: a retry sending the same text is the same request. */
+  inputText: string | undefined;
   response: StoredResponse;
 }
 
-type Entry = CachedAnswer & { until: number };
+/** Indexed by the client's key alone (no string built per lookup); the scope is checked on a hit, so two scopes sharing a key only take each other's place. */
+type Entry = CachedAnswer & { scope: string; until: number };
 
 /** The clocks of this process and the database never meet: a second's margin covers their drift. */
 const EXPIRY_MARGIN_MS = 1000;
@@ -30,20 +33,19 @@ export class ReplayCache {
 
   get(scope: string, key: string): CachedAnswer | undefined {
     if (this.size <= 0) return undefined;
-    const id = `${scope}\u0000${key}`;
-    let entry = this.#young.get(id);
+    let entry = this.#young.get(key);
     if (!entry) {
-      entry = this.#old.get(id);
-      if (entry) this.#keep(id, entry);
+      entry = this.#old.get(key);
+      if (entry) this.#keep(key, entry);
     }
-    return entry && entry.until > this.now() ? entry : undefined;
+    return entry && entry.scope === scope && entry.until > this.now() ? entry : undefined;
   }
 
   /** `askedAt`: this clock's reading from before the store was asked; `liveMs`: the record's life left then. */
   set(scope: string, key: string, answer: CachedAnswer, askedAt: number, liveMs: number): void {
     const until = askedAt + liveMs - EXPIRY_MARGIN_MS;
     if (this.size <= 0 || until <= this.now()) return;
-    this.#keep(`${scope}\u0000${key}`, { path: answer.path, fingerprint: answer.fingerprint, response: answer.response, until });
+    this.#keep(key, { ...answer, scope, until });
   }
 
   #keep(id: string, entry: Entry): void {

@@ -72,14 +72,14 @@ describe('decide', () => {
 });
 
 describe('the replay cache', () => {
-  const answer = { path: 'p', fingerprint: 'f', response: { status: 201, body: { ok: true } } };
+  const answer = { path: 'p', fingerprint: 'f', inputText: '{}', response: { status: 201, body: { ok: true } } };
 
   it('1. keeps an answer until a second before its record expires, on its own clock', () => {
     let now = 0;
     const cache = new ReplayCache(10, () => now);
     cache.set('s', 'k', answer, 0, 5_000);
     now = 3_999;
-    assert.deepEqual(cache.get('s', 'k'), { ...answer, until: 4_000 });
+    assert.deepEqual(cache.get('s', 'k'), { ...answer, scope: 's', until: 4_000 });
     now = 4_000;
     assert.equal(cache.get('s', 'k'), undefined);
   });

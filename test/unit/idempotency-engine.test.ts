@@ -315,14 +315,34 @@ describe('housekeeping', () => {
     assert.deepEqual([...held], [id]);
   });
 
-  it('answers a warm replay from the process without asking the store', async () => {
+  it('answers a warm replay from the process without asking the store, for exactly the same request', async () => {
     const { store, request } = world();
     let reads = 0;
     const counting = { ...store, claim: (claim: Parameters<typeof store.claim>[0]) => (reads++, store.claim(claim)) };
     const cached = { ...options, replayCacheSize: 10 };
-    await executeIdempotent(counting, request('k'), async () => ({ status: 200, body: {} }), cached);
-    const replay = await executeIdempotent(counting, request('k'), async () => assert.fail('must not run'), cached);
-    assert.equal(replay.replayed, true);
+    const mustNotRun = async () => assert.fail('must not run');
+    const first = await executeIdempotent(
+      counting,
+      request('k', { a: 1, b: [1] }),
+      async () => ({ status: 200, body: { n: [1] } }),
+      cached,
+    );
+    // 1. The same text, and the same input in another key order, replay from the cache.
+    const replay = await executeIdempotent(counting, request('k', { a: 1, b: [1] }), mustNotRun, cached);
+    const reordered = await executeIdempotent(counting, request('k', { b: [1], a: 1 }), mustNotRun, cached);
+    assert.deepEqual(
+      [replay, reordered],
+      [
+        { ...first, replayed: true },
+        { ...first, replayed: true },
+      ],
+    );
+    // 2. Another input or another path under the key is refused from the cache too.
+    await assert.rejects(executeIdempotent(counting, request('k', { a: 1, b: [2] }), mustNotRun, cached), KeyReusedError);
+    await assert.rejects(executeIdempotent(counting, request('k', { a: 1, b: [1] }, 'other'), mustNotRun, cached), KeyReusedError);
     assert.equal(reads, 1);
+    // 3. Every caller shares the cached answer, so none can change it for the next.
+    assert.throws(() => (replay.body as { n: number[] }).n.push(2), TypeError);
+    assert.deepEqual((await executeIdempotent(counting, request('k', { a: 1, b: [1] }), mustNotRun, cached)).body, { n: [1] });
   });
 });
