@@ -18,8 +18,8 @@ const DRIZZLE_OBJECTS = ['db', 'tx', 'transaction'];
 
 /**
  * Relative imports cannot be resolved by a pattern, so folders are matched by path segment: from
- * server/idempotency, `../../db/client` and `../checkout/pay` both name a folder the core must not
- * know.
+ * app/_components, `../../db/client` and `../server/checkout/pay` both name a folder the page must
+ * not know.
  */
 const folder = (...names) => `(^|/)(${names.join('|')})(/|$)`;
 
@@ -36,6 +36,7 @@ export default defineConfig(
       'bench-results/',
       'bench/results/',
       'next-env.d.ts',
+      'packages/*/dist/',
     ],
   },
   js.configs.recommended,
@@ -74,20 +75,47 @@ export default defineConfig(
     },
   },
   {
-    // The core knows no web framework, no tRPC, no React and not this app's database or business
-    // code: a checkout that lifts it supplies a store and nothing else. Types count too — a type
-    // import still ties the core to the module it names.
-    files: ['server/idempotency/**'],
+    // The package knows no web framework and nothing of this app: a checkout that installs it supplies
+    // a store and nothing else. Only its tRPC entry (src/trpc.ts) may import tRPC. Types count too —
+    // a type import still ties the package to the module it names.
+    files: ['packages/idempotency/src/**'],
+    ignores: ['packages/idempotency/src/trpc.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           patterns: [
-            { regex: '^(next|react|react-dom)(/|$)', message: 'The idempotency core knows no web framework.' },
-            { regex: '^@trpc/', message: 'The idempotency core knows no tRPC: server/trpc/idempotency.ts is the glue.' },
+            { regex: '^(next|react|react-dom)(/|$)', message: '@payonce/idempotency knows no web framework.' },
+            { regex: '^@trpc/', message: '@payonce/idempotency knows tRPC only in its tRPC entry (src/trpc.ts).' },
+            { regex: '^\\.\\./\\.\\.', message: '@payonce/idempotency imports nothing of the app around it: it is handed a store.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['packages/idempotency/src/trpc.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [{ regex: '^\\.\\./\\.\\.', message: '@payonce/idempotency imports nothing of the app around it.' }],
+        },
+      ],
+    },
+  },
+  {
+    // The app uses the package as any adopter does: through its published entries, never its files.
+    files: ['**/*.ts', '**/*.tsx'],
+    ignores: ['packages/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
             {
-              regex: folder('db', 'checkout', 'trpc', 'payments', 'app'),
-              message: "The idempotency core imports nothing of this app's: it is handed a store (IdempotencyStore).",
+              regex: folder('packages'),
+              message: "Import @payonce/idempotency (or a subpath it exports), not the package's files.",
             },
           ],
         },
@@ -108,6 +136,7 @@ export default defineConfig(
               allowTypeImports: true,
               message: 'The page talks to the server through tRPC (client/trpc-client.ts), never to server/checkout or db/.',
             },
+            { regex: folder('packages'), message: "Import @payonce/idempotency (or a subpath it exports), not the package's files." },
           ],
         },
       ],

@@ -1,7 +1,7 @@
 /**
  * `npx tsx bench/cleanup-at-scale.ts`: what it costs to clean 10 M expired idempotency keys, two ways.
  *
- *   plain        the key table as the app has it (server/idempotency/schema-sql.ts), cleaned by the
+ *   plain        the key table as the app has it (@payonce/idempotency's schema SQL), cleaned by the
  *                store's own bounded DELETE (deleteExpired: 1,000 rows per statement, SKIP LOCKED),
  *                batch after batch until nothing expired is left, then the VACUUM that the dead rows
  *                call for (autovacuum would do it later; its cost is the DELETE's cost too)
@@ -31,7 +31,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
-import { applyIdempotencySchema, createPostgresIdempotencyStore, deleteExpiredKeys } from '../server/idempotency';
+import { deleteExpiredKeys } from '@payonce/idempotency';
+import { applyIdempotencySchema, createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 
 const { values: flags } = parseArgs({
   options: {
@@ -60,7 +61,7 @@ const seconds = (since: number) => (performance.now() - since) / 1000;
 const PLAIN = 'idempotency_keys';
 const PARTED = 'idempotency_keys_by_expiry';
 
-/** The columns of server/idempotency/schema-sql.ts, with the primary key that partitioning allows. */
+/** The columns of @payonce/idempotency's schema SQL, with the primary key that partitioning allows. */
 const PARTITIONED_SCHEMA = [
   `create table ${PARTED} (
     id uuid default gen_random_uuid() not null,

@@ -5,7 +5,7 @@
  * Money is always an integer count of minor units (fen) next to an ISO currency code: floating point
  * never touches an amount.
  *
- * The idempotency core owns its own table (server/idempotency/schema.ts); drizzle.config.ts lists
+ * The idempotency core owns its own table (@payonce/idempotency/drizzle); drizzle.config.ts lists
  * both files, so one `npm run db:generate` covers them.
  */
 import { sql } from 'drizzle-orm';

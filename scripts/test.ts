@@ -73,6 +73,10 @@ async function main(): Promise<number> {
 
   const failures: string[] = [];
   try {
+    // The app imports @payonce/idempotency as an adopter does, from its built files: build them from
+    // the sources being tested.
+    console.log('\n=== build @payonce/idempotency ===');
+    if ((await run('npm', ['run', 'build', '-w', '@payonce/idempotency'], env, 'node')) !== 0) failures.push('package build');
     if (suites.has('unit')) {
       console.log('\n=== type check (tsc --noEmit, the whole project) ===');
       const typecheck = await run('node_modules/.bin/tsc', ['--noEmit', '-p', '.'], env, 'node');
@@ -80,7 +84,16 @@ async function main(): Promise<number> {
       console.log('\n=== unit tests ===');
       const code = await run(
         process.execPath,
-        ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-force-exit', ...testFiles('test/unit'), ...testFiles('bench')],
+        [
+          '--import',
+          'tsx',
+          '--test',
+          '--test-reporter=spec',
+          '--test-force-exit',
+          ...testFiles('test/unit'),
+          ...testFiles('bench'),
+          ...testFiles('packages/idempotency/test'),
+        ],
         env,
         'node',
       );

@@ -9,7 +9,7 @@ import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkou
 import { serverEnv } from './env';
 import { armSandboxFault, journalFault } from './demo-drills';
 import { FaultInjector, faultsEnabled } from './faults';
-import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
 import { orderCapsFromEnv } from './checkout/orders';
 import { gatewaysFromEnv } from './payments';

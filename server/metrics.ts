@@ -4,7 +4,7 @@
  * route handlers and instrumentation as separate module instances).
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { GuardEvent } from './idempotency';
+import type { GuardEvent } from '@payonce/idempotency';
 import type { PaymentGateway } from './payments/gateway';
 
 export interface CheckoutMetrics {

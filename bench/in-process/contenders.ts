@@ -4,7 +4,7 @@
  *
  *   unguarded  the business transaction alone;
  *   ours       executeIdempotent with a one-phase handler over createPostgresIdempotencyStore, through the
- *              core's public entry only (server/idempotency/index.ts), with its default options — so
+ *              package's public entries only (@payonce/idempotency), with its default options — so
  *              whatever the core does today is what is measured;
  *   seed       the seed article's sequence, as bench/router.ts runs it over HTTP, on the same
  *              bench_naive_keys table: SELECT, INSERT … ON CONFLICT DO NOTHING, the business
@@ -12,14 +12,8 @@
  */
 import { createHash } from 'node:crypto';
 import type postgres from 'postgres';
-import {
-  createPostgresIdempotencyStore,
-  DEFAULT_IDEMPOTENCY_OPTIONS,
-  executeIdempotent,
-  KeyReusedError,
-  RequestInProgressError,
-  respond,
-} from '../../server/idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS, executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import {
   businessStatements,
   businessTransaction,

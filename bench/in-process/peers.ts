@@ -20,7 +20,7 @@ import { Idempotency, IdempotencyError, IdempotencyErrorCodes, type IdempotencyP
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
 import type postgres from 'postgres';
-import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../server/idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { businessTransaction, INPROC_PATH, type BusinessInput, type BusinessResult } from './business';
 import { InjectedAnswerWriteFailure, type Contender } from './contenders';
 

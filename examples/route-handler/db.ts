@@ -4,7 +4,8 @@
  * (Next evaluates route modules during `next build`, when there is no database).
  */
 import postgres from 'postgres';
-import { createPostgresIdempotencyStore, type IdempotencyStore } from '../../server/idempotency';
+import { type IdempotencyStore } from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 
 const globalForExample = globalThis as unknown as {
   __routeHandlerExample?: { sql: postgres.Sql; store: IdempotencyStore<postgres.TransactionSql> };

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { applyIdempotencySchema } from '../../server/idempotency';
+import { applyIdempotencySchema } from '@payonce/idempotency/postgres';
 import { POST } from './app/api/charges/route';
 import { CHARGES_TABLE_SQL, exampleDatabase } from './db';
 

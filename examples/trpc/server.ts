@@ -10,8 +10,9 @@ import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import type postgres from 'postgres';
 import { z } from 'zod';
-import { createPostgresIdempotencyStore, respond } from '../../server/idempotency';
-import { idempotentOnePhase, StoredErrorResponse, type IdempotencyContext, type ResponseMetaHolder } from '../../server/trpc/idempotency';
+import { respond } from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
+import { idempotentOnePhase, StoredErrorResponse, type IdempotencyContext, type ResponseMetaHolder } from '@payonce/idempotency/trpc';
 
 export function createExampleApp(sql: postgres.Sql) {
   // No ORM: each phase writes with the transaction's own postgres.js handle.

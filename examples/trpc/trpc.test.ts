@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { TRPCClientError } from '@trpc/client';
 import postgres from 'postgres';
-import { applyIdempotencySchema } from '../../server/idempotency';
+import { applyIdempotencySchema } from '@payonce/idempotency/postgres';
 import { serveFetch } from '../serve-fetch';
 import { CHARGES_TABLE_SQL } from '../route-handler/db';
 import { createExampleClient, withRetries } from './client';

@@ -9,11 +9,11 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, orderTrades, refunds } from '../../db/schema';
-import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
+import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
-import { executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '../idempotency';
+import { executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '@payonce/idempotency';
 import { CLOSE_REVERSED_PAYMENT, type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { CheckoutServices } from './services';

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
-import { respond, type Responded, type StoredResponse } from '../idempotency';
+import { respond, type Responded, type StoredResponse } from '@payonce/idempotency';
 import { envFrom, type RawEnv } from '../env';
 import { CheckoutError } from './errors';
 import { journal } from './journal';

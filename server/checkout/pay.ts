@@ -17,7 +17,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, payments } from '../../db/schema';
-import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '../idempotency';
+import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '@payonce/idempotency';
 import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { CheckoutError } from './errors';
 import type { ReturnAddress } from './return-address';

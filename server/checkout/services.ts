@@ -4,7 +4,8 @@
  */
 import type postgres from 'postgres';
 import { transactionDatabase, type Database, type Transaction } from '../../db/client';
-import { createPostgresIdempotencyStore, type IdempotencyOptions, type IdempotencyStore } from '../idempotency';
+import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import type { FaultInjector } from '../faults';
 import type { CheckoutMetrics } from '../metrics';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';

@@ -1,5 +1,5 @@
 import type { CheckoutServices } from '../checkout/services';
-import { deleteExpiredKeys } from '../idempotency';
+import { deleteExpiredKeys } from '@payonce/idempotency';
 import { deleteEndedRateLimitWindows } from '../rate-limit';
 
 /**

@@ -1,7 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import { CheckoutError } from '../checkout/errors';
-import { IdempotencyError } from '../idempotency';
-import { StoredErrorResponse, trpcCodeFor } from './idempotency';
+import { IdempotencyError } from '@payonce/idempotency';
+import { StoredErrorResponse, trpcCodeFor } from '@payonce/idempotency/trpc';
 
 export { StoredErrorResponse, trpcCodeFor };
 

@@ -11,7 +11,7 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { getTRPCErrorShape } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
-import { MAX_BODY_BYTES, readBodyWithin } from '../idempotency/read-body';
+import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { EndpointRefusal, toTRPCError } from './errors';
 import { isSecureRequest } from '../session';
 import { createTRPCContext, type TRPCContext } from './init';

@@ -9,7 +9,7 @@ import { buyerOrigin, returnAddress, verifyReturnToken } from '../checkout/retur
 import type { CheckoutServices } from '../checkout/services';
 import { issueSession, verifySession } from '../session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
-import type { ResponseMetaHolder } from './idempotency';
+import type { ResponseMetaHolder } from '@payonce/idempotency/trpc';
 
 export interface CreateContextOptions {
   headers: Headers;

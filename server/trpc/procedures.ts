@@ -10,12 +10,12 @@ import type { z } from 'zod';
 import { journalRequest } from '../checkout/journal';
 import { CheckoutError } from '../checkout/errors';
 import { customerScope } from '../checkout/services';
-import type { IdempotencyContext, IdempotencyHooks } from './idempotency';
+import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/trpc';
 import type { Transaction } from '../../db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
 import { rateLimit } from './rate-limit';
 
-export { idempotent, idempotentOnePhase, idempotentPhases } from './idempotency';
+export { idempotent, idempotentOnePhase, idempotentPhases } from '@payonce/idempotency/trpc';
 
 const requireSession = middleware(async ({ ctx, next }) => {
   if (ctx.sessionIssued) {

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
 import { openDatabase } from '../../db/client';
 import { GET as healthRoute } from '../../app/api/health/route';
-import { MAX_BODY_BYTES } from '../../server/idempotency/read-body';
+import { MAX_BODY_BYTES } from '@payonce/idempotency/fetch';
 import { GATEWAY_IDS } from '../../server/payments/gateway-ids';
 import { INTERNAL_ERROR_MESSAGE } from '../../server/trpc/errors';
 import { MAX_QUERY_BATCH_SIZE } from '../../server/trpc/limits';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { requestFingerprint } from '../../server/idempotency';
+import { requestFingerprint } from '@payonce/idempotency';
 import type { ChargeRequest, PaymentGateway } from '../../server/payments/gateway';
 import { serveFetch } from '../support/serve-fetch';
 import { eventually, startTestStack, type ApiCustomer, type TestStack } from '../support/stack';

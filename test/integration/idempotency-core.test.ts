@@ -10,7 +10,6 @@ import postgres from 'postgres';
 import { openDatabase, type Database, type Transaction } from '../../db/client';
 import { runMigrations } from '../../db/migrate';
 import {
-  createPostgresIdempotencyStore,
   deleteExpiredKeys,
   executeIdempotent,
   InvalidKeyError,
@@ -23,7 +22,8 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
   type OwnedKey,
-} from '../../server/idempotency';
+} from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import { requireDatabaseUrl } from '../support/stack';
 import { createCheckoutIdempotencyStore } from '../../server/checkout/services';
 

@@ -10,7 +10,6 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import postgres from 'postgres';
 import { runMigrations } from '../../db/migrate';
 import {
-  createPostgresIdempotencyStore,
   executeIdempotent,
   KeyReusedError,
   recoveryPoint,
@@ -19,7 +18,8 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
   type OnePhaseHandler,
-} from '../../server/idempotency';
+} from '@payonce/idempotency';
+import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import { countingSocket, statementCount } from '../../bench/wire-count';
 import { requireDatabaseUrl } from '../support/stack';
 
@@ -244,7 +244,7 @@ describe('one-phase requests', () => {
     const tag = randomUUID();
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const handler = async (key: import('../../server/idempotency').OwnedKey<Tx>) => {
+    const handler = async (key: import('@payonce/idempotency').OwnedKey<Tx>) => {
       await key.atomicPhase(
         async (tx) => (await tx`insert into one_phase_effects (tag) values (${`${tag}:1`})`, recoveryPoint('phase1_done')),
       );

@@ -1,15 +1,18 @@
 /**
- * The core's own schema SQL (server/idempotency/schema-sql.ts), for apps that do not generate
- * migrations from its Drizzle table, builds exactly what the app's migrations build: same columns,
- * types, defaults and nullability, same indexes, same fence function. And applying it twice, or from
- * two starters at once, is harmless.
+ * @payonce/idempotency's schema SQL (applyIdempotencySchema, and the same statements as
+ * migrations/0001_idempotency_keys.sql), for apps that do not generate migrations from its Drizzle
+ * table, builds exactly what the app's migrations build: same columns, types, defaults and
+ * nullability, same indexes, same fence function. And applying it twice, or from two starters at
+ * once, is harmless.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import { runMigrations } from '../../db/migrate';
-import { applyIdempotencySchema } from '../../server/idempotency/schema-sql';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { applyIdempotencySchema } from '@payonce/idempotency/postgres';
 import { requireDatabaseUrl } from '../support/stack';
 
 const url = requireDatabaseUrl();
@@ -76,5 +79,15 @@ describe('the core schema SQL', () => {
     await applyIdempotencySchema(blank);
     assert.deepEqual(await describeTable(blank), await describeTable(migrated));
     assert.equal((await blank`select count(*)::int as n from idempotency_keys`)[0]!.n, 1);
+  });
+
+  it('4. the migration file the package ships, run twice as a DBA would (one simple query), builds the same', async () => {
+    // Resolved as an adopter's tool would find it: through the installed package.
+    const file = createRequire(import.meta.url).resolve('@payonce/idempotency/migrations/0001_idempotency_keys.sql');
+    const text = await readFile(file, 'utf8');
+    await blank.unsafe('drop table idempotency_keys; drop function idempotency_assert_owned');
+    await blank.unsafe(text).simple();
+    await blank.unsafe(text).simple();
+    assert.deepEqual(await describeTable(blank), await describeTable(migrated));
   });
 });

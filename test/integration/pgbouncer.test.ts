@@ -23,8 +23,8 @@ import {
   respond,
   type IdempotencyOptions,
   type IdempotencyStore,
-} from '../../server/idempotency';
-import { startBeforeCommit } from '../../server/idempotency/postgres-pipelining';
+} from '@payonce/idempotency';
+import { startBeforeCommit } from '@payonce/idempotency/postgres';
 import { findPgBouncer, startPgBouncer, type PgBouncer } from '../../scripts/pgbouncer';
 import { requireDatabaseUrl } from '../support/stack';
 

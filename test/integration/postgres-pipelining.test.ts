@@ -1,5 +1,5 @@
 /**
- * The driver behaviour the idempotency store relies on (server/idempotency/postgres-pipelining.ts),
+ * The driver behaviour the idempotency store relies on (@payonce/idempotency, src/postgres-pipelining.ts),
  * pinned: if a postgres.js upgrade changes any of it, these fail before a fence silently costs a
  * round trip, runs after the COMMIT, or stops rolling a phase back.
  */
@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { applyIdempotencySchema } from '../../server/idempotency';
-import { startBeforeCommit } from '../../server/idempotency/postgres-pipelining';
+import { applyIdempotencySchema } from '@payonce/idempotency/postgres';
+import { startBeforeCommit } from '@payonce/idempotency/postgres';
 
 // Self-contained (postgres.js and the core only), so it travels with the core into another app.
 const url = process.env.DATABASE_URL;

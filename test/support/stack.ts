@@ -14,7 +14,7 @@ import { createMetrics, instrumentGateway, observeGuard } from '../../server/met
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
 import type { OrderCaps } from '../../server/checkout/orders';
 import type { RateLimitPolicy } from '../../server/rate-limit';
-import { DEFAULT_IDEMPOTENCY_OPTIONS, type IdempotencyOptions, type IdempotencyStore } from '../../server/idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS, type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
 import { gatewaysFromEnv } from '../../server/payments';
 import { sandboxCredentialsToEnv } from '../../server/payments/sandbox-credentials';
 import type { GatewayId, TestBuyer } from '../../server/payments/gateway';

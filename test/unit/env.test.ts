@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '../../server/checkout/refunds';
 import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
 import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '../../server/env';
-import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../server/idempotency';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { DEFAULT_JOB_INTERVALS } from '../../server/jobs/queue';
 import { DEFAULT_EXPIRY_CLOSE_GRACE_MS } from '../../server/jobs/reconciler';
 import { MAX_TRIES_PER_GATEWAY_CALL } from '../../server/payments/gateway';

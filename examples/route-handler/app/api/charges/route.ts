@@ -8,7 +8,8 @@
  * 201 back (Idempotency-Replayed: true) and charges nothing; the same key with another body is a 422.
  */
 import { z } from 'zod';
-import { respond, withIdempotency } from '../../../../../server/idempotency';
+import { respond } from '@payonce/idempotency';
+import { withIdempotency } from '@payonce/idempotency/fetch';
 import { exampleDatabase } from '../../../db';
 
 const chargeInput = z.object({ amountMinor: z.number().int().positive() });

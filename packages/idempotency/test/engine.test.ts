@@ -19,7 +19,7 @@ import {
   type IdempotencyOptions,
   type MemoryTransaction,
   type OwnedKey,
-} from '../../server/idempotency';
+} from '../src/index.js';
 
 const options: IdempotencyOptions = { leaseMs: 1_000, ttlMs: 60_000, replayCacheSize: 0 };
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { canonicalCopy, canonicalJson, requestFingerprint } from '../../server/idempotency/fingerprint';
+import { canonicalCopy, canonicalJson, requestFingerprint } from '../src/fingerprint.js';
 
 describe('request fingerprint', () => {
   it('sorts object keys at every depth, so key order never changes it', () => {

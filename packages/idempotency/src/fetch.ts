@@ -15,11 +15,13 @@
  * A handler refuses with a 4xx by throwing an error that carries `httpStatus` (4xx) and `reason`;
  * anything else it throws is a 500 (the key is released, so a retry runs again).
  */
-import { executeIdempotent } from './execute';
-import { IdempotencyError, RequestInProgressError } from './errors';
-import type { IdempotencyOptions, IdempotentHandler, OwnedKey, Responded } from './execute';
-import { MAX_BODY_BYTES, readBodyWithin } from './read-body';
-import type { IdempotencyStore, StoredResponse } from './store';
+import { executeIdempotent } from './execute.js';
+import { IdempotencyError, RequestInProgressError } from './errors.js';
+import type { IdempotencyOptions, IdempotentHandler, OwnedKey, Responded } from './execute.js';
+import { MAX_BODY_BYTES, readBodyWithin } from './read-body.js';
+import type { IdempotencyStore, StoredResponse } from './store.js';
+
+export { MAX_BODY_BYTES, readBodyWithin, type BoundedBody } from './read-body.js';
 
 export interface FetchIdempotencyConfig<Tx, Input = unknown> {
   /** The store, or a function returning it (so nothing connects while a framework merely loads the module). */

@@ -4,9 +4,9 @@
  * probably don't need to edit this file unless you port the store to another database.
  */
 import type postgres from 'postgres';
-import { LeaseLostError } from './errors';
-import { startBeforeCommit } from './postgres-pipelining';
-import type { ClosingWrite, CompletedKey, IdempotencyStore, KeyRead, KeyRef, OnePhaseEnd, OnePhasePlan, ScopedKey } from './store';
+import { LeaseLostError } from './errors.js';
+import { startBeforeCommit } from './postgres-pipelining.js';
+import type { ClosingWrite, CompletedKey, IdempotencyStore, KeyRead, KeyRef, OnePhaseEnd, OnePhasePlan, ScopedKey } from './store.js';
 
 export interface PostgresStoreOptions<Tx> {
   /** What business code writes with, made from the transaction's handle (`(tx) => drizzle(tx)`; default: the handle). */

@@ -1,7 +1,7 @@
 /**
  * The core's table and fence function as plain SQL, for apps that do not generate migrations from
- * ./schema.ts: `applyIdempotencySchema(sql)` at start-up, or paste it into a migration. Every statement
- * is idempotent. test/integration/idempotency-schema.test.ts keeps it equal to ./schema.ts.
+ * ./drizzle.ts: `applyIdempotencySchema(sql)` at start-up, or run ../migrations/*.sql. Every statement
+ * is idempotent. The package's schema test keeps the three equal.
  */
 import type postgres from 'postgres';
 

@@ -1,4 +1,4 @@
-import { InvalidKeyError, MissingKeyError } from './errors';
+import { InvalidKeyError, MissingKeyError } from './errors.js';
 
 /** Stripe's limit; a UUID (36) fits many times over. */
 export const MAX_KEY_LENGTH = 255;

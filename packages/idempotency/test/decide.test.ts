@@ -1,10 +1,10 @@
 /**
- * The guard's branches as a pure function (server/idempotency/decide.ts), and the replay cache on a
+ * The guard's branches as a pure function (src/decide.ts), and the replay cache on a
  * clock of the test's own: no database, no timers.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decide, ReplayCache, type KeyRecord } from '../../server/idempotency';
+import { decide, ReplayCache, type KeyRecord } from '../src/index.js';
 
 const request = { path: 'checkout.pay', fingerprint: 'f1' };
 const NOW = 1_000_000;

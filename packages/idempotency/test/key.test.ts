@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidKeyError, MissingKeyError } from '../../server/idempotency/errors';
-import { parseIdempotencyKey } from '../../server/idempotency/key';
+import { InvalidKeyError, MissingKeyError, parseIdempotencyKey } from '../src/index.js';
 
 describe('Idempotency-Key validation', () => {
   it('rejects a missing key with IDEMPOTENCY_KEY_MISSING', () => {

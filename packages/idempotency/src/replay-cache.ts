@@ -5,7 +5,7 @@
  * store. Two generations bound it (the old one dropped whole; a hit there moves up): no Map deleted
  * from at its front, whose holes V8 walks.
  */
-import type { StoredResponse } from './store';
+import type { StoredResponse } from './store.js';
 
 export interface CachedAnswer {
   path: string;

@@ -32,7 +32,7 @@ import {
   type OwnedKey,
   type Responded,
   type StoredResponse,
-} from '../idempotency';
+} from './index.js';
 
 /**
  * Status and headers a procedure wants on its HTTP response. A mutable holder, because tRPC copies

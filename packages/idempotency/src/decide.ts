@@ -3,7 +3,7 @@
  * it found. No I/O and no clock of its own, so every branch is tested in microseconds
  * (test/unit/idempotency-decide.test.ts), and every path of the engine decides the same way.
  */
-import type { KeyRecord, StoredResponse } from './store';
+import type { KeyRecord, StoredResponse } from './store.js';
 
 export type Decision =
   /** Nobody has the key, or its record expired and nobody works under it: claim it (replacing that record). */

@@ -15,12 +15,12 @@
  * (the tRPC middleware, the webhook handlers, ./fetch.ts) turn its result and errors into responses.
  */
 import { randomUUID } from 'node:crypto';
-import { decide, type Decision } from './decide';
-import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors';
-import { canonicalCopy, requestFingerprint } from './fingerprint';
-import { parseIdempotencyKey } from './key';
-import { replayCacheOf, type CachedAnswer, type ReplayCache } from './replay-cache';
-import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store';
+import { decide, type Decision } from './decide.js';
+import { KeyReusedError, LeaseLostError, RequestInProgressError } from './errors.js';
+import { canonicalCopy, requestFingerprint } from './fingerprint.js';
+import { parseIdempotencyKey } from './key.js';
+import { replayCacheOf, type CachedAnswer, type ReplayCache } from './replay-cache.js';
+import type { Claim, ClosingWrite, IdempotencyStore, KeyRef, StoredResponse } from './store.js';
 
 export interface IdempotencyOptions {
   /** How long an owner may work before others presume it dead: past the slowest request (a 5 s gateway timeout), short after a crash. */

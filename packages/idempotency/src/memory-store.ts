@@ -6,8 +6,8 @@
  * nothing survives a restart and two processes never share it: production uses a database store.
  */
 import { randomUUID } from 'node:crypto';
-import { LeaseLostError } from './errors';
-import type { IdempotencyStore, KeyRecord, KeyRef, NewRecord, ScopedKey } from './store';
+import { LeaseLostError } from './errors.js';
+import type { IdempotencyStore, KeyRecord, KeyRef, NewRecord, ScopedKey } from './store.js';
 
 /** A phase's transaction: its effects run at COMMIT, all together with the key's write, or never. */
 export class MemoryTransaction {
