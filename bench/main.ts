@@ -387,7 +387,7 @@ const METHOD = [
   'Round trips are counted, not assumed, by the app itself under BENCH=1 (bench/wire-count.ts), on its PostgreSQL socket: statements ' +
     '(every Execute or simple Query message, BEGIN and COMMIT included) and wire round trips (every socket write ending in a Sync, Flush or simple Query, ' +
     'which the client then waits on). ' +
-    'Statements are prepared per connection (db/prepared-statements.ts), so each costs one round trip once its connection has seen it; statements ' +
+    'Statements are prepared per connection (withPreparedStatements, @payonce/idempotency/drizzle), so each costs one round trip once its connection has seen it; statements ' +
     'queued on one connection at once share a write (the guard’s completion rides with its COMMIT; under load, postgres.js also ' +
     'pipelines concurrent requests’ statements, so counts at high concurrency fall below the one-request figure). ' +
     'After the timed rounds, a fixed number of requests per scenario runs with the app otherwise idle; ' +

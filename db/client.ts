@@ -9,7 +9,7 @@
 import { drizzle, type PostgresJsDatabase, type PostgresJsQueryResultHKT } from 'drizzle-orm/postgres-js';
 import type { PgDatabase } from 'drizzle-orm/pg-core';
 import postgres from 'postgres';
-import { withPreparedStatements } from './prepared-statements';
+import { drizzleTransactionHandle, withPreparedStatements } from '@payonce/idempotency/drizzle';
 
 export type Database = PostgresJsDatabase;
 /**
@@ -42,18 +42,8 @@ export function configureConnections(options: ConnectionOptions): void {
   globalForDb.__payonceDbOptions = { ...globalForDb.__payonceDbOptions, ...options };
 }
 
-/** Drizzle over one transaction's postgres.js handle: what an idempotency phase's code writes with. */
-export function transactionDatabase(tx: postgres.TransactionSql): Transaction {
-  // Drizzle's driver runs statements through `unsafe` (see ./prepared-statements.ts) and, when built,
-  // sets its value parsers on the client's `options`. A transaction handle has no `options` of its own
-  // and parses with its pool's, which openDatabase's Drizzle already configured, so it gets a scratch
-  // object to write to.
-  const client = new Proxy(withPreparedStatements(tx), {
-    get: (target, property, receiver) =>
-      property === 'options' ? { parsers: {}, serializers: {} } : Reflect.get(target, property, receiver),
-  });
-  return drizzle(client as unknown as postgres.Sql, { casing: 'snake_case' });
-}
+/** Drizzle over one transaction's postgres.js handle, with named statements: what an idempotency phase's code writes with. */
+export const transactionDatabase = drizzleTransactionHandle({ casing: 'snake_case' }) as (tx: postgres.TransactionSql) => Transaction;
 
 /**
  * The database to use. The app server passes its validated configuration (server/env.ts); scripts
@@ -95,7 +85,7 @@ export function openDatabase(url: string, options: { max?: number; pooling?: Dat
     // an app instance behind a pooler can raise it with DB_POOL_MAX.
     max: options.max ?? 10,
     // Behind a transaction pooler, no named statements at all: postgres.js's pool-level `prepare: false`
-    // overrides the per-query `prepare: true` that ./prepared-statements.ts and the idempotency store
+    // overrides the per-query `prepare: true` that withPreparedStatements and the idempotency store
     // ask for (connection.js: `q.prepare = options.prepare && (…)`). Each parameterised statement is
     // then parsed unnamed and described before it runs: one more round trip, on the same server
     // connection (Parse, Describe and Flush, no Sync, so the pooler keeps it linked). Statements without

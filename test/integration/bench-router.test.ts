@@ -11,7 +11,7 @@ import postgres from 'postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { benchRouter, ensureBenchTables } from '../../bench/router';
 import { countingSocket, statementCount } from '../../bench/wire-count';
-import { withPreparedStatements } from '../../db/prepared-statements';
+import { withPreparedStatements } from '@payonce/idempotency/drizzle';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
 import { createTRPCContext, createTRPCRouter, type TRPCContext } from '../../server/trpc/init';
 import { checkoutRouter } from '../../server/trpc/routers/checkout';

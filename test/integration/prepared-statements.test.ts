@@ -1,5 +1,5 @@
 /**
- * The Drizzle behaviour db/prepared-statements.ts relies on, pinned: Drizzle runs its statements
+ * The Drizzle behaviour @payonce/idempotency/drizzle (withPreparedStatements) relies on, pinned: Drizzle runs its statements
  * through the client's `unsafe`, so the view that asks for named statements makes each one a single
  * round trip once prepared — at top level, in Drizzle's transactions, and in an idempotency phase's
  * handle. Without the view the same statement costs two (the first case shows the difference).
@@ -11,7 +11,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { countingSocket, statementCount } from '../../bench/wire-count';
 import { transactionDatabase } from '../../db/client';
-import { withPreparedStatements } from '../../db/prepared-statements';
+import { withPreparedStatements } from '@payonce/idempotency/drizzle';
 import { requireDatabaseUrl } from '../support/stack';
 
 let pool: postgres.Sql;

@@ -1,9 +1,12 @@
 /**
- * The core's one table, as Drizzle declares it: list this file in drizzle.config.ts `schema`, or apply
- * ./schema-sql.ts at start-up (which also holds the fence function, SQL only).
+ * @payonce/idempotency/drizzle: the key table as Drizzle declares it (list `dist/drizzle.js` in
+ * drizzle.config.ts `schema`; the fence function is SQL only: ../migrations/*.sql), and the handle an
+ * atomic phase writes with when your code uses Drizzle (./prepared-statements.ts).
  */
 import { sql } from 'drizzle-orm';
 import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+
+export { drizzleTransactionHandle, withPreparedStatements } from './prepared-statements.js';
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 

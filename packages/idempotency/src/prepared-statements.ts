@@ -1,6 +1,6 @@
 /**
- * LIBRARY BEHAVIOUR RELIED ON — drizzle-orm's postgres-js driver and postgres.js (both pinned in
- * package.json). test/integration/prepared-statements.test.ts fails if an upgrade changes it.
+ * LIBRARY BEHAVIOUR RELIED ON — drizzle-orm's postgres-js driver and postgres.js. The PayOnce app's
+ * test/integration/prepared-statements.test.ts fails if an upgrade changes it.
  *
  * Drizzle runs every statement through the client's `unsafe(text, params, { prepare })` and asks for
  * an unnamed statement (`prepare: false`) unless the query was `.prepare("name")`d. postgres.js must
@@ -13,6 +13,7 @@
  * `unsafe` asks for named statements, and whose `begin`/`savepoint` hand Drizzle's transactions the
  * same view of the transaction's connection.
  */
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type postgres from 'postgres';
 
 type AnySql = postgres.Sql | postgres.TransactionSql;
@@ -43,4 +44,26 @@ export function withPreparedStatements<T extends AnySql>(sql: T): T {
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+}
+
+/**
+ * What an atomic phase's code writes with, for Drizzle users: Drizzle over the phase's own
+ * transaction, with named prepared statements. Pass it as the store's `transactionHandle`:
+ *
+ *   createPostgresIdempotencyStore(sql, { transactionHandle: drizzleTransactionHandle({ casing: 'snake_case' }) })
+ *
+ * `casing` must match your own `drizzle(…)` call.
+ */
+export function drizzleTransactionHandle(
+  options: { casing?: 'snake_case' | 'camelCase' } = {},
+): (tx: postgres.TransactionSql) => PostgresJsDatabase {
+  return (tx) => {
+    // Drizzle's driver, when built, sets its value parsers on the client's `options`. A transaction
+    // handle has no `options` of its own and parses with its pool's, so it gets a scratch object.
+    const client = new Proxy(withPreparedStatements(tx), {
+      get: (target, property, receiver) =>
+        property === 'options' ? { parsers: {}, serializers: {} } : Reflect.get(target, property, receiver),
+    });
+    return drizzle(client as unknown as postgres.Sql, options);
+  };
 }
