@@ -30,6 +30,7 @@ export function appServices(): CheckoutServices {
       ...DEFAULT_IDEMPOTENCY_OPTIONS,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
       claimWaitMs: env.IDEMPOTENCY_CLAIM_WAIT_MS,
+      missingKey: env.IDEMPOTENCY_MISSING_KEY,
       observe: observeGuard(metrics),
     },
     gateways,

@@ -244,6 +244,12 @@ const variables = {
   IDEMPOTENCY_LEASE_MS: integer(30_000, 1000, 600_000, 'milliseconds'),
   /** 1 s: how long a duplicate waits on a claim still in its first transaction before 409 + Retry-After (docs/lifecycle.md). */
   IDEMPOTENCY_CLAIM_WAIT_MS: integer(1000, 0, 10_000, 'milliseconds'),
+  /**
+   * `refuse` (400): a mutation without an Idempotency-Key is refused. `run_unguarded`: for the weeks in
+   * which older clients are taught to send keys, it runs unguarded (the order-level guard still holds),
+   * is logged and counted (payonce_idempotency_guard_total{outcome="unguarded"}); turn it back after.
+   */
+  IDEMPOTENCY_MISSING_KEY: oneOf(['refuse', 'run_unguarded'] as const, 'refuse'),
 
   // Jobs
   /** On: every instance shares the job queue; `off` for a process that must not run jobs (the benchmark's). */

@@ -66,6 +66,8 @@ export function createMetrics(): CheckoutMetrics {
 export function observeGuard(metrics: CheckoutMetrics) {
   return (event: GuardEvent) => {
     metrics.guardOutcomes.inc({ outcome: event.outcome });
+    // Rollout mode (IDEMPOTENCY_MISSING_KEY=run_unguarded): say which endpoint a keyless client called.
+    if (event.outcome === 'unguarded') console.warn(`[idempotency] ${event.path} ran without an Idempotency-Key, unguarded`);
     if (event.claimMs !== undefined) metrics.guardClaimSeconds.observe({ outcome: event.outcome }, event.claimMs / 1000);
   };
 }

@@ -74,6 +74,44 @@ describe('checkout.products and checkout.createOrder', () => {
     assert.equal(await stockOf('TEA-LONGJING'), before);
   });
 
+  it('1a. rollout mode (missingKey run_unguarded): a keyless mutation runs unguarded and is told of; a keyless double pay still charges once', async () => {
+    const options = stack.services.idempotencyOptions;
+    const events: { outcome: string; path: string }[] = [];
+    stack.services.idempotencyOptions = { ...options, missingKey: 'run_unguarded', observe: (event) => void events.push(event) };
+    try {
+      const customer = stack.customer();
+      const input = { items: [{ sku: 'TEA-LONGJING', quantity: 1 }] };
+      // 1. Without a key each call is a new order: nothing is stored, nothing replayed.
+      const first = await customer.mutate('checkout.createOrder', input, null);
+      const second = await customer.mutate('checkout.createOrder', input, null);
+      assert.deepEqual([first.status, second.status], [201, 201]);
+      assert.notEqual(first.json.result.data.orderId, second.json.result.data.orderId);
+      assert.equal(first.headers.get('idempotency-replayed'), null);
+      const [keys] = await stack.sql<{ n: number }[]>`
+        select count(*)::int as n from idempotency_keys where scope = ${`customer:${customerIdOf(customer)}`}`;
+      assert.equal(keys!.n, 0);
+      // 2. A malformed key is still refused.
+      const malformed = await customer.mutate('checkout.createOrder', input, 'k'.repeat(256));
+      assert.equal(malformed.status, 400);
+      // 3. Two keyless pays of one order: the order-level guard still lets the gateway charge once.
+      const order = first.json.result.data as { orderId: string; outTradeNo: string };
+      const payInput = { orderId: order.orderId, gateway: 'alipay', buyer: 'ok' };
+      const pays = [await customer.mutate('checkout.pay', payInput, null), await customer.mutate('checkout.pay', payInput, null)];
+      assert.deepEqual(
+        pays.map((pay) => pay.status),
+        [201, 201],
+      );
+      assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+      // 4. Each one told, with its procedure, for the log line and the counter.
+      assert.deepEqual(
+        events.filter((event) => event.outcome === 'unguarded').map((event) => event.path),
+        ['checkout.createOrder', 'checkout.createOrder', 'checkout.pay', 'checkout.pay'],
+      );
+    } finally {
+      stack.services.idempotencyOptions = options;
+    }
+  });
+
   it('1b. refuses a mutation from a request without a session (401 SESSION_REQUIRED), so a lost first answer cannot create a second order', async () => {
     const customer = stack.customer();
     const key = randomUUID();

@@ -33,6 +33,13 @@ export interface IdempotencyOptions {
   replayCacheSize?: number;
   /** Told of every outcome, e.g. to count them for metrics. */
   observe?: (event: GuardEvent) => void;
+  /**
+   * A request without an Idempotency-Key: `refuse` it (400, the default), or — while clients are
+   * being taught to send keys — `run_unguarded`: the work runs as it would with no guard at all (no
+   * record, no replay, no at-most-once), and `observe` is told `unguarded` with the path, to log and
+   * count. A key that is present but malformed is refused either way.
+   */
+  missingKey?: 'refuse' | 'run_unguarded';
 }
 
 export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptions = { leaseMs: 30_000, ttlMs: 24 * 60 * 60 * 1000, claimWaitMs: 1000 };
@@ -52,10 +59,13 @@ export type GuardOutcome =
   | 'mismatch'
   | 'completed'
   | 'released'
-  | 'lease_lost';
+  | 'lease_lost'
+  | 'unguarded';
 
 export interface GuardEvent {
   outcome: GuardOutcome;
+  /** The procedure or route of the request. */
+  path: string;
   /** On the first event of a request: how long the guard took to decide. */
   claimMs?: number;
 }
@@ -127,8 +137,16 @@ export interface OwnedKey<Tx> {
 }
 
 function ownedKey<Tx>(store: IdempotencyStore<Tx>, ref: KeyRef, id: string, recoveryPoint: string, acquisition: Acquisition) {
+  // Without a key there is no record to write to: each phase is a plain transaction.
+  const recorded = ref.key !== '';
   const closingWrite = (phase: PhaseResult): ClosingWrite | undefined =>
-    phase.kind === 'recovery_point' ? { recoveryPoint: phase.name } : phase.kind === 'response' ? { response: phase.response } : undefined;
+    !recorded
+      ? undefined
+      : phase.kind === 'recovery_point'
+        ? { recoveryPoint: phase.name }
+        : phase.kind === 'response'
+          ? { response: phase.response }
+          : undefined;
   const key = {
     id,
     acquisition,
@@ -157,6 +175,7 @@ export async function executeIdempotent<Tx>(
   handler: IdempotentHandler<Tx>,
   options: IdempotencyOptions = DEFAULT_IDEMPOTENCY_OPTIONS,
 ): Promise<IdempotentResult> {
+  if (request.key == null && options.missingKey === 'run_unguarded') return runUnguarded(store, request, handler, options);
   const call = new GuardedCall(store, request, options);
   const cached = call.cache.get(request.scope, call.key);
   if (cached)
@@ -226,6 +245,20 @@ async function runPhases<Tx>(call: GuardedCall<Tx>, handler: PhasesHandler<Tx>):
     ? { response: owned.completed }
     : await owned.atomicPhase(async () => respond(returned?.status ?? 200, returned?.body ?? null));
   return call.completed(response);
+}
+
+/** Rollout (`missingKey: 'run_unguarded'`): the work in plain transactions, as without the guard. */
+async function runUnguarded<Tx>(
+  store: IdempotencyStore<Tx>,
+  request: IdempotentRequest,
+  handler: IdempotentHandler<Tx>,
+  options: IdempotencyOptions,
+): Promise<IdempotentResult> {
+  options.observe?.({ outcome: 'unguarded', path: request.path });
+  const key = ownedKey(store, { scope: request.scope, key: '', leaseToken: '' }, randomUUID(), STARTED, 'new');
+  const work = typeof handler === 'function' ? handler : async () => (await key.atomicPhase(handler.onePhase)).response;
+  const returned = await work(key);
+  return { ...(key.completed ?? { status: returned?.status ?? 200, body: canonicalCopy(returned?.body ?? null) }), replayed: false };
 }
 
 /** Claims the key for a phases handler, or says why this request does not get it. */
@@ -328,7 +361,7 @@ class GuardedCall<Tx> {
     if (!this.options.observe) return;
     const first = !this.#observed;
     this.#observed = true;
-    this.options.observe(first ? { outcome, claimMs: performance.now() - this.#startedAt } : { outcome });
+    this.options.observe(first ? { outcome, path: this.path, claimMs: performance.now() - this.#startedAt } : { outcome, path: this.path });
   }
 
   /** Keeps an answer for warm replays; frozen, as every caller now shares it. */

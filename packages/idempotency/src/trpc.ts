@@ -45,7 +45,7 @@ export interface ResponseMetaHolder {
 }
 
 /** What the guard did with one request, for logs, metrics and audit trails. */
-export type RequestOutcome = 'claimed' | 'taken_over' | 'replayed' | 'in_progress' | 'mismatch' | 'released' | 'refused';
+export type RequestOutcome = 'claimed' | 'taken_over' | 'replayed' | 'in_progress' | 'mismatch' | 'released' | 'refused' | 'unguarded';
 
 export interface GuardedRequest {
   path: string;
@@ -202,11 +202,14 @@ async function guarded<Tx, R extends StoredResponse>(
     }
     throw error;
   }
+  const unguarded = guard.key == null && guard.options?.missingKey === 'run_unguarded';
   const outcome: RequestOutcome = result.replayed
     ? 'replayed'
-    : acquisition === 'new' || acquisition === undefined
-      ? 'claimed'
-      : 'taken_over';
+    : unguarded
+      ? 'unguarded'
+      : acquisition === 'new' || acquisition === undefined
+        ? 'claimed'
+        : 'taken_over';
   await report(hooks, request, outcome, result.status, result.body);
   await hooks.afterCommit?.(request, result);
 

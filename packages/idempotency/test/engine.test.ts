@@ -290,6 +290,45 @@ describe('the engine, one phase', () => {
   });
 });
 
+describe('rollout: missingKey run_unguarded', () => {
+  it('runs a keyless request unguarded every time, tells the observer, and still refuses a malformed key', async () => {
+    const { store, ledger, effect, request } = world();
+    const events: GuardEvent[] = [];
+    const rollout = { ...options, missingKey: 'run_unguarded' as const, observe: (event: GuardEvent) => void events.push(event) };
+    const onePhase = { onePhase: async (tx: MemoryTransaction) => (effect(tx, 'order'), respond(201, { n: ledger.length })) };
+    const phases = async (key: OwnedKey<MemoryTransaction>) => {
+      await key.atomicPhase(async (tx) => (effect(tx, 'started'), recoveryPoint('charge_started')));
+      return (await key.atomicPhase(async (tx) => (effect(tx, 'paid'), respond(201, { paid: true })))).response;
+    };
+    // 1. Each keyless call runs its work; nothing is recorded, nothing replayed.
+    assert.deepEqual(await executeIdempotent(store, request(undefined), onePhase, rollout), {
+      status: 201,
+      body: { n: 0 },
+      replayed: false,
+    });
+    assert.deepEqual(await executeIdempotent(store, request(undefined), onePhase, rollout), {
+      status: 201,
+      body: { n: 1 },
+      replayed: false,
+    });
+    assert.deepEqual((await executeIdempotent(store, request(undefined), phases, rollout)).body, { paid: true });
+    assert.deepEqual(ledger, ['order', 'order', 'started', 'paid']);
+    // 2. Each one told, with its path.
+    assert.deepEqual(
+      events.map((event) => [event.outcome, event.path]),
+      [
+        ['unguarded', 'checkout.pay'],
+        ['unguarded', 'checkout.pay'],
+        ['unguarded', 'checkout.pay'],
+      ],
+    );
+    // 3. A key that is there but malformed is refused; without the mode, a missing key too.
+    await assert.rejects(executeIdempotent(store, request('a, b'), onePhase, rollout), InvalidKeyError);
+    await assert.rejects(executeIdempotent(store, request(undefined), onePhase, options), MissingKeyError);
+    assert.equal(ledger.length, 4);
+  });
+});
+
 describe('housekeeping', () => {
   it('deletes expired records in batches, never one whose owner still holds its lease', async () => {
     const { store, clock, request } = world();
