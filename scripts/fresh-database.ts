@@ -14,7 +14,8 @@ export interface FreshDatabase {
   drop(options?: { keep?: boolean }): Promise<void>;
 }
 
-export async function createFreshDatabase(prefix: string): Promise<FreshDatabase> {
+/** `migrate: false`: a blank database (what an adopter's app starts from). */
+export async function createFreshDatabase(prefix: string, options: { migrate?: boolean } = {}): Promise<FreshDatabase> {
   const databaseName = `${prefix}_${Date.now()}_${randomBytes(3).toString('hex')}`;
   let embedded: EmbeddedDatabase | undefined;
   let adminUrl: string;
@@ -33,7 +34,7 @@ export async function createFreshDatabase(prefix: string): Promise<FreshDatabase
     server = 'the embedded PostgreSQL';
   }
   await ensureDatabase(adminUrl, databaseName);
-  await runMigrations(url);
+  if (options.migrate !== false) await runMigrations(url);
   return {
     url,
     server,

@@ -8,6 +8,7 @@
  *
  * The rest are subpath exports, each with the one dependency it needs:
  *   @payonce/idempotency/postgres   the store on postgres.js, and the table as SQL (./schema-sql.ts)
+ *   @payonce/idempotency/pg         the store on node-postgres (pg)
  *   @payonce/idempotency/drizzle    the table as Drizzle declares it, for drizzle-kit
  *   @payonce/idempotency/fetch      withIdempotency(handler) for Route Handlers and fetch servers
  *   @payonce/idempotency/trpc       the tRPC middleware: idempotentOnePhase, idempotentPhases
