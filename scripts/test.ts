@@ -4,11 +4,13 @@
  *   1. unit         tsc --noEmit over the whole project, then node:test, no database
  *   2. integration  node:test, the idempotency core, the API, the sandbox over real HTTP, examples/
  *   3. e2e          Playwright in a real Chromium against `next dev`, the sandbox and the database
+ *   database        (only when asked for) the integration files whose subject is the database layer
+ *                   itself: CI runs them a second time against a PostgreSQL server (DATABASE_URL)
  *
  * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
  * host and credentials are used: the tests create their own database beside it).
  *
- * Flags: --only unit|integration|e2e (repeatable), --keep-database. Anything else is passed to
+ * Flags: --only unit|integration|e2e|database (repeatable), --keep-database. Anything else is passed to
  * Playwright: `npm run test:e2e -- e2e/buyer-steps.spec.ts` runs one spec (and starts only the stack
  * it needs).
  */
@@ -27,6 +29,23 @@ const { values, positionals } = parseArgs({
 });
 const suites = new Set(values.only?.length ? values.only : ['unit', 'integration', 'e2e']);
 
+/**
+ * What depends on which PostgreSQL serves it: the key table and both stores, the schema SQL and the
+ * migrations, the driver behaviours relied on (pipelining, named statements, PgBouncer), the
+ * journal's triggers and the job queue. The rest talks to the database through these.
+ */
+const DATABASE_LAYER = [
+  'idempotency-core',
+  'idempotency-one-phase',
+  'idempotency-schema',
+  'idempotency-store-contract',
+  'postgres-pipelining',
+  'prepared-statements',
+  'pgbouncer',
+  'journal',
+  'jobs',
+].map((name) => `test/integration/${name}.test.ts`);
+
 function testFiles(dir: string): string[] {
   if (!existsSync(dir)) return [];
   return readdirSync(dir)
@@ -39,6 +58,10 @@ function testFiles(dir: string): string[] {
 }
 
 const totals = { passed: 0, failed: 0, skipped: 0 };
+
+const startedAt = performance.now();
+/** A section's heading, with the time the run has taken so far (CI prints where its minutes go). */
+const section = (title: string) => console.log(`\n=== [${Math.round((performance.now() - startedAt) / 1000)}s] ${title} ===`);
 
 /** Runs a test runner, echoing its output and adding its own closing counts to the totals. */
 function run(command: string, args: string[], env: NodeJS.ProcessEnv, kind: 'node' | 'playwright'): Promise<number> {
@@ -75,13 +98,13 @@ async function main(): Promise<number> {
   try {
     // The app imports @payonce/idempotency as an adopter does, from its built files: build them from
     // the sources being tested.
-    console.log('\n=== build @payonce/idempotency ===');
+    section('build @payonce/idempotency');
     if ((await run('npm', ['run', 'build', '-w', '@payonce/idempotency'], env, 'node')) !== 0) failures.push('package build');
     if (suites.has('unit')) {
-      console.log('\n=== type check (tsc --noEmit, the whole project) ===');
+      section('type check (tsc --noEmit, the whole project)');
       const typecheck = await run('node_modules/.bin/tsc', ['--noEmit', '-p', '.'], env, 'node');
       if (typecheck !== 0) failures.push('typecheck');
-      console.log('\n=== unit tests ===');
+      section('unit tests');
       const code = await run(
         process.execPath,
         [
@@ -100,7 +123,7 @@ async function main(): Promise<number> {
       if (code !== 0) failures.push('unit');
     }
     if (suites.has('integration')) {
-      console.log('\n=== integration tests (real PostgreSQL, PSP sandbox over HTTP) ===');
+      section('integration tests (real PostgreSQL, PSP sandbox over HTTP)');
       // One file at a time: each starts its own sandbox, whose notifier shares the ledger schema.
       // --test-force-exit: a file whose tests have all settled exits even if a handle stayed open
       // (once, an idle database connection left behind kept a passed file, and CI, waiting).
@@ -124,13 +147,24 @@ async function main(): Promise<number> {
       );
       if (code !== 0) failures.push('integration');
     }
+    if (suites.has('database')) {
+      section('the database layer (real PostgreSQL)');
+      const code = await run(
+        process.execPath,
+        ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=1', '--test-force-exit', ...DATABASE_LAYER],
+        env,
+        'node',
+      );
+      if (code !== 0) failures.push('database');
+    }
     if (suites.has('e2e')) {
-      console.log('\n=== browser tests (Playwright) ===');
+      section('browser tests (Playwright)');
       if ((await run('node_modules/.bin/playwright', ['test', ...positionals], env, 'playwright')) !== 0) failures.push('e2e');
     }
   } finally {
     await database.drop({ keep: values['keep-database'] });
   }
+  section('done');
   console.log(`\nTests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
   if (failures.length > 0) {
     console.error(`FAILED: ${failures.join(', ')}`);
