@@ -25,6 +25,7 @@ import {
   FORGET_SQL,
   INSERT_COMPLETED_SQL,
   int,
+  isServerError,
   LEASE_LOST_SQLSTATE,
   LEASES_HELD_SQL,
   LOCK_TIMEOUT,
@@ -72,9 +73,6 @@ interface Queryable {
 
 const run = async <T extends pg.QueryResultRow>(db: Queryable, text: string, values: Parameter[]): Promise<T[]> =>
   (await db.query<T>({ name: STATEMENT_NAMES.get(text), text, values })).rows;
-
-/** An error PostgreSQL answered with (the connection is fine), not a broken connection. */
-const isServerError = (error: unknown) => typeof (error as { severity?: unknown } | null)?.severity === 'string';
 
 export function createPgIdempotencyStore<Tx = pg.PoolClient>(pool: pg.Pool, options: PgStoreOptions<Tx> = {}): IdempotencyStore<Tx> {
   const handleOf = options.transactionHandle ?? ((client: pg.PoolClient) => client as unknown as Tx);

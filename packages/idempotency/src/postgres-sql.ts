@@ -111,6 +111,8 @@ export const LEASES_HELD_SQL = `
    where k.lease_expires_at > now()`;
 
 export const sqlstate = (error: unknown) => (error as { code?: string } | null)?.code;
+/** An error PostgreSQL answered with (the connection is fine), not a broken connection. */
+export const isServerError = (error: unknown) => typeof (error as { severity?: unknown } | null)?.severity === 'string';
 /** unique_violation: a one-phase duplicate committed the key first. */
 export const UNIQUE_VIOLATION = '23505';
 /** lock_not_available: a write waited its `waitMs` on a concurrent request's uncommitted row. */

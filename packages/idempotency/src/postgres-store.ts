@@ -14,6 +14,7 @@ import {
   FORGET_SQL,
   INSERT_COMPLETED_SQL,
   int,
+  isServerError,
   LEASE_LOST_SQLSTATE,
   LEASES_HELD_SQL,
   LOCK_TIMEOUT,
@@ -33,8 +34,6 @@ export interface PostgresStoreOptions<Tx> {
   transactionHandle?: (tx: postgres.TransactionSql) => Tx;
 }
 
-/** An error PostgreSQL answered with (the connection is fine), not a broken connection. */
-const isServerError = (error: unknown) => typeof (error as { severity?: unknown } | null)?.severity === 'string';
 const ignore = () => {};
 
 type Parameter = string | number | null | string[];
