@@ -23,6 +23,23 @@ const DRIZZLE_OBJECTS = ['db', 'tx', 'transaction'];
  */
 const folder = (...names) => `(^|/)(${names.join('|')})(/|$)`;
 
+/** The app uses the package as any adopter does: through its published entries, never its files. */
+const PACKAGE_FILES = {
+  regex: folder('packages'),
+  message: "Import @payonce/idempotency (or a subpath it exports), not the package's files.",
+};
+
+/**
+ * The product builds and runs with the laboratory deleted (`npm run check:product`): the sandbox,
+ * the benchmark, the soak, the drills and the tests attach through seams (server/app-extension.ts,
+ * server/checkout/fault-points.ts), never by being imported.
+ */
+const LABORATORY = {
+  regex: folder('sandbox', 'bench', 'soak', 'e2e', 'test'),
+  message: 'The product imports nothing of its laboratory: attach through a seam (server/app-extension.ts, checkout/fault-points.ts).',
+};
+const PRODUCT = ['app/**', 'server/**', 'db/**', 'client/**', 'instrumentation.ts', 'proxy.ts', 'drizzle.config.ts'];
+
 export default defineConfig(
   {
     ignores: [
@@ -105,20 +122,18 @@ export default defineConfig(
     },
   },
   {
-    // The app uses the package as any adopter does: through its published entries, never its files.
     files: ['**/*.ts', '**/*.tsx'],
     ignores: ['packages/**'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [PACKAGE_FILES] }] },
+  },
+  {
+    files: PRODUCT,
     rules: {
-      '@typescript-eslint/no-restricted-imports': [
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [PACKAGE_FILES, LABORATORY] }],
+      // import(): what no-restricted-imports does not see.
+      'no-restricted-syntax': [
         'error',
-        {
-          patterns: [
-            {
-              regex: folder('packages'),
-              message: "Import @payonce/idempotency (or a subpath it exports), not the package's files.",
-            },
-          ],
-        },
+        { selector: `ImportExpression[source.value=/${LABORATORY.regex.replaceAll('/', '\\/')}/]`, message: LABORATORY.message },
       ],
     },
   },
@@ -136,7 +151,8 @@ export default defineConfig(
               allowTypeImports: true,
               message: 'The page talks to the server through tRPC (client/trpc-client.ts), never to server/checkout or db/.',
             },
-            { regex: folder('packages'), message: "Import @payonce/idempotency (or a subpath it exports), not the package's files." },
+            PACKAGE_FILES,
+            LABORATORY,
           ],
         },
       ],

@@ -20,9 +20,9 @@ export async function register(): Promise<void> {
   const env = serverEnv();
   if (!env.DATABASE_URL) return; // a misconfigured start: requests will say so
   if (env.BENCH) {
-    // `npm run bench` only: count statements and serve bench.* (bench/app-extension.ts).
-    const { installBenchExtension } = await import('./bench/app-extension');
-    installBenchExtension();
+    // `npm run bench`'s build only: the extension seam (server/app-extension.ts).
+    const { default: extension } = await import('#app-extension');
+    extension?.install();
   }
   const { runMigrations } = await import('./db/migrate');
   await runMigrations(env.DATABASE_URL);

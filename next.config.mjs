@@ -12,6 +12,16 @@ const nextConfig = {
   // The browser tests run their own server beside a developer's `npm run dev`; separate build
   // folders keep the two from fighting over one lock and cache.
   distDir: process.env.NEXT_DIST_DIR || '.next',
+  // The laboratory's builds (the browser tests', drills', benchmark's and soak's own folders) are
+  // configured by tsconfig.lab.json, which Next leaves as it is, so the product's tsconfig.json names
+  // only its own .next. They skip Next's type check: `npm test` type-checks the whole project
+  // before any of them, and `npm run check:product` builds the product with Next's check.
+  ...(process.env.NEXT_DIST_DIR && process.env.NEXT_DIST_DIR !== '.next'
+    ? { typescript: { tsconfigPath: 'tsconfig.lab.json', ignoreBuildErrors: true } }
+    : {}),
+  // The extension seam (server/app-extension.ts): a build made with BENCH=1 installs the
+  // benchmark's extension; every other build, the product's none (tsconfig.json \`paths\`).
+  ...(process.env.BENCH === '1' ? { turbopack: { resolveAlias: { '#app-extension': './bench/app-extension.ts' } } } : {}),
   // On every response, pages and API alike (the pages' Content-Security-Policy is set per request in
   // proxy.ts, with its nonce).
   async headers() {

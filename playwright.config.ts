@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { defineConfig } from '@playwright/test';
+import { embeddedDatabaseUrl } from './db/embedded';
 import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
 
 /**
@@ -40,6 +41,17 @@ process.env.DRILL_SECOND_APP_URL = `http://127.0.0.1:${DRILL_APP_PORT + 1}`;
 // Each checkout of the project that runs its browser tests beside another on one PostgreSQL server
 // (DATABASE_URL) gives its stacks databases of their own: E2E_DATABASE_PREFIX=payonce_mine_.
 const DATABASE_PREFIX = process.env.E2E_DATABASE_PREFIX ?? 'payonce_';
+
+// The drills read their ground truth from the drills' stack database over their own connection
+// (e2e/drills/ground-truth.ts): the one scripts/stack.ts gives `--database`, on the DATABASE_URL
+// server or the embedded one.
+process.env.DRILL_DATABASE_URL = (() => {
+  const name = `${DATABASE_PREFIX}drills`;
+  if (!process.env.DATABASE_URL) return embeddedDatabaseUrl(name);
+  const url = new URL(process.env.DATABASE_URL);
+  url.pathname = `/${encodeURIComponent(name)}`;
+  return url.toString();
+})();
 
 // The drills' app instances share one database through PgBouncer in transaction-pooling mode, as
 // instances behind one pooler do in production (docs/scaling.md) — whenever pgbouncer is installed

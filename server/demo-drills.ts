@@ -20,7 +20,7 @@
  */
 import { and, desc, eq, sql } from 'drizzle-orm';
 import { orders, orderTrades } from '../db/schema';
-import type { CheckoutServices } from './checkout/services';
+import type { AppServices } from './app-services';
 import type { Executor } from '../db/client';
 import type { ArmedFault, FaultSite, FaultSpec } from './faults';
 
@@ -95,14 +95,15 @@ async function sandboxPost(sandboxUrl: string | undefined, path: string, body: u
 
 /** Arms `drill` for this customer's next payment; the armed fault's id lets the page watch it fire. */
 export function armDemoDrill(
-  services: CheckoutServices,
+  services: AppServices,
   drill: Exclude<DemoDrill, 'late_buyer'>,
   customerId: string,
 ): { drill: DemoDrill; id: string } {
-  if (!services.faults) throw new DemoDrillError(404, 'not found');
+  const faults = services.faultInjector;
+  if (!faults) throw new DemoDrillError(404, 'not found');
   // One armed drill per browser: a new choice replaces the one not yet fired.
-  for (const armed of services.faults.list(customerId)) services.faults.disarm(armed.id);
-  return { drill, id: services.faults.arm(plan(drill, customerId)).id };
+  for (const armed of faults.list(customerId)) faults.disarm(armed.id);
+  return { drill, id: faults.arm(plan(drill, customerId)).id };
 }
 
 /** Posts a fault to the PSP sandbox (the switchboard's sandbox faults, armed as a payment reaches its gateway). */
@@ -117,11 +118,11 @@ export async function armSandboxFault(sandboxUrl: string | undefined, fault: Rec
  * where money moved — which the gateway's notification then brings in as a payment that must not stay.
  */
 export async function lateBuyer(
-  services: CheckoutServices,
+  services: AppServices,
   customerId: string,
   orderId: string | undefined,
 ): Promise<{ orderId: string; outTradeNo: string; results: { gateway: string; status: number; answer: unknown }[] }> {
-  if (!services.faults) throw new DemoDrillError(404, 'not found');
+  if (!services.faultInjector) throw new DemoDrillError(404, 'not found');
   const [order] = await services.db
     .select({ id: orders.id, outTradeNo: orders.outTradeNo })
     .from(orders)

@@ -3,15 +3,8 @@
  * (PAYONCE_DEMO=1, see demo.ts). With it off, no injector exists (`services.faults` is undefined),
  * the fault endpoints answer 404, and no fault code runs.
  *
- * Faults are armed per app instance at named points of the pay flow and fire a set number of times:
- *
- *   before_claim        the request arrived, nothing is claimed yet
- *   after_claim         the key is claimed, nothing else has happened
- *   before_gateway_call the attempt is started, the gateway is about to be called
- *   after_gateway_call  the gateway answered (money may have moved), nothing is committed
- *   after_commit        everything is committed, the response has not been sent
- *   after_refund_call   the refund worker's gateway call answered (money may have gone back),
- *                       nothing is committed (procedure `refunds.process`)
+ * Faults are armed per app instance at the checkout's fault points (./checkout/fault-points.ts)
+ * and fire a set number of times.
  *
  * Actions: `throw` (a transient error: the key is released), `delay` (ms), `crash` (the process
  * dies at once with SIGKILL, like a Pod evicted between the charge and the database write), and
@@ -24,16 +17,9 @@
 import { randomUUID } from 'node:crypto';
 import { CheckoutError } from './checkout/errors';
 import { envFrom, type RawEnv } from './env';
+import type { FaultPoint, FaultPoints, FaultSite } from './checkout/fault-points';
 
-export const FAULT_POINTS = [
-  'before_claim',
-  'after_claim',
-  'before_gateway_call',
-  'after_gateway_call',
-  'after_commit',
-  'after_refund_call',
-] as const;
-export type FaultPoint = (typeof FAULT_POINTS)[number];
+export { FAULT_POINTS, type FaultPoint, type FaultSite } from './checkout/fault-points';
 
 /** A PSP-sandbox fault (sandbox/faults.ts), armed at the moment a payment reaches its gateway. */
 export interface SandboxFaultRequest {
@@ -44,16 +30,6 @@ export interface SandboxFaultRequest {
 
 export type FaultAction =
   { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' } | { kind: 'sandbox'; fault: SandboxFaultRequest };
-
-/** Where a fault point is hit: the request, and what is known of it there. */
-export interface FaultSite {
-  procedure: string;
-  gateway?: string;
-  customerId?: string;
-  /** The order the request is about, when it names one: where the fault is journaled. */
-  orderId?: string;
-  outTradeNo?: string;
-}
 
 /** Told of every fault as it fires, before its action (a crash leaves no later moment). */
 export type OnFaultFired = (fault: ArmedFault, site: FaultSite) => Promise<void>;
@@ -88,7 +64,7 @@ export class InjectedFaultError extends CheckoutError {
   }
 }
 
-export class FaultInjector {
+export class FaultInjector implements FaultPoints {
   #armed: ArmedFault[] = [];
   readonly #armSandboxFault: ArmSandboxFault | undefined;
   readonly #onFire: OnFaultFired | undefined;

@@ -5,6 +5,9 @@
 import { test as base, expect, type APIRequestContext, type Page } from '@playwright/test';
 import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
 import { CheckoutPage } from '../pages/checkout-page';
+import { expireNow, openGroundTruth, orderState, type GroundTruthSql, type OrderState } from './ground-truth';
+
+export type { OrderState } from './ground-truth';
 
 export type DrillGateway = GatewayId;
 
@@ -21,22 +24,14 @@ export const GATEWAY_LABELS: Record<DrillGateway, string> = {
   '2c2p': '2C2P',
 };
 
-export interface OrderState {
-  order: { status: string; paymentAttempts: number; clientAddress: string | null };
-  payments: { gateway: string; status: string; gatewayTradeNo: string | null; source: string }[];
-  emails: { queued: number; sent: number };
-  keys: { key: string; status: number | null; recoveryPoint: string; completed: boolean; leaseHeld: boolean }[];
-  trades: { gateway: string; status: string; openedAttempt: number }[];
-  refunds: { gateway: string; refundId: string; amountMinor: number; reason: string; status: string; attempts: number }[];
-  refundEmails: { queued: number; sent: number };
-}
-
 export class Drill {
   readonly sandboxUrl = process.env.DRILL_SANDBOX_URL ?? 'http://127.0.0.1:4210';
 
   constructor(
     readonly request: APIRequestContext,
     readonly page: Page,
+    /** The drills' own connection to the app's database (./ground-truth.ts). */
+    readonly database: GroundTruthSql,
   ) {}
 
   async armAppFault(spec: { point: string; action: { kind: string; ms?: number }; gateway?: string; times?: number }) {
@@ -93,10 +88,16 @@ export class Drill {
     };
   }
 
+  /** What the app's database holds for the order (./ground-truth.ts). */
   async state(outTradeNo: string): Promise<OrderState> {
-    const response = await this.appGet(`/api/faults/state?outTradeNo=${outTradeNo}`);
-    expect(response.status(), await response.text()).toBe(200);
-    return (await response.json()) as OrderState;
+    const state = await orderState(this.database, outTradeNo);
+    expect(state, `order ${outTradeNo} in the database`).toBeDefined();
+    return state!;
+  }
+
+  /** Makes an unpaid order due for expiry now; the reconciler expires it on its next run. */
+  async expireNow(outTradeNo: string) {
+    expect(await expireNow(this.database, outTradeNo), `order ${outTradeNo} awaiting payment`).toBe('awaiting_payment');
   }
 
   /**
@@ -162,12 +163,21 @@ export class Drill {
   }
 }
 
-export const test = base.extend<{ checkout: CheckoutPage; drill: Drill }>({
+export const test = base.extend<{ checkout: CheckoutPage; drill: Drill }, { database: GroundTruthSql }>({
+  database: [
+    // eslint-disable-next-line no-empty-pattern -- Playwright reads a fixture's dependencies from its first parameter
+    async ({}, use) => {
+      const sql = openGroundTruth();
+      await use(sql);
+      await sql.end({ timeout: 5 });
+    },
+    { scope: 'worker' },
+  ],
   checkout: async ({ page }, use) => {
     await use(new CheckoutPage(page));
   },
-  drill: async ({ request, page }, use) => {
-    const drill = new Drill(request, page);
+  drill: async ({ request, page, database }, use) => {
+    const drill = new Drill(request, page, database);
     await drill.clearFaults();
     await use(drill);
     await drill.clearFaults();

@@ -183,11 +183,6 @@ const REFUND_CASE_TITLES: Record<RefundCase, string> = {
 const refundCaseOf = (first: DrillGateway, second: DrillGateway): RefundCase =>
   REFUND_CASES[PAIRS.findIndex(([a, b]) => a === first && b === second) % REFUND_CASES.length]!;
 
-async function expireNow(drill: Drill, outTradeNo: string) {
-  const response = await drill.request.post('/api/faults/expire', { data: { outTradeNo } });
-  expect(response.status(), await response.text()).toBe(200);
-}
-
 /** Declined on A, then on B (which closes A first): the order holds one open trade, at B. */
 async function declinedOnBoth(
   checkout: import('../pages/checkout-page').CheckoutPage,
@@ -216,7 +211,7 @@ for (const [first, second] of PAIRS) {
       const stockBefore = await drill.stock('MUG-CELADON');
       const order = await declinedOnBoth(checkout, drill, first, second, { mug: true });
       expect(await drill.stock('MUG-CELADON')).toBe(stockBefore - 1);
-      await expireNow(drill, order.outTradeNo);
+      await drill.expireNow(order.outTradeNo);
       await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 30_000 }).toBe('expired');
       expect(
         (await drill.state(order.outTradeNo)).trades.every((t) => t.status === 'closed'),
@@ -240,10 +235,16 @@ for (const [first, second] of PAIRS) {
       test.setTimeout(180_000);
       const order = await declinedOnBoth(checkout, drill, first, second);
       await test.step(`1. every close of the ${second} trade times out without reaching the gateway`, async () => {
-        await drill.armSandboxFault({ gateway: second, operation: 'close', action: 'timeout_before_charge', delayMs: 6000, times: 100 });
+        await drill.armSandboxFault({
+          gateway: second,
+          operation: 'close',
+          action: 'timeout_before_charge',
+          delayMs: 6000,
+          times: 100,
+        });
       });
       await test.step('2. due for expiry: the stock stays held through the grace, then the order expires anyway', async () => {
-        await expireNow(drill, order.outTradeNo);
+        await drill.expireNow(order.outTradeNo);
         await expect.poll(async () => (await drill.state(order.outTradeNo)).order.status, { timeout: 80_000 }).toBe('expired');
         expect((await drill.state(order.outTradeNo)).trades).toEqual(
           expect.arrayContaining([expect.objectContaining({ gateway: second, status: 'open' })]),

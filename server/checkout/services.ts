@@ -6,9 +6,10 @@ import type postgres from 'postgres';
 import { transactionDatabase, type Database, type Transaction } from '../../db/client';
 import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import type { FaultInjector } from '../faults';
 import type { CheckoutMetrics } from '../metrics';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
+import type { GatewayLedger } from '../payments/ledger';
+import type { FaultPoints } from './fault-points';
 import type { RateLimitPolicy } from '../rate-limit';
 import type { OrderCaps } from './orders';
 
@@ -22,16 +23,14 @@ export interface CheckoutServices {
   publicBaseUrl: string;
   /** PUBLIC_ORIGINS: further origins the page is served on, where a buyer may be sent back to (./return-address). */
   publicOrigins?: readonly string[];
-  /** Present only with CHECKOUT_FAULTS=1 (failure drills); undefined in every real deployment. */
-  faults?: FaultInjector;
+  /** Where failures are injected (./fault-points.ts): wired in demo mode and the failure drills only. */
+  faults?: FaultPoints;
   /** Demo mode (PAYONCE_DEMO=1): the 幕后 view may list and show every customer's orders. */
   demo?: boolean;
-  /**
-   * The PSP sandbox (PSP_SANDBOX_URL), in local runs only: the 幕后 view reads the gateway's own
-   * ledger of charges and refunds there, and demo mode's switchboard arms its faults. Unset against
-   * real gateways, whose ledgers are their dashboards.
-   */
-  pspSandboxUrl?: string;
+  /** The gateways' own record of an order's charges, for the 幕后 view (../payments/ledger.ts); unset, none is shown. */
+  gatewayLedger?: GatewayLedger;
+  /** Where a test buyer's phone scans the page's QR code: the PSP sandbox's, in local runs only. */
+  testBuyerScanUrl?: string;
   /** Prometheus counters; optional so that tests and tools can run without them. */
   metrics?: CheckoutMetrics;
   /** Limits on the mutations per session and per address; absent, nothing is counted. */

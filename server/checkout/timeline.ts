@@ -10,6 +10,7 @@ import type { Executor } from '../../db/client';
 import { orders, paymentEvents } from '../../db/schema';
 import { eventHash, GENESIS_HASH } from './journal-audit';
 import { getOrder, type OrderView } from './orders';
+import { UNAVAILABLE_LEDGER, type GatewayLedger, type LedgerSummary } from '../payments/ledger';
 import { sql } from 'drizzle-orm';
 
 export interface TimelineEvent {
@@ -19,15 +20,6 @@ export interface TimelineEvent {
   data: Record<string, unknown>;
   /** The first 12 hex digits of the row's hash, to show the chain. */
   hash: string;
-}
-
-export interface LedgerSummary {
-  /** `sandbox`: read from the PSP sandbox's ledger; `unavailable`: no ledger could be asked. */
-  source: 'sandbox' | 'unavailable';
-  charges: { gateway: string; amountMinor: number; currency: string; status: string; gatewayTradeNo: string | null }[];
-  refunds: { gateway: string; amountMinor: number; currency: string; status: string; refundId: string }[];
-  /** Succeeded charges minus succeeded refunds: what the customer has paid, in minor units. */
-  keptMinor: number;
 }
 
 export interface OrderTimeline {
@@ -41,7 +33,7 @@ export async function orderTimeline(
   db: Executor,
   viewer: { customerId: string; demo: boolean },
   orderId: string,
-  pspSandboxUrl: string | undefined,
+  gatewayLedger: GatewayLedger | undefined,
 ): Promise<OrderTimeline> {
   const order = await getOrder(db, viewer.demo ? null : viewer.customerId, orderId);
   const rows = await db.execute<{
@@ -81,42 +73,8 @@ export async function orderTimeline(
       hash: row.hash.slice(0, 12),
     })),
     chain,
-    ledger: await readLedger(pspSandboxUrl, order.outTradeNo),
+    ledger: gatewayLedger ? await gatewayLedger.read(order.outTradeNo) : UNAVAILABLE_LEDGER,
   };
-}
-
-async function readLedger(pspSandboxUrl: string | undefined, outTradeNo: string): Promise<LedgerSummary> {
-  const unavailable: LedgerSummary = { source: 'unavailable', charges: [], refunds: [], keptMinor: 0 };
-  if (!pspSandboxUrl) return unavailable;
-  try {
-    const response = await fetch(`${pspSandboxUrl}/ledger?outTradeNo=${encodeURIComponent(outTradeNo)}`, {
-      signal: AbortSignal.timeout(3000),
-    });
-    if (!response.ok) return unavailable;
-    const ledger = (await response.json()) as {
-      charges: LedgerSummary['charges'];
-      refunds?: LedgerSummary['refunds'];
-    };
-    const charges = ledger.charges.map(({ gateway, amountMinor, currency, status, gatewayTradeNo }) => ({
-      gateway,
-      amountMinor,
-      currency,
-      status,
-      gatewayTradeNo,
-    }));
-    const refunds = (ledger.refunds ?? []).map(({ gateway, amountMinor, currency, status, refundId }) => ({
-      gateway,
-      amountMinor,
-      currency,
-      status,
-      refundId,
-    }));
-    const sum = (items: { amountMinor: number; status: string }[]) =>
-      items.filter((item) => item.status === 'succeeded').reduce((total, item) => total + item.amountMinor, 0);
-    return { source: 'sandbox', charges, refunds, keptMinor: sum(charges) - sum(refunds) };
-  } catch {
-    return unavailable;
-  }
 }
 
 export interface OrderListing {

@@ -35,7 +35,7 @@ describe('fault points of checkout.pay', () => {
       const customer = stack.customer();
       const order = await customer.createOrder();
       const key = randomUUID();
-      stack.services.faults!.arm({ point, action: { kind: 'throw' } });
+      stack.faults!.arm({ point, action: { kind: 'throw' } });
       const failed = await customer.pay(order.orderId, { key });
       assert.equal(failed.status, 503);
       assert.equal(failed.json.error.data.reason, 'INJECTED_FAULT');
@@ -51,7 +51,7 @@ describe('fault points of checkout.pay', () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'after_gateway_call', action: { kind: 'throw' } });
+    stack.faults!.arm({ point: 'after_gateway_call', action: { kind: 'throw' } });
     const failed = await customer.pay(order.orderId, { key });
     assert.equal(failed.status, 503);
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1, 'the money moved');
@@ -67,7 +67,7 @@ describe('fault points of checkout.pay', () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'after_commit', action: { kind: 'throw' } });
+    stack.faults!.arm({ point: 'after_commit', action: { kind: 'throw' } });
     const lost = await customer.pay(order.orderId, { key });
     assert.equal(lost.status, 503);
     assert.ok((await keyRow(key))?.completed_at);
@@ -81,14 +81,10 @@ describe('fault points of checkout.pay', () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 4000 } });
+    stack.faults!.arm({ point: 'after_claim', action: { kind: 'delay', ms: 4000 } });
     const slow = customer.pay(order.orderId, { key });
     // Until the fault has fired: the slow request holds the key and is paused.
-    await eventually(
-      async () => (stack.services.faults!.list().length === 0 ? true : undefined),
-      5000,
-      'the slow request to claim its key',
-    );
+    await eventually(async () => (stack.faults!.list().length === 0 ? true : undefined), 5000, 'the slow request to claim its key');
     const concurrent = await customer.pay(order.orderId, { key });
     assert.equal(concurrent.status, 409, concurrent.text);
     assert.equal((await slow).status, 201);
@@ -99,13 +95,9 @@ describe('fault points of checkout.pay', () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'before_gateway_call', action: { kind: 'delay', ms: 3000 } });
+    stack.faults!.arm({ point: 'before_gateway_call', action: { kind: 'delay', ms: 3000 } });
     const slow = customer.pay(order.orderId, { key });
-    await eventually(
-      async () => (stack.services.faults!.list().length === 0 ? true : undefined),
-      5000,
-      'the slow request to start its attempt',
-    );
+    await eventually(async () => (stack.faults!.list().length === 0 ? true : undefined), 5000, 'the slow request to start its attempt');
     const row = await keyRow(key);
     assert.equal(row?.recovery_point, 'attempt_started', 'the first phase has committed');
     assert.ok(row?.lease_token, 'and the slow request holds the lease');
@@ -117,11 +109,11 @@ describe('fault points of checkout.pay', () => {
 
   it('fires only where it is aimed: another procedure or gateway is untouched', async () => {
     const customer = stack.customer();
-    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'throw' }, gateway: 'wechatpay' });
+    stack.faults!.arm({ point: 'after_claim', action: { kind: 'throw' }, gateway: 'wechatpay' });
     const order = await customer.createOrder();
     assert.equal((await customer.pay(order.orderId)).status, 201);
-    assert.equal(stack.services.faults!.list().length, 1, 'still armed, never fired');
-    stack.services.faults!.clear();
+    assert.equal(stack.faults!.list().length, 1, 'still armed, never fired');
+    stack.faults!.clear();
   });
 });
 

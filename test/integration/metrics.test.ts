@@ -33,7 +33,7 @@ describe('metrics', () => {
       charges: await value('payonce_gateway_calls_total', { gateway: 'alipay', operation: 'charge', outcome: 'succeeded' }),
     };
     const key = randomUUID();
-    stack.services.faults!.arm({ point: 'after_claim', action: { kind: 'throw' } });
+    stack.faults!.arm({ point: 'after_claim', action: { kind: 'throw' } });
     assert.equal((await customer.pay(order.orderId, { key })).status, 503); // claimed, then released
     assert.equal((await customer.pay(order.orderId, { key })).status, 201); // claimed again, completed
     assert.equal((await customer.pay(order.orderId, { key })).status, 201); // replayed

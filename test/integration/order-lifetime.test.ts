@@ -36,7 +36,7 @@ after(async () => {
 });
 afterEach(async () => {
   await fetch(`${stack.sandboxUrl}/sandbox/faults`, { method: 'DELETE' });
-  stack.services.faults?.clear();
+  stack.faults?.clear();
 });
 
 /** Money kept at the gateways for one order: succeeded charges − succeeded refunds (the ledger). */
@@ -302,7 +302,7 @@ describe('refunds exactly once, whatever fails', () => {
     it(`${gateway}: the worker dies between the refund call and its commit → recovered by query, one refund`, async () => {
       const order = await paidTwice(first, gateway);
       await sandboxFault({ gateway, action: 'lose_notifications', times: 50 });
-      stack.services.faults!.arm({ point: 'after_refund_call', action: { kind: 'throw' }, procedure: 'refunds.process', gateway });
+      stack.faults!.arm({ point: 'after_refund_call', action: { kind: 'throw' }, procedure: 'refunds.process', gateway });
       await assert.rejects(processDueRefunds(stack.services, { backoffMs: 0 }));
       assert.equal((await moneyKept(order.outTradeNo)).refunds.length, 1, 'the gateway refunded before the crash');
       // The dead worker's lease runs out; the next run finds the refund `sent` and asks first.

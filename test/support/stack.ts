@@ -10,6 +10,7 @@ import { runMigrations } from '../../db/migrate';
 import { startSandbox } from '../../sandbox/server';
 import { handleGatewayNotification } from '../../server/checkout/notifications';
 import { FaultInjector } from '../../server/faults';
+import { sandboxLedger } from '../../server/payments/ledger';
 import { createMetrics, instrumentGateway, observeGuard } from '../../server/metrics';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
 import type { OrderCaps } from '../../server/checkout/orders';
@@ -133,6 +134,8 @@ export interface TestStack {
   sql: postgres.Sql;
   services: CheckoutServices;
   store: IdempotencyStore<Transaction>;
+  /** With `faults: true`: the injector wired in as the checkout's fault points, to arm. */
+  faults?: FaultInjector;
   customer(): ApiCustomer;
   ledger(outTradeNo?: string): Promise<Ledger>;
   /** Arms a fault on the sandbox (POST /sandbox/faults). */
@@ -166,6 +169,7 @@ export async function startTestStack(
   const store = createCheckoutIdempotencyStore(handle.sql);
   const metrics = options.metrics ? createMetrics() : undefined;
   const gateways = gatewaysFromEnv(gatewayEnv);
+  const faults = options.faults ? new FaultInjector() : undefined;
   const services: CheckoutServices = {
     db: handle.db,
     idempotencyStore: store,
@@ -176,7 +180,7 @@ export async function startTestStack(
     },
     gateways: metrics ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)])) : gateways,
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
-    ...(options.faults ? { faults: new FaultInjector() } : {}),
+    ...(faults ? { faults } : {}),
     ...(metrics ? { metrics } : {}),
     ...(options.rateLimits ? { rateLimits: options.rateLimits } : {}),
     ...(options.orderCaps ? { orderCaps: options.orderCaps } : {}),
@@ -189,7 +193,8 @@ export async function startTestStack(
     return undefined;
   });
   services.publicBaseUrl = app.url;
-  services.pspSandboxUrl = sandbox.url;
+  services.gatewayLedger = sandboxLedger(sandbox.url);
+  services.testBuyerScanUrl = new URL('/sandbox/scan', sandbox.url).toString();
 
   const ledger = async (outTradeNo?: string): Promise<Ledger> => {
     const query = outTradeNo ? `?outTradeNo=${encodeURIComponent(outTradeNo)}` : '';
@@ -203,6 +208,7 @@ export async function startTestStack(
     sql: handle.sql,
     services,
     store,
+    ...(faults ? { faults } : {}),
     customer: () => new ApiCustomer(app.url),
     ledger,
     async sandboxFault(spec) {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { appServices } from '../../../server/app-services';
-import { FAULT_POINTS } from '../../../server/faults';
+import { FAULT_POINTS } from '../../../server/checkout/fault-points';
 import { controlRequestRefusal } from '../../../server/control-requests';
 
 /**
@@ -22,7 +22,7 @@ const faultSpec = z.object({
 });
 
 function injector() {
-  return appServices().faults;
+  return appServices().faultInjector;
 }
 
 const notFound = () => Response.json({ error: 'not found' }, { status: 404 });

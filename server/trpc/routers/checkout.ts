@@ -52,8 +52,7 @@ export const checkoutRouter = createTRPCRouter({
         available: gateway !== undefined,
         buyerSteps: gateway?.buyerSteps ?? [],
         testBuyers: gateway?.hasTestBuyers ?? false,
-        sandboxScanUrl:
-          gateway?.hasTestBuyers && ctx.services.pspSandboxUrl ? new URL('/sandbox/scan', ctx.services.pspSandboxUrl).toString() : null,
+        sandboxScanUrl: gateway?.hasTestBuyers ? (ctx.services.testBuyerScanUrl ?? null) : null,
       };
     }),
   ),
@@ -93,7 +92,7 @@ export const checkoutRouter = createTRPCRouter({
   /** The 幕后 view: the order's journal, its chain check and the gateway ledger's count. */
   timeline: publicProcedure
     .input(z.object({ orderId: z.uuid() }))
-    .query(({ ctx, input }) => orderTimeline(ctx.services.db, viewerOf(ctx), input.orderId, ctx.services.pspSandboxUrl)),
+    .query(({ ctx, input }) => orderTimeline(ctx.services.db, viewerOf(ctx), input.orderId, ctx.services.gatewayLedger)),
 
   /** The customer's newest orders (every customer's in demo mode), for the 幕后 view's list. */
   recentOrders: publicProcedure.query(({ ctx }) => recentOrders(ctx.services.db, viewerOf(ctx))),

@@ -25,15 +25,15 @@ function customerOf(request: Request): string | undefined {
 
 export function GET(request: Request): Response {
   const services = appServices();
-  if (!services.demo || !services.faults) return notFound();
+  if (!services.demo || !services.faultInjector) return notFound();
   const customerId = customerOf(request);
-  const armed = customerId ? services.faults.list(customerId).map(({ id, point }) => ({ id, point })) : [];
+  const armed = customerId ? services.faultInjector.list(customerId).map(({ id, point }) => ({ id, point })) : [];
   return Response.json({ drills: DEMO_DRILLS, armed }, { headers: { 'Cache-Control': 'private, no-store' } });
 }
 
 export async function POST(request: Request): Promise<Response> {
   const services = appServices();
-  if (!services.demo || !services.faults) return notFound();
+  if (!services.demo || !services.faultInjector) return notFound();
   const refused = controlRequestRefusal(request);
   if (refused) return refused;
   const parsed = body.safeParse(await request.json().catch(() => undefined));
