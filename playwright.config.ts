@@ -65,6 +65,20 @@ process.env.DRILL_PGBOUNCER_ADMIN_URL = DRILL_PGBOUNCER
   ? `postgres://${encodeURIComponent(pgbouncerUser(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1'))}:${DRILL_PGBOUNCER_PASSWORD}@127.0.0.1:${DRILL_PGBOUNCER_PORT}/pgbouncer`
   : '';
 
+// One knob for the drills' clocks (DRILL_TIME_SCALE, default 0.5): the gateway timeout, the
+// idempotency and refund leases, the close grace, the refund backoff, and the gateway delays the
+// drills arm to outlast a timeout (e2e/drills/drill.ts `drillMs`). They scale together, so every
+// bound server/env.ts checks still holds — a lease outlasts one gateway call's three tries — and a
+// drill waits out half the time. 1: the clocks the drills were first written with. Race windows (a
+// slow gateway while a second tab pays, a paused request while the page reloads) are not clocks: they
+// stay as they are.
+const DRILL_TIME_SCALE = Number(process.env.DRILL_TIME_SCALE ?? 0.5);
+if (!(DRILL_TIME_SCALE >= 0.25 && DRILL_TIME_SCALE <= 1)) {
+  throw new Error(`DRILL_TIME_SCALE=${process.env.DRILL_TIME_SCALE}: a number from 0.25 to 1`);
+}
+process.env.DRILL_TIME_SCALE = String(DRILL_TIME_SCALE);
+const drillMs = (ms: number) => String(Math.round(ms * DRILL_TIME_SCALE));
+
 const systemChromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const executablePath = process.env.CHROMIUM_PATH || systemChromium;
 
@@ -97,19 +111,20 @@ const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod 
   // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
   // failed drill's stack; the page's fault switchboard (switchboard.spec).
   PAYONCE_DEMO: '1',
-  // A crashed request's lease runs out in 16 s, not the production 30 s: the shortest that still
-  // outlasts one gateway call (Stripe's SDK tries 3 × 5 s; server/env.ts refuses less).
-  IDEMPOTENCY_LEASE_MS: '16000',
+  // A crashed request's lease runs out in 16 s × DRILL_TIME_SCALE, not the production 30 s: the
+  // shortest that still outlasts one gateway call (its SDK may try 3 times; server/env.ts refuses less).
+  GATEWAY_TIMEOUT_MS: drillMs(5000),
+  IDEMPOTENCY_LEASE_MS: drillMs(16000),
   JOBS_RECONCILE_SECONDS: '2',
   JOBS_OUTBOX_SECONDS: '1',
   JOBS_REFUND_SECONDS: '1',
-  REFUND_BACKOFF_MS: '500',
+  REFUND_BACKOFF_MS: drillMs(500),
   // A refund worker killed mid-call leaves its claim for this long (production: 60 s); it must
-  // outlast one refund call, which Stripe's SDK may try three times at 5 s each.
-  REFUND_LEASE_MS: '20000',
+  // outlast one refund call, tries included.
+  REFUND_LEASE_MS: drillMs(20000),
   // An order whose trade cannot be closed waits this long past its expiry before it expires
   // anyway (production: 10 minutes), so the late-payment refund drills take seconds.
-  ORDER_EXPIRY_CLOSE_GRACE_MS: '3000',
+  ORDER_EXPIRY_CLOSE_GRACE_MS: drillMs(3000),
   // Drills replay and retry keys in tight loops from one session and one address; the limits
   // have tests of their own (test/hostile/rate-limits.test.ts).
   RATE_LIMIT_SESSION_PER_MINUTE: '0',
@@ -195,8 +210,9 @@ const reachable = reachableProjects(process.argv);
 export default defineConfig({
   timeout: 90_000,
   expect: { timeout: 20_000 },
-  // One app per project, one database: the drills count charges, so tests run one at a time.
-  workers: 1,
+  // The two projects run side by side, each on its own stack; within a project tests run one at a
+  // time (its one app and database: the drills count charges and arm process-wide faults).
+  workers: 2,
   forbidOnly: !!process.env.CI,
   reporter: [['list'], ['html', { open: 'never' }]],
   use: {
@@ -213,12 +229,14 @@ export default defineConfig({
   projects: [
     {
       name: 'checkout',
+      workers: 1,
       testDir: 'e2e',
       testIgnore: 'drills/**',
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${APP_PORT}` },
     },
     {
       name: 'drills',
+      workers: 1,
       testDir: 'e2e/drills',
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${DRILL_APP_PORT}` },
     },

@@ -5,12 +5,25 @@
  */
 import { randomBytes } from 'node:crypto';
 import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import postgres from 'postgres';
 import { runMigrations } from '../db/migrate';
+
+/** The databases test files copied from `template` (named `<template>_f<pid>`). */
+async function copiesOf(adminUrl: string, template: string): Promise<string[]> {
+  const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql<{ datname: string }[]>`select datname from pg_database where datname like ${`${template}\\_f%`}`;
+    return rows.map((row) => row.datname);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
 
 export interface FreshDatabase {
   url: string;
   /** Where it lives, for the log. */
   server: string;
+  /** Drops it, and the copies test files made of it (test/support/file-database.ts). */
   drop(options?: { keep?: boolean }): Promise<void>;
 }
 
@@ -39,7 +52,10 @@ export async function createFreshDatabase(prefix: string, options: { migrate?: b
     url,
     server,
     async drop({ keep = false } = {}) {
-      if (!keep) await dropDatabase(adminUrl, databaseName).catch(() => {});
+      if (!keep) {
+        for (const copy of await copiesOf(adminUrl, databaseName)) await dropDatabase(adminUrl, copy).catch(() => {});
+        await dropDatabase(adminUrl, databaseName).catch(() => {});
+      }
       await embedded?.stop();
     },
   };

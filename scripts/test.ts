@@ -16,6 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createFreshDatabase } from './fresh-database';
@@ -56,6 +57,12 @@ function testFiles(dir: string): string[] {
     })
     .sort();
 }
+
+/**
+ * Integration files at once (TEST_CONCURRENCY): one per core. Each holds a sandbox and two pools of
+ * connections, well inside PostgreSQL's default 100 at two.
+ */
+const INTEGRATION_CONCURRENCY = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? Math.min(os.availableParallelism(), 4)));
 
 const totals = { passed: 0, failed: 0, skipped: 0 };
 
@@ -123,8 +130,9 @@ async function main(): Promise<number> {
       if (code !== 0) failures.push('unit');
     }
     if (suites.has('integration')) {
-      section('integration tests (real PostgreSQL, PSP sandbox over HTTP)');
-      // One file at a time: each starts its own sandbox, whose notifier shares the ledger schema.
+      section(`integration tests (real PostgreSQL, PSP sandbox over HTTP), ${INTEGRATION_CONCURRENCY} files at a time`);
+      // Files side by side, each in a database of its own copied from the migrated one
+      // (test/support/file-database.ts): its own app tables and its own sandbox ledger schema.
       // --test-force-exit: a file whose tests have all settled exits even if a handle stayed open
       // (once, an idle database connection left behind kept a passed file, and CI, waiting).
       const code = await run(
@@ -132,9 +140,11 @@ async function main(): Promise<number> {
         [
           '--import',
           'tsx',
+          '--import',
+          './test/support/file-database.ts',
           '--test',
           '--test-reporter=spec',
-          '--test-concurrency=1',
+          `--test-concurrency=${INTEGRATION_CONCURRENCY}`,
           '--test-force-exit',
           ...testFiles('test/integration'),
           ...testFiles('test/sandbox'),
@@ -142,7 +152,7 @@ async function main(): Promise<number> {
           ...testFiles('test/hostile'),
           ...testFiles('examples'),
         ],
-        env,
+        { ...env, PAYONCE_TEST_TEMPLATE_URL: databaseUrl },
         'node',
       );
       if (code !== 0) failures.push('integration');

@@ -17,6 +17,25 @@ export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? GAT
   .map((g) => g.trim())
   .filter(Boolean) as DrillGateway[];
 
+/**
+ * Whether drill number `drill` of a spec file runs for `gateway`. The gateway × failure matrices are
+ * proved in node:test, where a case costs a second (test/integration/failure-matrix.test.ts and
+ * gateway-contract.test.ts); the browser proves what only a browser shows — the page's retries, the
+ * key it keeps across a reload, two tabs, what it says — once per drill, the drills of a file taking
+ * the gateways in turn so that every gateway meets the page. DRILL_MATRIX=full runs every drill on
+ * every gateway of DRILL_GATEWAYS.
+ */
+export function drillRunsOn(drill: number, gateway: DrillGateway): boolean {
+  if (process.env.DRILL_MATRIX === 'full') return true;
+  return DRILL_GATEWAYS[drill % DRILL_GATEWAYS.length] === gateway;
+}
+
+/**
+ * A duration on the drills' clock: `ms` × DRILL_TIME_SCALE (playwright.config.ts), for a gateway delay
+ * that must outlast the drills' gateway timeout, which scales the same way.
+ */
+export const drillMs = (ms: number): number => Math.round(ms * Number(process.env.DRILL_TIME_SCALE ?? 1));
+
 export const GATEWAY_LABELS: Record<DrillGateway, string> = {
   alipay: '支付宝',
   wechatpay: '微信支付',
@@ -147,7 +166,7 @@ export class Drill {
     ).toEqual([]);
     // Every key settles: a page that showed the order paid before its key answered (the order was
     // asked while a dead request's lease ran out) goes on retrying the key until it is taken over and
-    // completed — within the drills' 16 s lease and a retry's backoff.
+    // completed — within the drills' lease (16 s × DRILL_TIME_SCALE) and a retry's backoff.
     await expect
       .poll(async () => (await this.state(outTradeNo)).keys.filter((key) => key.leaseHeld).map((key) => key.key), {
         message: 'no payment key left in flight',

@@ -18,7 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { APIRequestContext, Page } from '@playwright/test';
-import { DRILL_GATEWAYS, GATEWAY_LABELS, expect, test, type Drill, type DrillGateway } from './drill';
+import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, expect, test, type Drill, type DrillGateway } from './drill';
 
 const SECOND_APP = process.env.DRILL_SECOND_APP_URL ?? 'http://127.0.0.1:3201';
 /** Each gateway followed by the next: alipay → wechatpay → stripe → 2c2p → alipay. */
@@ -239,7 +239,7 @@ for (const [first, second] of PAIRS) {
           gateway: second,
           operation: 'close',
           action: 'timeout_before_charge',
-          delayMs: 6000,
+          delayMs: drillMs(6000),
           times: 100,
         });
       });
