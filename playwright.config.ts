@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { defineConfig } from '@playwright/test';
@@ -18,8 +19,9 @@ import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
  *
  * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
  * One checkout spec: npx playwright test e2e/buyer-steps.spec.ts (or npm run test:e2e -- <spec>):
- * only the stacks of the projects a run can reach are started, so a checkout spec alone never waits
- * for the drills' production build.
+ * only the stacks of the projects a run can reach are started, and a checkout spec alone runs on
+ * `next dev`, with no build to wait for. A run that reaches both projects makes one production build
+ * (.next-e2e), which both stacks start on (scripts/build-once.ts).
  *
  * Ports (each overridable, so two checkouts of the project can run their tests side by side):
  *   checkout  app E2E_APP_PORT (3100), sandbox E2E_SANDBOX_PORT (4110)
@@ -83,7 +85,7 @@ const systemChromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((
 const executablePath = process.env.CHROMIUM_PATH || systemChromium;
 
 const stack = (name: string, appPort: number, sandboxPort: number, flags: string, env: Record<string, string> = {}) => ({
-  command: `node_modules/.bin/tsx scripts/dev.ts ${flags} --port ${appPort} --sandbox-port ${sandboxPort} --database ${DATABASE_PREFIX}${name} --dist-dir .next-${name}`,
+  command: `node_modules/.bin/tsx scripts/dev.ts ${flags} --port ${appPort} --sandbox-port ${sandboxPort} --database ${DATABASE_PREFIX}${name} --dist-dir ${flags.includes('--prod') ? '.next-e2e' : '.next-e2e-dev'}`,
   url: `http://127.0.0.1:${appPort}/api/health`,
   reuseExistingServer: !process.env.CI,
   timeout: 240_000,
@@ -92,22 +94,27 @@ const stack = (name: string, appPort: number, sandboxPort: number, flags: string
   env,
 });
 
+// One production build for the run, shared by both stacks: whichever starts first builds it, the
+// other waits and starts on it (STACK_BUILD_ONCE, scripts/build-once.ts). Checkout specs run alone
+// use `next dev` instead.
+process.env.STACK_BUILD_ONCE ??= randomUUID();
 // Playwright passes its own environment on: empty values switch off whatever a developer's shell
 // turned on (server/demo.ts, server/faults.ts, server/metrics-access.ts).
-const checkoutStack = stack('e2e', APP_PORT, SANDBOX_PORT, '', {
-  PAYONCE_DEMO: '',
-  CHECKOUT_FAULTS: '',
-  METRICS_TOKEN: '',
-  METRICS_PUBLIC: '',
-  // Every test's browser is one machine (127.0.0.1) leaving declined and abandoned orders open for
-  // half an hour: the address's limits would end the run, and have tests of their own
-  // (test/hostile/rate-limits.test.ts). The session's limits and caps stay on.
-  RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
-  OPEN_ORDERS_PER_ADDRESS: '0',
-  OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
-});
+const checkoutStack = (prod: boolean) =>
+  stack('e2e', APP_PORT, SANDBOX_PORT, prod ? '--prod' : '', {
+    PAYONCE_DEMO: '',
+    CHECKOUT_FAULTS: '',
+    METRICS_TOKEN: '',
+    METRICS_PUBLIC: '',
+    // Every test's browser is one machine (127.0.0.1) leaving declined and abandoned orders open for
+    // half an hour: the address's limits would end the run, and have tests of their own
+    // (test/hostile/rate-limits.test.ts). The session's limits and caps stay on.
+    RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+    OPEN_ORDERS_PER_ADDRESS: '0',
+    OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
+  });
 // A production build: a dev server would reload the page when it comes back after a crash.
-const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --build --instances 2', {
+const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod --instances 2', {
   // Demo mode: fault injection for the drills, and /mail and /api/metrics for looking around a
   // failed drill's stack; the page's fault switchboard (switchboard.spec).
   PAYONCE_DEMO: '1',
@@ -241,5 +248,8 @@ export default defineConfig({
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${DRILL_APP_PORT}` },
     },
   ],
-  webServer: [...(reachable.has('checkout') ? [checkoutStack] : []), ...(reachable.has('drills') ? [drillsStack] : [])],
+  webServer: [
+    ...(reachable.has('checkout') ? [checkoutStack(reachable.has('drills'))] : []),
+    ...(reachable.has('drills') ? [drillsStack] : []),
+  ],
 });

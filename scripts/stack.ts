@@ -19,6 +19,7 @@ import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '..
 import { runMigrations } from '../db/migrate';
 import { demoMode } from '../server/demo';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
+import { buildOnce } from './build-once';
 import { startPgBouncer, type PgBouncer } from './pgbouncer';
 import { stopChild } from './processes';
 import { registerStripeWebhookEndpoint } from './stripe-listen';
@@ -213,12 +214,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ...options.appEnv,
     };
     const distDir = options.distDir ?? '.next';
-    if (options.mode === 'prod' && (options.build || !existsSync(path.join(distDir, 'BUILD_ID')))) {
+    const build = async () => {
       log(`[build] next build into ${distDir}`);
       const builder = run('build', nextBin, ['build'], appEnv, log);
       const code = await new Promise<number | null>((resolve) => builder.once('exit', resolve));
       if (code !== 0) throw new Error(`next build failed with code ${code}`);
-    }
+    };
+    // STACK_BUILD_ONCE=<run id>: the stacks of one run share one build (scripts/build-once.ts).
+    const runId = process.env.STACK_BUILD_ONCE;
+    if (options.mode === 'prod' && runId) await buildOnce(distDir, runId, build, log);
+    else if (options.mode === 'prod' && (options.build || !existsSync(path.join(distDir, 'BUILD_ID')))) await build();
     // The supervisor: like Kubernetes restarting a Pod, an app process that dies (a crash drill's
     // SIGKILL, an out-of-memory kill) is started again, on the same port, with the same environment.
     let restarts = 0;

@@ -3,15 +3,17 @@
  *
  *   1. unit         tsc --noEmit over the whole project, then node:test, no database
  *   2. integration  node:test, the idempotency core, the API, the sandbox over real HTTP, examples/
- *   3. e2e          Playwright in a real Chromium against `next dev`, the sandbox and the database
+ *   3. e2e          Playwright in a real Chromium against a production build, the sandbox and the database
  *   database        (only when asked for) the integration files whose subject is the database layer
  *                   itself: CI runs them a second time against a PostgreSQL server (DATABASE_URL)
  *
  * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
  * host and credentials are used: the tests create their own database beside it).
  *
- * Flags: --only unit|integration|e2e|database (repeatable), --keep-database. Anything else is passed to
- * Playwright: `npm run test:e2e -- e2e/buyer-steps.spec.ts` runs one spec (and starts only the stack
+ * Flags: --only unit|integration|e2e|database (repeatable), --keep-database, --alongside-e2e SCRIPT
+ * (repeatable: npm scripts run one after another, at low CPU priority, while the browser tests run —
+ * they spend most of their time waiting on clocks; CI runs its adopter and product checks so).
+ * Anything else is passed to Playwright: `npm run test:e2e -- e2e/buyer-steps.spec.ts` runs one spec (and starts only the stack
  * it needs).
  */
 import { spawn } from 'node:child_process';
@@ -26,6 +28,7 @@ const { values, positionals } = parseArgs({
   options: {
     only: { type: 'string', multiple: true },
     'keep-database': { type: 'boolean', default: false },
+    'alongside-e2e': { type: 'string', multiple: true },
   },
 });
 const suites = new Set(values.only?.length ? values.only : ['unit', 'integration', 'e2e']);
@@ -39,13 +42,14 @@ const DATABASE_LAYER = [
   'idempotency-core',
   'idempotency-one-phase',
   'idempotency-schema',
-  'idempotency-store-contract',
   'postgres-pipelining',
   'prepared-statements',
   'pgbouncer',
   'journal',
   'jobs',
-].map((name) => `test/integration/${name}.test.ts`);
+]
+  .map((name) => `test/integration/${name}.test.ts`)
+  .concat(testFiles('packages/idempotency/test/postgres'));
 
 function testFiles(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -95,6 +99,28 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, kind: 'nod
   });
 }
 
+/**
+ * npm scripts run one after another beside the browser tests, under `nice` where there is one, their
+ * output kept and printed once the browser tests are done (so the two logs do not interleave).
+ */
+async function runAlongside(scripts: string[], env: NodeJS.ProcessEnv) {
+  const nice = existsSync('/usr/bin/nice') ? ['/usr/bin/nice', '-n', '15'] : [];
+  const results: { name: string; code: number; seconds: number; output: string }[] = [];
+  for (const name of scripts) {
+    const started = performance.now();
+    const [command, ...args] = [...nice, 'npm', 'run', name];
+    // The package was built at the start of this run, from the sources under test: not again while the
+    // browser tests' processes load it.
+    const child = spawn(command!, args, { env: { ...env, PAYONCE_PACKAGE_BUILT: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number>((resolve) => child.on('exit', (exit, signal) => resolve(exit ?? (signal ? 1 : 0))));
+    results.push({ name, code, seconds: Math.round((performance.now() - started) / 1000), output });
+  }
+  return results;
+}
+
 async function main(): Promise<number> {
   const database = await createFreshDatabase('payonce_test');
   console.log(`Using ${database.server}`);
@@ -122,7 +148,8 @@ async function main(): Promise<number> {
           '--test-force-exit',
           ...testFiles('test/unit'),
           ...testFiles('bench'),
-          ...testFiles('packages/idempotency/test'),
+          // The package's own tests; its PostgreSQL ones (test/postgres) run with the integration files.
+          ...testFiles('packages/idempotency/test').filter((file) => !file.includes(`${path.sep}postgres${path.sep}`)),
         ],
         env,
         'node',
@@ -151,6 +178,7 @@ async function main(): Promise<number> {
           ...testFiles('test/payments'),
           ...testFiles('test/hostile'),
           ...testFiles('examples'),
+          ...testFiles('packages/idempotency/test/postgres'),
         ],
         { ...env, PAYONCE_TEST_TEMPLATE_URL: databaseUrl },
         'node',
@@ -168,8 +196,15 @@ async function main(): Promise<number> {
       if (code !== 0) failures.push('database');
     }
     if (suites.has('e2e')) {
-      section('browser tests (Playwright)');
+      const alongside = values['alongside-e2e'] ?? [];
+      section(`browser tests (Playwright)${alongside.length ? `, with ${alongside.join(', ')} alongside` : ''}`);
+      const beside = runAlongside(alongside, env);
       if ((await run('node_modules/.bin/playwright', ['test', ...positionals], env, 'playwright')) !== 0) failures.push('e2e');
+      for (const script of await beside) {
+        section(`${script.name}, run alongside the browser tests: ${script.seconds} s, exit ${script.code}`);
+        process.stdout.write(script.output);
+        if (script.code !== 0) failures.push(script.name);
+      }
     }
   } finally {
     await database.drop({ keep: values['keep-database'] });

@@ -42,6 +42,9 @@ const { values: args } = parseArgs({
     instances: { type: 'string', default: '2' },
     'settle-seconds': { type: 'string', default: '60' },
     'no-build': { type: 'boolean', default: false },
+    // Another production build of this checkout to start on (CI: the browser tests' .next-e2e), with
+    // --no-build: the soak then makes none of its own.
+    'dist-dir': { type: 'string', default: '.next-soak' },
     'schedule-only': { type: 'boolean', default: false },
     'log-file': { type: 'string' },
     json: { type: 'string' },
@@ -124,7 +127,7 @@ try {
     appPort: options.appPort,
     sandboxPort: options.sandboxPort,
     databaseName: 'payonce_soak',
-    distDir: '.next-soak',
+    distDir: args['dist-dir'],
     log: stackLog,
     appEnv: {
       CHECKOUT_FAULTS: '1',

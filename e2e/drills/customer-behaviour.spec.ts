@@ -33,7 +33,9 @@ for (const gateway of DRILL_GATEWAYS) {
       if (drillRunsOn(drill, gateway))
         test(`${title}: the same order paid at once charges once (${gateway})`, async ({ checkout, drill, context }) => {
           await test.step('1. the first tab starts paying; its gateway is slow, so the attempt stays in flight', async () => {
-            await drill.armSandboxFault({ gateway, action: 'slow', delayMs: 2500 });
+            // Long enough for the second tab to open and pay on a busy machine (the checkout project runs
+            // beside the drills): a race window, not a clock, so DRILL_TIME_SCALE leaves it alone.
+            await drill.armSandboxFault({ gateway, action: 'slow', delayMs: 8000 });
             await checkout.open();
             await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
             await checkout.pay();
@@ -71,7 +73,7 @@ for (const gateway of DRILL_GATEWAYS) {
         await checkout.open();
         await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
         // The server is slow after claiming the key: the customer reloads before the answer.
-        await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 3000 }, gateway });
+        await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 5000 }, gateway });
         const keys: string[] = [];
         page.on('request', (request) => {
           const key = request.headers()['idempotency-key'];
@@ -99,7 +101,7 @@ for (const gateway of DRILL_GATEWAYS) {
         await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
         await checkout.chooseBuyer('余额不足');
         // The server is slow after claiming the key; the customer reloads before the answer…
-        await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 3000 }, gateway });
+        await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 5000 }, gateway });
         await checkout.pay();
         await expect.poll(() => page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? '')).toContain('attempt');
         // …and the saved attempt no longer matches the request its key was sent with (another buyer),

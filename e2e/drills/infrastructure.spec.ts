@@ -84,7 +84,7 @@ for (const gateway of DRILL_GATEWAYS) {
         });
 
       // The first instance is slow after claiming the key; the retries meanwhile alternate.
-      await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 2500 }, gateway });
+      await drill.armAppFault({ point: 'after_claim', action: { kind: 'delay', ms: 4000 }, gateway });
       const slow = pay('');
       await new Promise((resolve) => setTimeout(resolve, 300));
       const statuses: number[] = [];

@@ -136,9 +136,18 @@ export interface OwnedKey<Tx> {
   atomicPhase<R extends PhaseResult>(fn: (tx: Tx) => Promise<R>): Promise<R>;
 }
 
-function ownedKey<Tx>(store: IdempotencyStore<Tx>, ref: KeyRef, id: string, recoveryPoint: string, acquisition: Acquisition) {
-  // Without a key there is no record to write to: each phase is a plain transaction.
-  const recorded = ref.key !== '';
+/**
+ * `recorded: false` (rollout mode, a request without a key): there is no record to write to, and each
+ * phase is a plain transaction of the store.
+ */
+function ownedKey<Tx>(
+  store: IdempotencyStore<Tx>,
+  ref: KeyRef,
+  id: string,
+  recoveryPoint: string,
+  acquisition: Acquisition,
+  recorded = true,
+) {
   const closingWrite = (phase: PhaseResult): ClosingWrite | undefined =>
     !recorded
       ? undefined
@@ -255,7 +264,7 @@ async function runUnguarded<Tx>(
   options: IdempotencyOptions,
 ): Promise<IdempotentResult> {
   options.observe?.({ outcome: 'unguarded', path: request.path });
-  const key = ownedKey(store, { scope: request.scope, key: '', leaseToken: '' }, randomUUID(), STARTED, 'new');
+  const key = ownedKey(store, { scope: request.scope, key: '', leaseToken: '' }, randomUUID(), STARTED, 'new', false);
   const work = typeof handler === 'function' ? handler : async () => (await key.atomicPhase(handler.onePhase)).response;
   const returned = await work(key);
   return { ...(key.completed ?? { status: returned?.status ?? 200, body: canonicalCopy(returned?.body ?? null) }), replayed: false };

@@ -11,8 +11,8 @@
  *
  * LIBRARY BEHAVIOUR RELIED ON — pg's default type parsers give the record's columns the types `readOf`
  * expects, as postgres.js does: float8 and int4 as numbers, jsonb parsed, boolean, uuid as text.
- * Scenario 9 of the PayOnce app's test/integration/idempotency-store-contract.test.ts fails if an
- * upgrade changes them; an app that replaces one of these parsers globally (pg.types) breaks the store.
+ * Scenario 9 of the package's test/postgres/store-contract.test.ts fails if an upgrade changes
+ * them; an app that replaces one of these parsers globally (pg.types) breaks the store.
  */
 import type pg from 'pg';
 import { LeaseLostError } from './errors.js';

@@ -1,16 +1,22 @@
 /**
  * One contract, two PostgreSQL stores: the postgres.js store and the node-postgres one send the same
- * SQL (packages/idempotency/src/postgres-sql.ts), so they must behave the same through the engine.
- * Every scenario runs on both against real PostgreSQL, with replayCacheSize 0 so every replay reads
- * the store, and asserts on rows: the business effects in a table of this test's own
- * (contract_effects, written with the phase's transaction handle) and the keys in idempotency_keys.
+ * SQL (src/postgres-sql.ts), so they must behave the same through the engine. Every scenario runs on
+ * both against real PostgreSQL (DATABASE_URL), with replayCacheSize 0 so every replay reads the
+ * store, and asserts on rows: the business effects in a table of this test's own (contract_effects,
+ * written with the phase's transaction handle) and the keys in idempotency_keys.
+ *
+ * Each store gets a schema of its own, dropped and made afresh, and its key table is made only by
+ * what the package ships, one way for each: the node-postgres store's by running
+ * migrations/*.sql as a DBA would, the postgres.js store's by applyIdempotencySchema(). So the
+ * contract also proves that either way of making the table gives a store everything it needs.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
 import {
   deleteExpiredKeys,
   executeIdempotent,
@@ -24,14 +30,28 @@ import {
   type OwnedKey,
 } from '@payonce/idempotency';
 import { createPgIdempotencyStore } from '@payonce/idempotency/pg';
-import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import { requireDatabaseUrl } from '../support/stack';
+import { applyIdempotencySchema, createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 
+function requireDatabaseUrl(): string {
+  const url = process.env.DATABASE_URL;
+  if (!url) {
+    throw new Error(
+      'DATABASE_URL is not set: this test needs a PostgreSQL database it may create schemas in, e.g.\n' +
+        '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/scratch npm run test:postgres -w @payonce/idempotency',
+    );
+  }
+  return url;
+}
 const url = requireDatabaseUrl();
-let sql: postgres.Sql;
-let pgPool: pg.Pool;
 const options: IdempotencyOptions = { leaseMs: 30_000, ttlMs: 60_000, claimWaitMs: 1000, replayCacheSize: 0 };
 const scope = `contract:${randomUUID()}`;
+
+/** The package's migration files, in the order a migration tool would run them. */
+const MIGRATIONS_DIR = path.join(import.meta.dirname, '../../migrations');
+const migrationFiles = readdirSync(MIGRATIONS_DIR)
+  .filter((name) => name.endsWith('.sql'))
+  .sort()
+  .map((name) => path.join(MIGRATIONS_DIR, name));
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A promise the test opens when it chooses: where a handler waits, or signals it got somewhere. */
@@ -41,52 +61,83 @@ function gate() {
   return { promise, open };
 }
 const request = (key: string, input: unknown = {}) => ({ scope, key, path: 'contract', input });
-const effectsOf = async (key: string) =>
-  (await sql<{ id: string }[]>`select id from contract_effects where id like ${`${key}:%`} order by id`).map((row) => row.id);
-const keyRow = async (key: string) => (await sql`select * from idempotency_keys where scope = ${scope} and key = ${key}`)[0];
+
+/** Both drivers' connections to one store's schema: its store uses one, the assertions use both. */
+interface Connections {
+  sql: postgres.Sql;
+  pgPool: pg.Pool;
+}
+
+/** Connections whose search_path is `schema` alone, so nothing outside it (an app's own table) is seen. */
+function connect(schema: string): Connections {
+  return {
+    sql: postgres(url, { max: 10, onnotice: () => {}, connection: { search_path: schema } }),
+    pgPool: new pg.Pool({ connectionString: url, max: 10, options: `-c search_path=${schema}` }),
+  };
+}
 
 /** A store under test, and how business code writes an effect with its transaction handle. */
 interface Subject<Tx> {
-  store: () => IdempotencyStore<Tx>;
+  /** The schema the store's key table is made in, and how it is made there. */
+  schema: string;
+  makeKeyTable: (db: Connections) => Promise<void>;
+  store: (db: Connections) => IdempotencyStore<Tx>;
   effect: (tx: Tx, id: string) => Promise<unknown>;
 }
 
 const stores: [string, () => void][] = [
   [
-    'postgres.js store',
+    'postgres.js store (table by applyIdempotencySchema)',
     contract<postgres.TransactionSql>({
-      store: () => createPostgresIdempotencyStore(sql, { transactionHandle: (tx) => tx }),
+      schema: 'idempotency_contract_postgres_js',
+      makeKeyTable: ({ sql }) => applyIdempotencySchema(sql),
+      store: ({ sql }) => createPostgresIdempotencyStore(sql, { transactionHandle: (tx) => tx }),
       effect: (tx, id) => tx`insert into contract_effects (id) values (${id})`,
     }),
   ],
   [
-    'node-postgres store',
+    'node-postgres store (table by migrations/*.sql)',
     contract<pg.PoolClient>({
-      store: () => createPgIdempotencyStore(pgPool),
+      schema: 'idempotency_contract_node_postgres',
+      makeKeyTable: async ({ pgPool }) => {
+        // As psql -f would: each file's text as it ships, several statements to one simple query.
+        for (const file of migrationFiles) await pgPool.query(readFileSync(file, 'utf8'));
+      },
+      store: ({ pgPool }) => createPgIdempotencyStore(pgPool),
       effect: (client, id) => client.query('insert into contract_effects (id) values ($1)', [id]),
     }),
   ],
 ];
 
-before(async () => {
-  await runMigrations(url);
-  sql = postgres(url, { max: 10, onnotice: () => {} });
-  pgPool = new pg.Pool({ connectionString: url, max: 10 });
-  await sql`create table if not exists contract_effects (id text primary key)`;
-});
-after(async () => {
-  await sql?.end({ timeout: 5 });
-  await pgPool?.end();
-});
-
 for (const [name, suite] of stores) describe(name, suite);
 
 function contract<Tx>(subject: Subject<Tx>) {
   return () => {
+    let sql: postgres.Sql;
+    let pgPool: pg.Pool;
     let store: IdempotencyStore<Tx>;
-    before(() => {
-      store = subject.store();
+    before(async () => {
+      ({ sql, pgPool } = connect(subject.schema));
+      await sql.unsafe(`drop schema if exists "${subject.schema}" cascade`);
+      await sql.unsafe(`create schema "${subject.schema}"`);
+      await subject.makeKeyTable({ sql, pgPool });
+      await sql`create table contract_effects (id text primary key)`;
+      store = subject.store({ sql, pgPool });
+      // Every connection opened before the scenarios: a race between duplicates (scenario 2) must not
+      // be decided by how long a cold pool takes to connect its next socket.
+      await Promise.all(Array.from({ length: 10 }, () => sql`select pg_sleep(0.02)`));
+      const clients = await Promise.all(Array.from({ length: 10 }, () => pgPool.connect()));
+      for (const client of clients) client.release();
     });
+    after(async () => {
+      await sql?.unsafe(`drop schema if exists "${subject.schema}" cascade`);
+      await sql?.end({ timeout: 5 });
+      await pgPool?.end();
+    });
+
+    const effectsOf = async (key: string) =>
+      (await sql<{ id: string }[]>`select id from contract_effects where id like ${`${key}:%`} order by id`).map((row) => row.id);
+    const keyRow = async (key: string) => (await sql`select * from idempotency_keys where scope = ${scope} and key = ${key}`)[0];
 
     /** One-phase work: an effect named after its run, then (after a pause in the transaction) an answer naming it. */
     const onePhase = (key: string, runs: string[], pauseMs = 0): OnePhaseHandler<Tx> => ({
