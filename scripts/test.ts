@@ -10,9 +10,10 @@
  * The database server is the embedded PostgreSQL, or the one DATABASE_URL points at (only its
  * host and credentials are used: the tests create their own database beside it).
  *
- * Flags: --only unit|integration|e2e|database (repeatable), --keep-database, --alongside-e2e SCRIPT
- * (repeatable: npm scripts run one after another, at low CPU priority, while the browser tests run —
- * they spend most of their time waiting on clocks; CI runs its adopter and product checks so).
+ * Flags: --only unit|integration|e2e|database (repeatable), --keep-database, --alongside-e2e
+ * 'SCRIPT [NAME=VALUE …]' (repeatable: npm scripts run one after another, at low CPU priority, with
+ * those variables set, while the browser tests run — they spend most of their time waiting on
+ * clocks; CI runs its adopter and product checks and its DATABASE_URL pass so).
  * Anything else is passed to Playwright: `npm run test:e2e -- e2e/buyer-steps.spec.ts` runs one spec (and starts only the stack
  * it needs).
  */
@@ -106,12 +107,20 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, kind: 'nod
 async function runAlongside(scripts: string[], env: NodeJS.ProcessEnv) {
   const nice = existsSync('/usr/bin/nice') ? ['/usr/bin/nice', '-n', '15'] : [];
   const results: { name: string; code: number; seconds: number; output: string }[] = [];
-  for (const name of scripts) {
+  for (const spec of scripts) {
+    const [name = '', ...assignments] = spec.trim().split(/\s+/);
+    const overrides = Object.fromEntries(
+      assignments.map((assignment) => {
+        const at = assignment.indexOf('=');
+        if (at < 1) throw new Error(`--alongside-e2e ${JSON.stringify(spec)}: expected SCRIPT [NAME=VALUE …]`);
+        return [assignment.slice(0, at), assignment.slice(at + 1)];
+      }),
+    );
     const started = performance.now();
     const [command, ...args] = [...nice, 'npm', 'run', name];
     // The package was built at the start of this run, from the sources under test: not again while the
     // browser tests' processes load it.
-    const child = spawn(command!, args, { env: { ...env, PAYONCE_PACKAGE_BUILT: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command!, args, { env: { ...env, PAYONCE_PACKAGE_BUILT: '1', ...overrides }, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -131,8 +140,11 @@ async function main(): Promise<number> {
   try {
     // The app imports @payonce/idempotency as an adopter does, from its built files: build them from
     // the sources being tested.
-    section('build @payonce/idempotency');
-    if ((await run('npm', ['run', 'build', '-w', '@payonce/idempotency'], env, 'node')) !== 0) failures.push('package build');
+    // (Not when run beside another run's browser tests, which built it and import it meanwhile.)
+    if (process.env.PAYONCE_PACKAGE_BUILT !== '1') {
+      section('build @payonce/idempotency');
+      if ((await run('npm', ['run', 'build', '-w', '@payonce/idempotency'], env, 'node')) !== 0) failures.push('package build');
+    }
     if (suites.has('unit')) {
       section('type check (tsc --noEmit, the whole project)');
       const typecheck = await run('node_modules/.bin/tsc', ['--noEmit', '-p', '.'], env, 'node');
@@ -197,7 +209,8 @@ async function main(): Promise<number> {
     }
     if (suites.has('e2e')) {
       const alongside = values['alongside-e2e'] ?? [];
-      section(`browser tests (Playwright)${alongside.length ? `, with ${alongside.join(', ')} alongside` : ''}`);
+      const names = alongside.map((spec) => spec.trim().split(/\s+/)[0]);
+      section(`browser tests (Playwright)${alongside.length ? `, with ${names.join(', ')} alongside` : ''}`);
       const beside = runAlongside(alongside, env);
       if ((await run('node_modules/.bin/playwright', ['test', ...positionals], env, 'playwright')) !== 0) failures.push('e2e');
       for (const script of await beside) {

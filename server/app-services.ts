@@ -70,6 +70,13 @@ export function appServices(): AppServices {
     // served: anyone may arm a crash, and the 幕后 view shows every customer's orders.
     console.warn("[payonce] DEMO MODE (PAYONCE_DEMO=1): fault injection, /mail and every order's 幕后 view are open to anyone");
   }
+  if (env.IDEMPOTENCY_MISSING_KEY === 'run_unguarded') {
+    // Rollout mode is for the weeks in which clients learn to send keys: said once at start, and each
+    // keyless request is logged and counted (payonce_idempotency_guard_total{outcome="unguarded"}).
+    console.warn(
+      '[payonce] IDEMPOTENCY_MISSING_KEY=run_unguarded: a mutation without an Idempotency-Key runs unguarded (no replay); switch back to refuse once every client sends keys',
+    );
+  }
   globalForServices.__payonceServices = services;
   return services;
 }
