@@ -49,8 +49,18 @@ async function expectStatus(what: string, response: Response, status: number): P
   return text;
 }
 
-/** The product answering as a deployment with no gateway yet: health, one guarded order, its replay. */
+/**
+ * The product answering as a deployment with no gateway yet: health, one guarded order, its replay;
+ * and none of the laboratory's surfaces: no bench procedures, no fault injection, no demo mailbox.
+ */
 async function exercise(appUrl: string): Promise<void> {
+  await expectStatus(
+    'GET bench.roundTrips (the benchmark extension is not in the product)',
+    await fetch(`${appUrl}/api/trpc/bench.roundTrips`),
+    404,
+  );
+  await expectStatus('GET /api/faults (no fault injection outside demo mode and the drills)', await fetch(`${appUrl}/api/faults`), 404);
+  await expectStatus('GET /mail (no demo mailbox)', await fetch(`${appUrl}/mail`), 404);
   const products = JSON.parse(await expectStatus('GET checkout.products', await fetch(`${appUrl}/api/trpc/checkout.products`), 200)) as {
     result: { data: { sku: string }[] };
   };

@@ -6,7 +6,7 @@
  * (test/integration/failure-matrix.test.ts), and DRILL_MATRIX=full runs every drill on every gateway.
  */
 import { CheckoutPage } from '../pages/checkout-page';
-import { DRILL_GATEWAYS, GATEWAY_LABELS, drillRunsOn, expect, test } from './drill';
+import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, drillRunsOn, expect, test } from './drill';
 
 for (const gateway of DRILL_GATEWAYS) {
   test.describe(`${gateway}`, () => {
@@ -33,9 +33,11 @@ for (const gateway of DRILL_GATEWAYS) {
       if (drillRunsOn(drill, gateway))
         test(`${title}: the same order paid at once charges once (${gateway})`, async ({ checkout, drill, context }) => {
           await test.step('1. the first tab starts paying; its gateway is slow, so the attempt stays in flight', async () => {
-            // Long enough for the second tab to open and pay on a busy machine (the checkout project runs
-            // beside the drills): a race window, not a clock, so DRILL_TIME_SCALE leaves it alone.
-            await drill.armSandboxFault({ gateway, action: 'slow', delayMs: 8000 });
+            // Held in the app, with the attempt started (the order is paying) and before the gateway is
+            // called: long enough for the second tab to open and pay on a busy machine, and shorter than
+            // the drills' lease. A slow gateway would not do: past the drills' gateway timeout, the
+            // first tab's retry would pay before the second tab arrived.
+            await drill.armAppFault({ point: 'before_gateway_call', action: { kind: 'delay', ms: drillMs(12000) }, gateway });
             await checkout.open();
             await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
             await checkout.pay();

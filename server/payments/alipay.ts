@@ -67,7 +67,7 @@ import type {
 import { CLOSE_REVERSED_PAYMENT } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
 import { keyFromText } from './support';
-import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure } from './transport';
+import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure, assertNever, stringField } from './transport';
 
 export interface AlipayGatewayConfig {
   appId: string;
@@ -144,11 +144,6 @@ function classifyFailure(err: unknown): Exchange {
   return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: err.message };
 }
 
-function str(fields: Fields, key: string): string | undefined {
-  const value = fields[key];
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
 // ---------------------------------------------------------------------------------------------
 // trade.pay answers
 
@@ -172,13 +167,13 @@ type PayAnswer =
   | { kind: 'in_doubt'; code: string; message: string };
 
 function classifyPay(response: Fields): PayAnswer {
-  const code = str(response, 'code') ?? '';
-  const subCode = str(response, 'sub_code') ?? '';
-  const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+  const code = stringField(response, 'code') ?? '';
+  const subCode = stringField(response, 'sub_code') ?? '';
+  const message = stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? code;
   switch (code) {
     case '10000': {
-      const tradeNo = str(response, 'trade_no');
-      const totalAmount = str(response, 'total_amount');
+      const tradeNo = stringField(response, 'trade_no');
+      const totalAmount = stringField(response, 'total_amount');
       if (!tradeNo || !totalAmount) return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: 'success without trade_no' };
       return { kind: 'paid', tradeNo, totalAmount };
     }
@@ -226,16 +221,16 @@ type CloseAnswer =
   | { kind: 'in_doubt'; code: string; message: string };
 
 function classifyClose(response: Fields, method: 'alipay.trade.close' | 'alipay.trade.cancel'): CloseAnswer {
-  const code = str(response, 'code') ?? '';
-  const subCode = str(response, 'sub_code') ?? '';
-  const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+  const code = stringField(response, 'code') ?? '';
+  const subCode = stringField(response, 'sub_code') ?? '';
+  const message = stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? code;
   switch (code) {
     case '10000': {
       if (method === 'alipay.trade.close') return { kind: 'closed' };
       // trade.cancel says what it did. "close": the trade (or the out_trade_no) can take no money.
       // "refund": the buyer had paid after all and Alipay gave the money back in full. Anything else
       // is not an answer we can rely on.
-      const action = str(response, 'action');
+      const action = stringField(response, 'action');
       if (action === 'close') return { kind: 'closed' };
       if (action === 'refund') {
         return { kind: 'refunded_by_cancel', message: 'trade.cancel found the trade paid and refunded it in full (action refund)' };
@@ -287,12 +282,14 @@ type RefundAnswer =
   | { kind: 'in_doubt'; code: string; message: string };
 
 function classifyRefund(response: Fields): RefundAnswer {
-  const code = str(response, 'code') ?? '';
-  const subCode = str(response, 'sub_code') ?? '';
-  const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+  const code = stringField(response, 'code') ?? '';
+  const subCode = stringField(response, 'sub_code') ?? '';
+  const message = stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? code;
   switch (code) {
     case '10000':
-      return str(response, 'fund_change') === 'Y' ? { kind: 'refunded', tradeNo: str(response, 'trade_no') } : { kind: 'confirm_by_query' };
+      return stringField(response, 'fund_change') === 'Y'
+        ? { kind: 'refunded', tradeNo: stringField(response, 'trade_no') }
+        : { kind: 'confirm_by_query' };
     case '40001':
     case '40002':
     case '40006':
@@ -329,10 +326,6 @@ function gatewayRefundIdOf(tradeNo: string, outRequestNo: string): string {
 /** Alipay's limit on out_request_no; PayOnce's own refundId rule ([A-Za-z0-9], ≤ 32) is stricter. */
 const OUT_REQUEST_NO_RE = /^[A-Za-z0-9_]{1,64}$/;
 const MAX_REFUND_REASON = 256;
-
-function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // The gateway
@@ -374,17 +367,17 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     const exchange = await call('alipay.trade.query', { bizContent: { out_trade_no: outTradeNo } });
     if (exchange.kind !== 'answered') return { kind: 'unavailable', code: exchange.code, message: exchange.message };
     const { response } = exchange;
-    const code = str(response, 'code');
-    const subCode = str(response, 'sub_code');
+    const code = stringField(response, 'code');
+    const subCode = stringField(response, 'sub_code');
     if (code === '40004' && subCode === 'ACQ.TRADE_NOT_EXIST') return { kind: 'answered', trade: { kind: 'not_found' } };
     if (code !== '10000') {
       return {
         kind: 'unavailable',
         code: subCode ?? code ?? 'MALFORMED_RESPONSE',
-        message: str(response, 'sub_msg') ?? str(response, 'msg') ?? 'trade.query failed',
+        message: stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? 'trade.query failed',
       };
     }
-    const status = str(response, 'trade_status');
+    const status = stringField(response, 'trade_status');
     let trade: TradeStatus;
     switch (status) {
       case 'WAIT_BUYER_PAY':
@@ -395,8 +388,8 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
         break;
       case 'TRADE_SUCCESS':
       case 'TRADE_FINISHED': {
-        const tradeNo = str(response, 'trade_no');
-        const amountMinor = decimalToMinor(str(response, 'total_amount') ?? '');
+        const tradeNo = stringField(response, 'trade_no');
+        const amountMinor = decimalToMinor(stringField(response, 'total_amount') ?? '');
         if (!tradeNo || amountMinor === null) {
           return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'paid trade without trade_no or amount' };
         }
@@ -523,11 +516,11 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     });
     if (exchange.kind !== 'answered') return { kind: 'retryable', code: exchange.code, message: exchange.message };
     const { response } = exchange;
-    const code = str(response, 'code') ?? '';
-    const subCode = str(response, 'sub_code') ?? '';
-    const message = str(response, 'sub_msg') ?? str(response, 'msg') ?? code;
+    const code = stringField(response, 'code') ?? '';
+    const subCode = stringField(response, 'sub_code') ?? '';
+    const message = stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? code;
     if (code === '10000') {
-      const qrCode = str(response, 'qr_code');
+      const qrCode = stringField(response, 'qr_code');
       if (!qrCode) return { kind: 'retryable', code: 'MALFORMED_RESPONSE', message: 'precreate success without qr_code' };
       return { kind: 'awaiting_buyer', action: { kind: 'qr', qrCode } };
     }
@@ -676,29 +669,29 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     });
     if (exchange.kind !== 'answered') return { kind: 'unavailable', code: exchange.code, message: exchange.message };
     const { response } = exchange;
-    const code = str(response, 'code');
-    const subCode = str(response, 'sub_code');
+    const code = stringField(response, 'code');
+    const subCode = stringField(response, 'sub_code');
     // No trade, so certainly no refund of it.
     if (code === '40004' && subCode === 'ACQ.TRADE_NOT_EXIST') return { kind: 'answered', refund: { kind: 'not_found' } };
     if (code !== '10000') {
       return {
         kind: 'unavailable',
         code: subCode ?? code ?? 'MALFORMED_RESPONSE',
-        message: str(response, 'sub_msg') ?? str(response, 'msg') ?? 'refund query failed',
+        message: stringField(response, 'sub_msg') ?? stringField(response, 'msg') ?? 'refund query failed',
       };
     }
     // Alipay: "10000 only means the query ran; if it returns the refund's data the refund succeeded,
     // if not, it did not — retry with the same out_request_no". Alipay also warns that a query made
     // right after the refund may not see it yet; repeating the same out_request_no is safe either way.
-    const refundAmount = str(response, 'refund_amount');
+    const refundAmount = stringField(response, 'refund_amount');
     if (refundAmount === undefined) return { kind: 'answered', refund: { kind: 'not_found' } };
     const amountMinor = decimalToMinor(refundAmount);
     if (amountMinor === null) return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: `refund_amount ${refundAmount}` };
-    const refundStatus = str(response, 'refund_status');
+    const refundStatus = stringField(response, 'refund_status');
     // REFUND_SUCCESS is the only status Alipay documents; an absent one means success for refunds made
     // with trade.refund. Any other is not final as far as we can tell.
     if (refundStatus !== undefined && refundStatus !== 'REFUND_SUCCESS') return { kind: 'answered', refund: { kind: 'pending' } };
-    const tradeNo = str(response, 'trade_no') ?? request.gatewayTradeNo;
+    const tradeNo = stringField(response, 'trade_no') ?? request.gatewayTradeNo;
     return {
       kind: 'answered',
       refund: { kind: 'succeeded', gatewayRefundId: gatewayRefundIdOf(tradeNo, request.refundId), amountMinor },

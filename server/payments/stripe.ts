@@ -52,7 +52,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import Stripe from 'stripe';
 import { MAX_TRIES_PER_GATEWAY_CALL } from './gateway';
-import { classifyConnectionFailure, connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS } from './transport';
+import { classifyConnectionFailure, connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, assertNever } from './transport';
 import type {
   BuyerStep,
   ChargeOutcome,
@@ -235,10 +235,6 @@ const KNOWN_STATUSES: readonly string[] = [
 
 function knownStatus(intent: Stripe.PaymentIntent): KnownStatus | 'unknown' {
   return KNOWN_STATUSES.includes(intent.status) ? (intent.status as KnownStatus) : 'unknown';
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
 }
 
 /** Search's string syntax: quote the value, backslash-escape quotes and backslashes inside it. */

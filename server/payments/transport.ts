@@ -107,3 +107,14 @@ export function errorCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' ? code : undefined;
 }
+
+/** A field of a gateway's answer that must be a non-empty string: the string, else undefined. */
+export function stringField(fields: Readonly<Record<string, unknown>> | null | undefined, key: string): string | undefined {
+  const value = fields?.[key];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** The end of an exhaustive switch over a closed union: a case left out is a type error. */
+export function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}

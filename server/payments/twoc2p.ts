@@ -59,7 +59,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { decimalToMinor, minorToDecimal } from './money';
-import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure } from './transport';
+import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure, assertNever, stringField } from './transport';
 
 export interface TwoC2pGatewayConfig {
   /** The merchant ID 2C2P registered (AN25). */
@@ -134,11 +134,6 @@ function claimAmountToMinor(value: unknown, currency: string): number | null {
   const fraction = (match[2] ?? '').replace(/0+$/, '');
   if (fraction.length > exponent) return null;
   return decimalToMinor(fraction ? `${whole}.${fraction}` : whole, exponent);
-}
-
-function str(claims: Claims, key: string): string | undefined {
-  const value = claims[key];
-  return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,16 +245,12 @@ function classifyMaintenance(respCode: string): MaintenanceClass {
   }
 }
 
-function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
-}
-
 function respCodeOf(claims: Claims): string {
-  return str(claims, 'respCode') ?? '';
+  return stringField(claims, 'respCode') ?? '';
 }
 
 function respDescOf(claims: Claims): string {
-  return str(claims, 'respDesc') ?? (respCodeOf(claims) || 'no respCode');
+  return stringField(claims, 'respDesc') ?? (respCodeOf(claims) || 'no respCode');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -343,9 +334,9 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
 
   /** A signed 0000 inquiry answer as a paid trade; null if it does not hold together. */
   function paidTrade(claims: Claims, invoiceNo: string): Extract<TradeStatus, { kind: 'succeeded' }> | null {
-    const tranRef = str(claims, 'tranRef');
-    const currency = str(claims, 'currencyCode');
-    if (!tranRef || !currency || str(claims, 'invoiceNo') !== invoiceNo) return null;
+    const tranRef = stringField(claims, 'tranRef');
+    const currency = stringField(claims, 'currencyCode');
+    if (!tranRef || !currency || stringField(claims, 'invoiceNo') !== invoiceNo) return null;
     const amountMinor = claimAmountToMinor(claims.amount, currency);
     if (amountMinor === null) return null;
     return { kind: 'succeeded', gatewayTradeNo: tranRef, amountMinor, currency };
@@ -426,7 +417,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
         if (why.step === 'existing_invoice') {
           // Not paid, yet paymentToken refused the invoice: it exists for another amount or currency,
           // or it is cancelled — this attempt cannot be paid here, for good.
-          const currency = str(claims, 'currencyCode');
+          const currency = stringField(claims, 'currencyCode');
           const sameTerms =
             respClass.kind !== 'cancelled' &&
             currency === request.currency &&
@@ -489,12 +480,12 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
         const respClass = classify(code);
         switch (respClass.kind) {
           case 'success': {
-            const token = str(answer, 'paymentToken');
+            const token = stringField(answer, 'paymentToken');
             // Only a signed success is believed; a plain "0000" is not 2C2P's.
             if (tokenExchange.kind !== 'signed' || !token) {
               return outcome({ kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'paymentToken success without a signed token' });
             }
-            return { kind: 'token', paymentToken: token, webPaymentUrl: str(answer, 'webPaymentUrl') };
+            return { kind: 'token', paymentToken: token, webPaymentUrl: stringField(answer, 'webPaymentUrl') };
           }
           case 'existing_invoice':
             // Paid already (a lost answer, another tab) or open for another amount: the inquiry says which.
@@ -695,7 +686,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
       case 'signed': {
         const { claims } = exchange;
         const code = respCodeOf(claims);
-        if (str(claims, 'invoiceNo') !== request.outTradeNo) {
+        if (stringField(claims, 'invoiceNo') !== request.outTradeNo) {
           return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'cancelTransaction answered for another invoiceNo' };
         }
         const respClass = classify(code);
@@ -767,12 +758,12 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
 
   /** The signed refund record (processType R or RS with respCode 00) as a RefundStatus; null if malformed. */
   function refundRecord(claims: Claims, expected: { outTradeNo: string; refundId: string; currency: string }): RefundStatus | null {
-    if (str(claims, 'invoiceNo') !== expected.outTradeNo || str(claims, 'idempotencyID') !== expected.refundId) return null;
-    const gatewayRefundId = str(claims, 'refundReferenceNo');
-    const currency = str(claims, 'currencyCode') ?? expected.currency;
+    if (stringField(claims, 'invoiceNo') !== expected.outTradeNo || stringField(claims, 'idempotencyID') !== expected.refundId) return null;
+    const gatewayRefundId = stringField(claims, 'refundReferenceNo');
+    const currency = stringField(claims, 'currencyCode') ?? expected.currency;
     if (currency !== expected.currency) return null;
     const amountMinor = claimAmountToMinor(claims.amount, currency);
-    const status = str(claims, 'status');
+    const status = stringField(claims, 'status');
     switch (status) {
       case 'RF':
       case undefined:
@@ -853,7 +844,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
               case 'succeeded':
                 return { kind: 'succeeded', gatewayRefundId: record.gatewayRefundId, amountMinor: record.amountMinor };
               case 'pending':
-                return { kind: 'pending', gatewayRefundId: str(claims, 'refundReferenceNo') ?? null };
+                return { kind: 'pending', gatewayRefundId: stringField(claims, 'refundReferenceNo') ?? null };
               case 'failed':
                 return { kind: 'failed', code: record.code, message: record.message };
               case 'not_found':
@@ -863,7 +854,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
             }
           }
           case 'pending':
-            return { kind: 'pending', gatewayRefundId: str(claims, 'refundReferenceNo') ?? null };
+            return { kind: 'pending', gatewayRefundId: stringField(claims, 'refundReferenceNo') ?? null };
           case 'not_found':
           case 'refused':
             return { kind: 'failed', code, message };
@@ -898,7 +889,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
         switch (respClass.kind) {
           case 'success': {
             // The charge's currency is not in the query; the record carries its own.
-            const currency = str(claims, 'currencyCode') ?? '';
+            const currency = stringField(claims, 'currencyCode') ?? '';
             const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency });
             if (!record)
               return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: 'refund status without a matching refund record' };
@@ -937,22 +928,22 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     if (!claims) return { kind: 'rejected', reason: 'invalid signature' };
 
     for (const field of ['merchantID', 'invoiceNo', 'currencyCode', 'respCode'] as const) {
-      if (!str(claims, field)) return { kind: 'rejected', reason: `missing ${field}` };
+      if (!stringField(claims, field)) return { kind: 'rejected', reason: `missing ${field}` };
     }
-    const currency = str(claims, 'currencyCode') ?? '';
+    const currency = stringField(claims, 'currencyCode') ?? '';
     const amountMinor = claimAmountToMinor(claims.amount, currency);
     if (amountMinor === null) return { kind: 'rejected', reason: `invalid amount ${JSON.stringify(claims.amount)}` };
     const succeeded = claims.respCode === '0000';
-    const tranRef = str(claims, 'tranRef');
+    const tranRef = stringField(claims, 'tranRef');
     if (succeeded && !tranRef) return { kind: 'rejected', reason: 'missing tranRef' };
-    const invoiceNo = str(claims, 'invoiceNo') ?? '';
+    const invoiceNo = stringField(claims, 'invoiceNo') ?? '';
     return {
       kind: 'verified',
       notification: {
         gateway: GATEWAY,
         // design.md §5: `webhook:2c2p:{invoiceNo}` — one paid transaction per invoice.
         eventId: invoiceNo,
-        merchantId: str(claims, 'merchantID') ?? '',
+        merchantId: stringField(claims, 'merchantID') ?? '',
         outTradeNo: invoiceNo,
         status: succeeded ? 'succeeded' : 'other',
         gatewayTradeNo: tranRef ?? '',

@@ -53,7 +53,7 @@ import type {
   TradeStatus,
 } from './gateway';
 import { keyFromText } from './support';
-import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure } from './transport';
+import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, type TransportFailure, assertNever, stringField } from './transport';
 
 export interface WechatPayGatewayConfig {
   /** 商户号. */
@@ -184,15 +184,6 @@ function parseJson(text: string): Json | null | undefined {
   }
 }
 
-function str(body: Json | null, key: string): string | undefined {
-  const value = body?.[key];
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The transaction as WeChat describes it
 
@@ -220,7 +211,7 @@ interface Transaction {
 
 /** Reads a query answer or a decrypted notification resource; a string says what is wrong. */
 function readTransaction(body: Json | null): Transaction | string {
-  const state = str(body, 'trade_state');
+  const state = stringField(body, 'trade_state');
   if (!state || !TRADE_STATES.has(state)) return `unknown trade_state ${state ?? '(none)'}`;
   const amount = body?.amount;
   if (typeof amount !== 'object' || amount === null) return 'missing amount';
@@ -228,18 +219,18 @@ function readTransaction(body: Json | null): Transaction | string {
   if (typeof total !== 'number' || !Number.isSafeInteger(total) || total < 0) return `invalid amount.total ${String(total)}`;
   const currency = (amount as Json).currency;
   if (typeof currency !== 'string' || currency === '') return 'missing amount.currency';
-  const mchid = str(body, 'mchid');
+  const mchid = stringField(body, 'mchid');
   if (!mchid) return 'missing mchid';
-  const outTradeNo = str(body, 'out_trade_no');
+  const outTradeNo = stringField(body, 'out_trade_no');
   if (!outTradeNo) return 'missing out_trade_no';
-  const transactionId = str(body, 'transaction_id');
+  const transactionId = stringField(body, 'transaction_id');
   // SUCCESS / REFUND mean money moved: WeChat's transaction id is then the proof we keep.
   if ((state === 'SUCCESS' || state === 'REFUND') && !transactionId) return `${state} without transaction_id`;
   return {
     mchid,
     outTradeNo,
     state: state as TradeState,
-    stateDesc: str(body, 'trade_state_desc') ?? state,
+    stateDesc: stringField(body, 'trade_state_desc') ?? state,
     transactionId,
     total,
     currency,
@@ -313,13 +304,13 @@ const CREATE_ERROR_CODES: ReadonlySet<string> = new Set<CreateErrorCode>([
 
 function classifyCreate(status: number, body: Json | null): CreateAnswer {
   if (status === 200) {
-    const codeUrl = str(body, 'code_url');
+    const codeUrl = stringField(body, 'code_url');
     return codeUrl
       ? { kind: 'created', codeUrl }
       : { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: 'create answered 200 without code_url' };
   }
-  const code = str(body, 'code');
-  const message = str(body, 'message') ?? `HTTP ${status}`;
+  const code = stringField(body, 'code');
+  const message = stringField(body, 'message') ?? `HTTP ${status}`;
   if (status >= 400 && status < 500 && code && CREATE_ERROR_CODES.has(code)) {
     return classifyCreateError(code as CreateErrorCode, message);
   }
@@ -373,15 +364,15 @@ function readInt(value: unknown): number | undefined {
  * (`refund_status`). A string says what is wrong.
  */
 function readRefund(body: Json | null, statusField: 'status' | 'refund_status'): WechatRefund | string {
-  const status = str(body, statusField);
+  const status = stringField(body, statusField);
   if (!status || !REFUND_STATUSES.has(status)) return `unknown ${statusField} ${status ?? '(none)'}`;
-  const refundId = str(body, 'refund_id');
+  const refundId = stringField(body, 'refund_id');
   if (!refundId) return 'missing refund_id';
-  const outRefundNo = str(body, 'out_refund_no');
+  const outRefundNo = stringField(body, 'out_refund_no');
   if (!outRefundNo) return 'missing out_refund_no';
-  const outTradeNo = str(body, 'out_trade_no');
+  const outTradeNo = stringField(body, 'out_trade_no');
   if (!outTradeNo) return 'missing out_trade_no';
-  const transactionId = str(body, 'transaction_id');
+  const transactionId = stringField(body, 'transaction_id');
   if (!transactionId) return 'missing transaction_id';
   const amount = body?.amount;
   if (typeof amount !== 'object' || amount === null) return 'missing amount';
@@ -469,8 +460,8 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
       return {
         kind: 'refused',
         status,
-        code: str(parsed ?? null, 'code') ?? `HTTP_${status}`,
-        message: str(parsed ?? null, 'message') ?? `HTTP ${status}`,
+        code: stringField(parsed ?? null, 'code') ?? `HTTP_${status}`,
+        message: stringField(parsed ?? null, 'message') ?? `HTTP ${status}`,
       };
     }
     const problem = checkPlatformSignature(response.headers, text, config.platformSerialNo, keys.platformPublicKey, Date.now());
@@ -495,9 +486,13 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
         return assertNever(exchange);
     }
     const { status, body } = exchange;
-    if (status === 404 && str(body, 'code') === 'ORDER_NOT_EXIST') return { kind: 'not_found' };
+    if (status === 404 && stringField(body, 'code') === 'ORDER_NOT_EXIST') return { kind: 'not_found' };
     if (status !== 200) {
-      return { kind: 'unavailable', code: str(body, 'code') ?? `HTTP_${status}`, message: str(body, 'message') ?? `HTTP ${status}` };
+      return {
+        kind: 'unavailable',
+        code: stringField(body, 'code') ?? `HTTP_${status}`,
+        message: stringField(body, 'message') ?? `HTTP ${status}`,
+      };
     }
     const transaction = readTransaction(body);
     if (typeof transaction === 'string') return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: transaction };
@@ -771,8 +766,8 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     }
     const { status, body } = exchange;
     if (status === 204) return { kind: 'closed' };
-    const code = str(body, 'code');
-    const message = str(body, 'message') ?? `HTTP ${status}`;
+    const code = stringField(body, 'code');
+    const message = stringField(body, 'message') ?? `HTTP ${status}`;
     if (status < 400 || status >= 500 || !code || !CLOSE_ERROR_CODES.has(code)) {
       return { kind: 'indeterminate', code: code ?? `HTTP_${status}`, message };
     }
@@ -898,8 +893,8 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
           return assertNever(result);
       }
     }
-    const code = str(body, 'code');
-    const message = str(body, 'message') ?? `HTTP ${status}`;
+    const code = stringField(body, 'code');
+    const message = stringField(body, 'message') ?? `HTTP ${status}`;
     if (status >= 400 && status < 500 && code && REFUND_ERROR_CODES.has(code)) {
       const refundError = code as RefundErrorCode;
       switch (refundError) {
@@ -934,9 +929,13 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
     }
     const { status, body } = exchange;
     // WeChat positively says it has no refund under this out_refund_no.
-    if (status === 404 && str(body, 'code') === 'RESOURCE_NOT_EXISTS') return { kind: 'answered', refund: { kind: 'not_found' } };
+    if (status === 404 && stringField(body, 'code') === 'RESOURCE_NOT_EXISTS') return { kind: 'answered', refund: { kind: 'not_found' } };
     if (status !== 200) {
-      return { kind: 'unavailable', code: str(body, 'code') ?? `HTTP_${status}`, message: str(body, 'message') ?? `HTTP ${status}` };
+      return {
+        kind: 'unavailable',
+        code: stringField(body, 'code') ?? `HTTP_${status}`,
+        message: stringField(body, 'message') ?? `HTTP ${status}`,
+      };
     }
     const answered = readRefund(body, 'status');
     if (typeof answered === 'string') return { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: answered };
@@ -1000,11 +999,11 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
   }
 
   function refundVerdict(envelope: Json, resource: Json | null): NotificationVerdict {
-    const eventId = str(envelope, 'id');
+    const eventId = stringField(envelope, 'id');
     if (!eventId) return { kind: 'rejected', reason: 'missing notification id' };
     const refund = readRefund(resource, 'refund_status');
     if (typeof refund === 'string') return { kind: 'rejected', reason: refund };
-    const mchid = str(resource, 'mchid');
+    const mchid = stringField(resource, 'mchid');
     if (!mchid) return { kind: 'rejected', reason: 'missing mchid' };
     // The event and the resource must agree before either is believed.
     const event = envelope.event_type;
@@ -1016,7 +1015,7 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentG
           : 'other';
     const amount = resource?.amount;
     // The refund resource carries no currency: a domestic (境内) merchant refunds in CNY only.
-    const currency = typeof amount === 'object' && amount !== null ? (str(amount as Json, 'currency') ?? 'CNY') : 'CNY';
+    const currency = typeof amount === 'object' && amount !== null ? (stringField(amount as Json, 'currency') ?? 'CNY') : 'CNY';
     return {
       kind: 'refund',
       notification: {
