@@ -61,7 +61,11 @@ async function exercise(appUrl: string): Promise<void> {
   );
   await expectStatus('GET /api/faults (no fault injection outside demo mode and the drills)', await fetch(`${appUrl}/api/faults`), 404);
   await expectStatus('GET /mail (no demo mailbox)', await fetch(`${appUrl}/mail`), 404);
-  const products = JSON.parse(await expectStatus('GET checkout.products', await fetch(`${appUrl}/api/trpc/checkout.products`), 200)) as {
+  // The first query of a new visitor: the catalogue, and the session cookie the mutations need.
+  const productsAnswer = await fetch(`${appUrl}/api/trpc/checkout.products`);
+  const cookie = productsAnswer.headers.getSetCookie()[0]?.split(';')[0];
+  if (!cookie) throw new Error('no session cookie');
+  const products = JSON.parse(await expectStatus('GET checkout.products', productsAnswer, 200)) as {
     result: { data: { sku: string }[] };
   };
   const gateways = JSON.parse(await expectStatus('GET checkout.gateways', await fetch(`${appUrl}/api/trpc/checkout.gateways`), 200)) as {
@@ -70,9 +74,6 @@ async function exercise(appUrl: string): Promise<void> {
   if (gateways.result.data.some((gateway) => gateway.available || gateway.sandboxScanUrl !== null)) {
     throw new Error(`a gateway is offered without configuration: ${JSON.stringify(gateways.result.data)}`);
   }
-  const first = await fetch(`${appUrl}/api/trpc/checkout.products`);
-  const cookie = first.headers.getSetCookie()[0]?.split(';')[0];
-  if (!cookie) throw new Error('no session cookie');
   const createOrder = () =>
     fetch(`${appUrl}/api/trpc/checkout.createOrder`, {
       method: 'POST',
