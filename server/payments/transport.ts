@@ -6,6 +6,8 @@
  * through their official SDKs and use only the classification here.
  */
 
+import type { ChargeOutcome, QueryOutcome } from './gateway';
+
 /**
  * Per-request timeout unless configured (GATEWAY_TIMEOUT_MS). It must stay well inside the
  * idempotency lease, or a slow call could outlive the lease of the request that made it.
@@ -117,4 +119,51 @@ export function stringField(fields: Readonly<Record<string, unknown>> | null | u
 /** The end of an exhaustive switch over a closed union: a case left out is a type error. */
 export function assertNever(value: never): never {
   throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}
+
+/** A failure in the shape of an outcome: its code, and its message prefixed with what was called. */
+type Failed<K extends string> = { kind: K; code: string; message: string };
+
+function failed<K extends string>(kind: K, failure: TransportFailure, call?: string): Failed<K> {
+  return { kind, code: failure.code, message: call ? `${call}: ${failure.message}` : failure.message };
+}
+
+/**
+ * A failed exchange as the outcome of a charge or a refund: never sent → `retryable` (the same
+ * request may go again), maybe processed → `indeterminate` (only a query or a notification settles it).
+ */
+export function chargeOrRefundFailure(failure: TransportFailure, call?: string): Failed<'retryable' | 'indeterminate'> {
+  return failed(failure.kind === 'not_sent' ? 'retryable' : 'indeterminate', failure, call);
+}
+
+/**
+ * A failed exchange as the outcome of a close: `indeterminate` either way. Close has no "retryable":
+ * until a later close (closing is idempotent) or a query settles it, the trade may still take money.
+ */
+export function closeFailure(failure: TransportFailure, call?: string): Failed<'indeterminate'> {
+  return failed('indeterminate', failure, call);
+}
+
+/** A failed exchange as the outcome of a query (of a trade or a refund): the gateway could not tell. */
+export function queryFailure(failure: TransportFailure, call?: string): Failed<'unavailable'> {
+  return failed('unavailable', failure, call);
+}
+
+/**
+ * A charge the gateway says was already paid (a retry whose first answer was lost, or the buyer paid
+ * by their own step): believe it only if a query shows the trade succeeded for this very amount.
+ * Anything else is `indeterminate` under `code`, for a later query or the notification to settle.
+ */
+export async function confirmPaidByQuery(
+  query: () => Promise<QueryOutcome>,
+  expected: { amountMinor: number; currency: string },
+  code: string,
+): Promise<ChargeOutcome> {
+  const found = await query();
+  if (found.kind === 'answered' && found.trade.kind === 'succeeded' && found.trade.amountMinor === expected.amountMinor) {
+    const { gatewayTradeNo, amountMinor } = found.trade;
+    return { kind: 'succeeded', gatewayTradeNo, amountMinor, currency: expected.currency };
+  }
+  const message = found.kind === 'answered' ? `trade is ${found.trade.kind} for another amount or state` : found.message;
+  return { kind: 'indeterminate', code, message };
 }
