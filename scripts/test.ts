@@ -186,6 +186,7 @@ async function main(): Promise<number> {
           `--test-concurrency=${INTEGRATION_CONCURRENCY}`,
           '--test-force-exit',
           ...testFiles('test/integration'),
+          ...testFiles('test/checkout'),
           ...testFiles('test/sandbox'),
           ...testFiles('test/payments'),
           ...testFiles('test/hostile'),
