@@ -15,7 +15,7 @@
  * browser that asked, never for whoever pays next.
  */
 import { randomUUID } from 'node:crypto';
-import { CheckoutError } from './checkout/errors';
+import { CheckoutError } from './checkout/refusals';
 import { envFrom, type RawEnv } from './env';
 import type { FaultPoint, FaultPoints, FaultSite } from './checkout/fault-points';
 
@@ -59,7 +59,7 @@ export interface ArmedFault extends Required<Omit<FaultSpec, 'gateway' | 'custom
 
 export class InjectedFaultError extends CheckoutError {
   constructor(point: FaultPoint) {
-    super(503, 'INJECTED_FAULT', `Injected fault at ${point}; retry with the same Idempotency-Key.`, 1);
+    super('INJECTED_FAULT', `Injected fault at ${point}; retry with the same Idempotency-Key.`);
     this.name = 'InjectedFaultError';
   }
 }

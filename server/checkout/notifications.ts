@@ -13,9 +13,9 @@ import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
-import { executeIdempotent, KeyReusedError, RequestInProgressError, respond } from '@payonce/idempotency';
+import { executeIdempotent, KeyReusedError, refusalHeaders, RequestInProgressError, respond } from '@payonce/idempotency';
 import { CLOSE_REVERSED_PAYMENT, type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
-import { CheckoutError } from './errors';
+import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
 
@@ -24,14 +24,25 @@ function toResponse(reply: NotificationReply): Response {
   return new Response(reply.status === 204 ? null : reply.body, { status: reply.status, headers: reply.headers });
 }
 
-/** A refusal that records nothing: the gateway sees a 4xx with the reason in plain text. */
-function refuse(status: number, reason: string): Response {
-  return new Response(reason, { status, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+/**
+ * A refusal that records nothing: the gateway sees the reason's status (./refusals.ts) and the reason
+ * in plain text, with what was wrong when there is more to say.
+ */
+function refuse(reason: CheckoutReason, detail?: string): Response {
+  return refusalResponse(new CheckoutError(reason, detail ?? reason));
+}
+
+function refusalResponse(refusal: CheckoutError): Response {
+  const body = refusal.message === refusal.reason ? refusal.reason : `${refusal.reason}: ${refusal.message}`;
+  return new Response(body, {
+    status: refusal.httpStatus,
+    headers: { 'content-type': 'text/plain; charset=utf-8', ...refusalHeaders(refusal) },
+  });
 }
 
 export async function handleGatewayNotification(services: CheckoutServices, gatewayId: GatewayId, request: Request): Promise<Response> {
   const gateway = services.gateways[gatewayId];
-  if (!gateway) return refuse(404, 'GATEWAY_NOT_CONFIGURED');
+  if (!gateway) return refuse('GATEWAY_NOT_CONFIGURED');
   const count = (result: string) => services.metrics?.notifications.inc({ gateway: gatewayId, result });
 
   // 1. Signature first: nothing of an unverified body is read, let alone stored. The body is read
@@ -39,18 +50,18 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
   const body = await readBodyWithin(request, MAX_BODY_BYTES);
   if (body.kind === 'too_large') {
     count('rejected');
-    return refuse(413, 'PAYLOAD_TOO_LARGE');
+    return refuse('PAYLOAD_TOO_LARGE');
   }
   const rawBody = new TextDecoder().decode(body.bytes);
   const verdict = await gateway.verifyNotification({ headers: request.headers, rawBody });
   if (verdict.kind === 'rejected') {
     count('rejected');
-    return refuse(400, `INVALID_SIGNATURE: ${verdict.reason}`);
+    return refuse('INVALID_SIGNATURE', verdict.reason);
   }
   if (verdict.kind === 'refund') {
     if (verdict.notification.merchantId !== gateway.merchantId) {
       count('rejected');
-      return refuse(400, 'MERCHANT_MISMATCH');
+      return refuse('MERCHANT_MISMATCH');
     }
     return handleRefundNotification(services, gatewayId, verdict.notification, count);
   }
@@ -59,7 +70,7 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
   // 2. It must be for this merchant and, if it reports a payment, for this order's exact amount.
   if (notification.merchantId !== gateway.merchantId) {
     count('rejected');
-    return refuse(400, 'MERCHANT_MISMATCH');
+    return refuse('MERCHANT_MISMATCH');
   }
   if (notification.status !== 'succeeded') {
     // Only a success settles anything; other statuses are acknowledged so they stop. They never
@@ -91,7 +102,7 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
       details: { ...notification },
     });
     count('unplaced');
-    return refuse(404, 'ORDER_NOT_FOUND');
+    return refuse('ORDER_NOT_FOUND');
   }
   if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
     // Correctly signed, so money may really have moved — for the wrong amount. Never settle it, never
@@ -105,7 +116,7 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
       details: { ...notification, orderAmountMinor: order.amountMinor, orderCurrency: order.currency },
     });
     count('unplaced');
-    return refuse(400, 'AMOUNT_MISMATCH');
+    return refuse('AMOUNT_MISMATCH');
   }
 
   // A close of this order's trade reversed a payment made at that instant (Alipay's cancel refunds
@@ -241,8 +252,8 @@ async function processOnce(
       count('in_flight');
       return toResponse(gateway.notificationReply(false));
     }
-    if (error instanceof KeyReusedError) return refuse(409, 'CONFLICTING_NOTIFICATION');
-    if (error instanceof CheckoutError) return refuse(error.httpStatus, error.reason);
+    if (error instanceof KeyReusedError) return refuse('CONFLICTING_NOTIFICATION');
+    if (error instanceof CheckoutError) return refusalResponse(error);
     console.error(`[webhook:${gatewayId}] processing failed; the gateway will retry`, error);
     return toResponse(gateway.notificationReply(false));
   }

@@ -26,7 +26,7 @@ import type { PgUpdateSetSource } from 'drizzle-orm/pg-core';
 import type { Transaction } from '../../db/client';
 import { orders, ORDER_STATUSES, type OrderStatus } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
-import { CheckoutError } from './errors';
+import { CheckoutError } from './refusals';
 
 /** What each transition needs from its caller: the fields it sets and the facts its guard checks. */
 export interface OrderEventParams {
@@ -214,15 +214,15 @@ export async function requireOrderTransition<E extends OrderEvent>(
 // The checkout's answers about an order's state, the same wherever they are given.
 
 export function orderNotFound(): CheckoutError {
-  return new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  return new CheckoutError('ORDER_NOT_FOUND', 'No such order.');
 }
 
 /** Another key owns the order's attempt in flight: two tabs or two gateways. */
 export function orderPaymentInProgress(): CheckoutError {
-  return new CheckoutError(409, 'ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.', 2);
+  return new CheckoutError('ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.');
 }
 
 /** The order is over (expired, failed) and takes no new attempt. */
 export function orderNotPayable(status: OrderStatus): CheckoutError {
-  return new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${status} and can no longer be paid.`);
+  return new CheckoutError('ORDER_NOT_PAYABLE', `The order is ${status} and can no longer be paid.`);
 }

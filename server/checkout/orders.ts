@@ -8,7 +8,7 @@ import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
 import { respond, type Responded, type StoredResponse } from '@payonce/idempotency';
 import { envFrom, type RawEnv } from '../env';
-import { CheckoutError } from './errors';
+import { CheckoutError } from './refusals';
 import { journal } from './journal';
 import { outTradeNoFor } from './out-trade-no';
 
@@ -85,7 +85,7 @@ export function createOrder(
 ): (tx: Transaction) => Promise<Responded<StoredResponse<CreatedOrder, 201>>> {
   const skus = items.map((item) => item.sku);
   if (new Set(skus).size !== skus.length) {
-    throw new CheckoutError(400, 'DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
+    throw new CheckoutError('DUPLICATE_SKU', 'Each SKU may appear only once in an order.');
   }
 
   return (tx) => orderPhase(tx, customerId, items, skus, options);
@@ -122,15 +122,15 @@ async function orderPhase(tx: Transaction, customerId: string, items: OrderLineI
     const known = await tx.select({ sku: products.sku }).from(products).where(inArray(products.sku, skus));
     const unknown = skus.filter((sku) => !known.some((row) => row.sku === sku));
     if (unknown.length > 0) {
-      throw new CheckoutError(400, 'UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
+      throw new CheckoutError('UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
     }
-    throw new CheckoutError(409, 'OUT_OF_STOCK', 'Not enough stock for one of the products.');
+    throw new CheckoutError('OUT_OF_STOCK', 'Not enough stock for one of the products.');
   }
 
   const currencies = new Set(taken.map((row) => row.currency));
   const [currency] = currencies;
   if (currencies.size !== 1 || currency === undefined) {
-    throw new CheckoutError(400, 'MIXED_CURRENCIES', 'All products of one order must share a currency.');
+    throw new CheckoutError('MIXED_CURRENCIES', 'All products of one order must share a currency.');
   }
   const lines = items.map((item) => {
     const product = taken.find((row) => row.sku === item.sku)!;
@@ -192,30 +192,21 @@ async function enforceHoldCaps(
   if (holder.kind === 'address') {
     if ((caps.openOrders > 0 && openOrders >= caps.openOrders) || over) {
       throw new CheckoutError(
-        429,
         'ADDRESS_HOLD_LIMIT',
         over
           ? `Unpaid orders from this network already hold ${caps.unitsPerSku} units of ${over.sku}, the most allowed: retry later.`
           : `This network already has ${caps.openOrders} unpaid orders, the most allowed: retry later.`,
-        ADDRESS_HOLD_RETRY_AFTER_SECONDS,
       );
     }
     return;
   }
   if (caps.openOrders > 0 && openOrders >= caps.openOrders) {
-    throw new CheckoutError(
-      409,
-      'TOO_MANY_OPEN_ORDERS',
-      `At most ${caps.openOrders} unpaid orders at a time: pay one or let it expire first.`,
-    );
+    throw new CheckoutError('TOO_MANY_OPEN_ORDERS', `At most ${caps.openOrders} unpaid orders at a time: pay one or let it expire first.`);
   }
   if (over) {
-    throw new CheckoutError(409, 'STOCK_HOLD_LIMIT', `At most ${caps.unitsPerSku} units of ${over.sku} across unpaid orders at a time.`);
+    throw new CheckoutError('STOCK_HOLD_LIMIT', `At most ${caps.unitsPerSku} units of ${over.sku} across unpaid orders at a time.`);
   }
 }
-
-/** A minute: unpaid orders from the address are paid, or expire, or a neighbour's checkout finishes. */
-const ADDRESS_HOLD_RETRY_AFTER_SECONDS = 60;
 
 export interface OrderView {
   orderId: string;
@@ -267,7 +258,7 @@ export async function getOrder(db: Executor, customerId: string | null, orderId:
     .select()
     .from(orders)
     .where(and(eq(orders.id, orderId), customerId === null ? undefined : eq(orders.customerId, customerId)));
-  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+  if (!order) throw new CheckoutError('ORDER_NOT_FOUND', 'No such order.');
   const [items, paymentRows, refundRows, tradeRows] = await Promise.all([
     db
       .select({

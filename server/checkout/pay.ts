@@ -20,7 +20,7 @@ import { orders, payments } from '../../db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '@payonce/idempotency';
 import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
 import { assertNever } from '../payments/transport';
-import { CheckoutError } from './errors';
+import { CheckoutError } from './refusals';
 import type { ReturnAddress } from './return-address';
 import { notifyUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
@@ -91,7 +91,7 @@ export function payOrder(
 ): (key: OwnedKey<Transaction>) => Promise<PayResponse> {
   const gateway = services.gateways[input.gateway];
   if (!gateway) {
-    throw new CheckoutError(400, 'GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
+    throw new CheckoutError('GATEWAY_NOT_CONFIGURED', `The gateway ${input.gateway} is not configured.`);
   }
   checkBuyer(gateway, input);
   const keep = gateway.oneTradePerOrder ? input.gateway : null;
@@ -200,7 +200,6 @@ async function closeOtherTrades(context: PayContext): Promise<void> {
   const closed = await closeOpenTrades(context.services, order, { keep: context.keep });
   if (closed.kind === 'in_doubt') {
     throw new CheckoutError(
-      409,
       'ORDER_PAYMENT_IN_PROGRESS',
       `An earlier payment attempt of this order (${closed.gateway}) is still being confirmed with the gateway; nothing was charged. Try again shortly.`,
       5,
@@ -287,7 +286,7 @@ async function recordOutcome(context: PayContext, order: Order, outcome: ChargeO
       if (settled.kind !== 'none') return settled;
       // Thrown after the commit: the charge and its refund are on the books whatever the buyer hears.
       const status = 'orderStatus' in settled ? settled.orderStatus : 'not paid';
-      throw new CheckoutError(409, 'ORDER_NOT_PAYABLE', `The order is ${status}; this charge is being refunded.`);
+      throw new CheckoutError('ORDER_NOT_PAYABLE', `The order is ${status}; this charge is being refunded.`);
     }
     case 'declined':
       return key.atomicPhase(async (tx) => (await answerIfPaid(tx, order.id)) ?? recordDecline(tx, context, order, outcome));
@@ -295,19 +294,15 @@ async function recordOutcome(context: PayContext, order: Order, outcome: ChargeO
       return key.atomicPhase(async (tx) => (await answerIfPaid(tx, order.id)) ?? recordAwaitingBuyer(tx, context, order, outcome));
     case 'retryable':
       throw new CheckoutError(
-        503,
         'GATEWAY_UNAVAILABLE',
         `The payment gateway is unavailable (${outcome.code}); retry with the same Idempotency-Key.`,
-        1,
       );
     case 'indeterminate':
       // Maybe charged, maybe not: the retry calls the gateway again with the same out_trade_no and
       // the gateway's own dedupe answers with the original outcome.
       throw new CheckoutError(
-        503,
         'PAYMENT_OUTCOME_UNKNOWN',
         `The gateway did not confirm the outcome (${outcome.code}); retry with the same Idempotency-Key.`,
-        1,
       );
     default:
       return assertNever(outcome);
@@ -449,11 +444,10 @@ async function lockOrder(tx: Transaction, { customerId, input }: PayContext): Pr
 function checkBuyer(gateway: PaymentGateway, input: PayInput): void {
   if (input.buyer) {
     if (input.buyerStep) {
-      throw new CheckoutError(400, 'INVALID_INPUT', 'Send either a sandbox test buyer or a buyer step, not both.');
+      throw new CheckoutError('INVALID_INPUT', 'Send either a sandbox test buyer or a buyer step, not both.');
     }
     if (!gateway.hasTestBuyers) {
       throw new CheckoutError(
-        400,
         'TEST_BUYER_NOT_AVAILABLE',
         `Test buyers exist only in the PSP sandbox; ${input.gateway} here is a real gateway: leave buyer out and the buyer pays on their own step.`,
       );
@@ -464,7 +458,6 @@ function checkBuyer(gateway: PaymentGateway, input: PayInput): void {
   if (!step || !gateway.buyerSteps.includes(step)) {
     const offered = gateway.buyerSteps.length > 0 ? gateway.buyerSteps.join(', ') : 'none (configure its buyer step)';
     throw new CheckoutError(
-      400,
       'BUYER_STEP_NOT_AVAILABLE',
       step
         ? `${input.gateway} does not offer the buyer step "${step}" here; it offers: ${offered}.`

@@ -8,7 +8,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type PaymentSource } from '../../db/schema';
 import type { GatewayId } from '../payments/gateway';
-import { CheckoutError } from './errors';
+import { CheckoutError } from './refusals';
 import { journal } from './journal';
 import { orderMayTake, requireOrderTransition } from './order-state';
 
@@ -93,10 +93,9 @@ export function refundIdFor(outTradeNo: string, sequence: number): string {
  */
 export async function settleSucceededCharge(tx: Transaction, charge: SucceededCharge): Promise<SettleOutcome> {
   const order = await lockOrderByOutTradeNo(tx, charge.outTradeNo);
-  if (!order) throw new CheckoutError(404, 'ORDER_NOT_FOUND', `No order with out_trade_no ${charge.outTradeNo}.`);
+  if (!order) throw new CheckoutError('ORDER_NOT_FOUND', `No order with out_trade_no ${charge.outTradeNo}.`);
   if (order.amountMinor !== charge.amountMinor || order.currency !== charge.currency) {
     throw new CheckoutError(
-      400,
       'AMOUNT_MISMATCH',
       `Charged ${charge.amountMinor} ${charge.currency}, but the order is ${order.amountMinor} ${order.currency}.`,
     );

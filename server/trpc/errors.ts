@@ -1,6 +1,5 @@
 import { TRPCError } from '@trpc/server';
-import { CheckoutError } from '../checkout/errors';
-import { IdempotencyError } from '@payonce/idempotency';
+import { refusalOf } from '@payonce/idempotency';
 import { StoredErrorResponse, trpcCodeFor } from '@payonce/idempotency/trpc';
 
 export { StoredErrorResponse, trpcCodeFor };
@@ -17,44 +16,27 @@ export function publicMessageOf(error: TRPCError, message: string): string {
   return error.code === 'INTERNAL_SERVER_ERROR' ? INTERNAL_ERROR_MESSAGE : message;
 }
 
-/** Refusals of the HTTP endpoint itself, before any procedure runs: body size and batching. */
-export type EndpointReason = 'PAYLOAD_TOO_LARGE' | 'BATCH_NOT_ALLOWED' | 'BATCH_TOO_LARGE';
-
-export class EndpointRefusal extends Error {
-  constructor(
-    readonly httpStatus: 400 | 413,
-    readonly reason: EndpointReason,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'EndpointRefusal';
-  }
-}
-
-/** Our domain errors, as the TRPCError with the status the contract promises. */
+/** A refusal (the checkout's, the guard's, the endpoint's), as the TRPCError with the status the contract promises. */
 export function toTRPCError(error: unknown): TRPCError | undefined {
   if (error instanceof TRPCError) {
     return error.cause instanceof Error && !(error.cause instanceof TRPCError) ? (toTRPCError(error.cause) ?? error) : error;
   }
-  if (error instanceof CheckoutError || error instanceof IdempotencyError || error instanceof EndpointRefusal) {
-    return new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
-  }
   if (error instanceof StoredErrorResponse) {
     return new TRPCError({ code: trpcCodeFor(error.status), message: error.message, cause: error });
   }
-  return undefined;
+  const refusal = refusalOf(error);
+  return refusal && new TRPCError({ code: trpcCodeFor(refusal.httpStatus), message: refusal.message, cause: error });
 }
 
 /** The machine-readable reason and any details for the error body's `data`. */
 export function reasonOf(error: TRPCError): { reason: string; details?: Record<string, unknown> } {
   const cause = error.cause;
-  if (cause instanceof CheckoutError || cause instanceof IdempotencyError || cause instanceof EndpointRefusal) {
-    return { reason: cause.reason };
-  }
   if (cause instanceof StoredErrorResponse) {
     const { reason, message: _message, ...details } = cause.body;
     return { reason: reason ?? error.code, ...(Object.keys(details).length > 0 ? { details } : {}) };
   }
+  const refusal = refusalOf(cause);
+  if (refusal) return { reason: refusal.reason };
   if (error.code === 'BAD_REQUEST' && cause && 'issues' in cause) return { reason: 'INVALID_INPUT' };
   // Not one of ours: say so without naming what broke (the log has it).
   if (error.code === 'INTERNAL_SERVER_ERROR') return { reason: 'INTERNAL_ERROR' };

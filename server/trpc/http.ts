@@ -12,7 +12,8 @@ import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { getTRPCErrorShape } from '@trpc/server';
 import type { CheckoutServices } from '../checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
-import { EndpointRefusal, toTRPCError } from './errors';
+import { CheckoutError } from '../checkout/refusals';
+import { toTRPCError } from './errors';
 import { isSecureRequest } from '../session';
 import { createTRPCContext, type TRPCContext } from './init';
 import { MAX_QUERY_BATCH_SIZE } from './limits';
@@ -39,7 +40,7 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
       if (body.kind === 'too_large') {
         return refusalResponse(
           appRouter,
-          new EndpointRefusal(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
+          new CheckoutError('PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
           procedurePath,
         );
       }
@@ -103,21 +104,19 @@ function privateAnswer(response: Response): Response {
  * Queries may batch, up to a bound. Read from the URL (`?batch=1`, comma-separated paths), so a
  * refused batch costs no body read and no procedure call.
  */
-function batchRefusal(appRouter: AppRouter, url: URL, procedurePath: string): EndpointRefusal | undefined {
+function batchRefusal(appRouter: AppRouter, url: URL, procedurePath: string): CheckoutError | undefined {
   if (url.searchParams.get('batch') !== '1') return undefined;
   const paths = procedurePath.split(',');
   // Flat at run time ('checkout.pay' → procedure), though typed as the nested router record.
   const procedures = appRouter._def.procedures as unknown as Record<string, { _def: { type: string } } | undefined>;
   if (paths.some((path) => procedures[path]?._def.type === 'mutation')) {
-    return new EndpointRefusal(
-      400,
+    return new CheckoutError(
       'BATCH_NOT_ALLOWED',
       'Mutations are not batched: send each one as its own request with its own Idempotency-Key.',
     );
   }
   if (paths.length > MAX_QUERY_BATCH_SIZE) {
-    return new EndpointRefusal(
-      400,
+    return new CheckoutError(
       'BATCH_TOO_LARGE',
       `A batch may hold at most ${MAX_QUERY_BATCH_SIZE} queries; this one holds ${paths.length}.`,
     );
@@ -135,7 +134,7 @@ function procedurePathOf(url: URL): string {
 }
 
 /** A refusal in the same tRPC error body every procedure error has (data.httpStatus, data.reason). */
-function refusalResponse(appRouter: AppRouter, refusal: EndpointRefusal, path: string): Response {
+function refusalResponse(appRouter: AppRouter, refusal: CheckoutError, path: string): Response {
   const error = toTRPCError(refusal) as TRPCError;
   const shape = getTRPCErrorShape({
     config: appRouter._def._config,

@@ -9,6 +9,7 @@ import { buyerOrigin, returnAddress, verifyReturnToken } from '../checkout/retur
 import type { CheckoutServices } from '../checkout/services';
 import { issueSession, verifySession } from '../session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
+import { refusalHeaders, refusalOf } from '@payonce/idempotency';
 import type { ResponseMetaHolder } from '@payonce/idempotency/trpc';
 
 export interface CreateContextOptions {
@@ -67,10 +68,8 @@ const domainErrors = t.middleware(async ({ ctx, next }) => {
   const result = await next();
   if (result.ok) return result;
   const mapped = toTRPCError(result.error) ?? result.error;
-  const cause = mapped.cause as { retryAfterSeconds?: number } | undefined;
-  if (cause?.retryAfterSeconds !== undefined) {
-    ctx.response.headers['Retry-After'] = String(cause.retryAfterSeconds);
-  }
+  const refusal = refusalOf(mapped.cause);
+  if (refusal) Object.assign(ctx.response.headers, refusalHeaders(refusal));
   if (mapped.code === 'INTERNAL_SERVER_ERROR') console.error('[trpc] unexpected error', mapped.cause ?? mapped);
   throw mapped satisfies TRPCError;
 });

@@ -8,7 +8,7 @@
  */
 import type { z } from 'zod';
 import { journalRequest } from '../checkout/journal';
-import { CheckoutError } from '../checkout/errors';
+import { CheckoutError } from '../checkout/refusals';
 import { customerScope } from '../checkout/services';
 import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/trpc';
 import type { Transaction } from '../../db/client';
@@ -23,10 +23,8 @@ const requireSession = middleware(async ({ ctx, next }) => {
     // answer would be lost with it if the answer were lost, and the retry would arrive as a stranger
     // and run again. So the first request must establish the session; the retry carries it.
     throw new CheckoutError(
-      401,
       'SESSION_REQUIRED',
       'No session yet: retry with the session cookie set by this response (any request establishes it).',
-      0,
     );
   }
   return next();

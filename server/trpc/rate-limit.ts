@@ -4,7 +4,7 @@
  * refused request stores nothing and runs nothing. Replays of a completed key count like any other
  * request: a client replaying one key in a loop is flooding all the same.
  */
-import { CheckoutError } from '../checkout/errors';
+import { CheckoutError } from '../checkout/refusals';
 import { clientAddress, hitRateLimits, normalizeAddress } from '../rate-limit';
 import { middleware } from './init';
 
@@ -38,7 +38,6 @@ export const rateLimit = middleware(async ({ ctx, next }) => {
   });
   if (verdict.limited) {
     throw new CheckoutError(
-      429,
       'RATE_LIMITED',
       `Too many requests from this ${verdict.bucket === 'session' ? 'session' : 'address'} ` +
         `(at most ${verdict.limit} a ${policy.windowSeconds === 60 ? 'minute' : `${policy.windowSeconds} s`}): ` +

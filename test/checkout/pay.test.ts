@@ -15,7 +15,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, executeIdempotent, type IdempotentResult } from '@payonce/idempotency';
 import { openDatabase, type DatabaseHandle } from '../../db/client';
 import { runMigrations } from '../../db/migrate';
-import { CheckoutError } from '../../server/checkout/errors';
+import { CheckoutError } from '../../server/checkout/refusals';
 import { createOrder } from '../../server/checkout/orders';
 import { payOrder, type PayInput } from '../../server/checkout/pay';
 import { createCheckoutIdempotencyStore, customerScope, type CheckoutServices } from '../../server/checkout/services';

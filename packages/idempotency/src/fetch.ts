@@ -12,11 +12,12 @@
  * The answer is the stored one (with `Idempotency-Replayed: true` on a retry). Refusals are JSON
  * `{ reason, message }`: 400 (key missing or malformed, body not JSON, `input` refused it), 401 (no
  * scope), 409 + Retry-After (in progress), 413 (body too large), 422 (key reused with another body).
- * A handler refuses with a 4xx by throwing an error that carries `httpStatus` (4xx) and `reason`;
- * anything else it throws is a 500 (the key is released, so a retry runs again).
+ * A handler refuses by throwing a `Refusal` (or any error carrying `httpStatus` and `reason`), with
+ * Retry-After when it names `retryAfterSeconds`; anything else it throws is a 500. Either way the key
+ * is released, so a retry runs again.
  */
 import { executeIdempotent } from './execute.js';
-import { IdempotencyError, RequestInProgressError } from './errors.js';
+import { refusalHeaders, refusalOf } from './errors.js';
 import type { IdempotencyOptions, IdempotentHandler, OwnedKey, Responded } from './execute.js';
 import { MAX_BODY_BYTES, readBodyWithin } from './read-body.js';
 import type { IdempotencyStore, StoredResponse } from './store.js';
@@ -109,20 +110,14 @@ async function inputOf<Input>(
 }
 
 /**
- * The guard's refusals, and any handler error that names its own status (`httpStatus` 4xx and a
- * `reason`), are answered as such; the key was released, so a retry runs again. Anything else is a
- * 500 whose details stay in the server's log.
+ * The guard's refusals, and any handler error that is a refusal (`refusalOf`: a `Refusal`, or an
+ * error carrying `httpStatus` and `reason`), are answered as such, with Retry-After when it names one;
+ * the key was released, so a retry runs again. Anything else is a 500 whose details stay in the
+ * server's log.
  */
 function errorResponse(error: unknown): Response {
-  if (error instanceof IdempotencyError) {
-    const headers: Record<string, string> =
-      error instanceof RequestInProgressError ? { 'Retry-After': String(error.retryAfterSeconds) } : {};
-    return refusal(error.httpStatus, error.reason, error.message, headers);
-  }
-  const own = error as { httpStatus?: unknown; reason?: unknown; message?: unknown } | null;
-  if (typeof own?.httpStatus === 'number' && own.httpStatus >= 400 && own.httpStatus < 500 && typeof own.reason === 'string') {
-    return refusal(own.httpStatus, own.reason, typeof own.message === 'string' ? own.message : own.reason);
-  }
+  const refused = refusalOf(error);
+  if (refused) return refusal(refused.httpStatus, refused.reason, refused.message, refusalHeaders(refused));
   console.error('[idempotency] the handler failed; the key is released for a retry', error);
   return refusal(500, 'INTERNAL_ERROR', 'Internal error; retry the request with the same Idempotency-Key.');
 }

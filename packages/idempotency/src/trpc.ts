@@ -24,6 +24,8 @@ import {
   IdempotencyError,
   KeyReusedError,
   RequestInProgressError,
+  refusalHeaders,
+  refusalOf,
   type IdempotencyOptions,
   type IdempotencyStore,
   type IdempotentHandler,
@@ -197,7 +199,7 @@ async function guarded<Tx, R extends StoredResponse>(
     await report(hooks, request, outcomeOfError(error, acquisition), statusOf(error), undefined);
     if (error instanceof IdempotencyError) {
       // As the status the guard means (400, 409, 422), not a 500.
-      if (error instanceof RequestInProgressError) guard.response.headers['Retry-After'] = String(error.retryAfterSeconds);
+      Object.assign(guard.response.headers, refusalHeaders(error));
       throw new TRPCError({ code: trpcCodeFor(error.httpStatus), message: error.message, cause: error });
     }
     throw error;
@@ -233,9 +235,8 @@ function outcomeOfError(error: unknown, acquisition: string | undefined): Reques
 }
 
 function statusOf(error: unknown): number {
-  if (error instanceof IdempotencyError) return error.httpStatus;
-  const status = (error as { httpStatus?: unknown } | null)?.httpStatus;
-  if (typeof status === 'number') return status;
+  const refused = refusalOf(error);
+  if (refused) return refused.httpStatus;
   if (error instanceof TRPCError) return error.code === 'INTERNAL_SERVER_ERROR' ? 500 : 400;
   return 500;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { listProducts } from '../../checkout/catalogue';
-import { CheckoutError } from '../../checkout/errors';
+import { CheckoutError } from '../../checkout/refusals';
 import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
@@ -85,7 +85,7 @@ export const checkoutRouter = createTRPCRouter({
    * a missing order.
    */
   returnedOrder: publicProcedure.input(z.object({ orderId: z.uuid(), token: z.string().max(64) })).query(({ ctx, input }) => {
-    if (!ctx.isReturnToken(input.orderId, input.token)) throw new CheckoutError(404, 'ORDER_NOT_FOUND', 'No such order.');
+    if (!ctx.isReturnToken(input.orderId, input.token)) throw new CheckoutError('ORDER_NOT_FOUND', 'No such order.');
     return getOrder(ctx.services.db, null, input.orderId);
   }),
 
