@@ -180,6 +180,12 @@ export const orderTrades = pgTable(
     /** The last close that could not tell (timeout, 5xx, buyer mid-payment): shown, and retried. */
     lastCloseError: text(),
     /**
+     * When a close of this trade reversed a payment the buyer made at that instant (Alipay's
+     * trade.cancel refunding it). Never cleared: that payment's success notification, however late,
+     * must not pay the order (../server/checkout/notifications.ts).
+     */
+    paymentReversedAt: timestamptz('payment_reversed_at'),
+    /**
      * When the reconciler last asked the gateway whether the buyer paid this open trade: it asks again
      * after a quarter of the trade's age, so a waiting buyer is checked often at first and rarely later.
      */

@@ -34,6 +34,8 @@ export type PaymentEventKind =
   | 'gateway.call'
   | 'gateway.answer'
   | 'trade.closed'
+  /** A close reversed a payment made at that instant: its success notification will not pay the order. */
+  | 'trade.payment_reversed'
   | 'notification.processed'
   | 'notification.duplicate'
   | 'notification.in_flight'

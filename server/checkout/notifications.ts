@@ -14,7 +14,7 @@ import { recordPaymentException } from './exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import { executeIdempotent, KeyReusedError, refusalHeaders, RequestInProgressError, respond } from '@payonce/idempotency';
-import { CLOSE_REVERSED_PAYMENT, type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
+import { type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
 import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
@@ -86,7 +86,7 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
       // A close of this order's trade at this gateway reversed a payment made at that instant (see below).
       closeReversedPayment: sql<boolean>`exists (select 1 from ${orderTrades}
         where ${orderTrades.orderId} = ${orders.id} and ${orderTrades.gateway} = ${gatewayId}
-          and ${orderTrades.lastCloseError} like ${`${CLOSE_REVERSED_PAYMENT}%`})`,
+          and ${orderTrades.paymentReversedAt} is not null)`,
     })
     .from(orders)
     .where(eq(orders.outTradeNo, notification.outTradeNo));

@@ -7,9 +7,11 @@
  * elsewhere. So before an order opens a trade anywhere else, and before it expires, every other trade
  * it opened is closed at its gateway, and the gateway's answer decides:
  *
- *   closed        → go on;
- *   already paid  → settle that payment (the order is paid; nothing new is charged);
- *   in doubt      → stop: no new attempt and no expiry until a later close or the reconciler settles it.
+ *   closed           → go on;
+ *   already paid     → settle that payment (the order is paid; nothing new is charged);
+ *   payment reversed → remember it on the trade for good (its success notification must not pay the
+ *                      order), then as in doubt;
+ *   in doubt         → stop: no new attempt and no expiry until a later close or the reconciler settles it.
  *
  * The gateway call happens outside any transaction; its answer is recorded in a short transaction that
  * changes the trade only if it is still the trade that was closed (same opening attempt).
@@ -17,7 +19,8 @@
 import { and, eq, inArray, ne, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { orderTrades, orders, type TradeState } from '../../db/schema';
-import type { GatewayId } from '../payments/gateway';
+import type { GatewayId, SucceededTrade } from '../payments/gateway';
+import { assertNever } from '../payments/transport';
 import type { CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
 import { FINAL_ORDER_STATUSES } from './order-state';
@@ -58,76 +61,91 @@ export async function closeOpenTrades(
       ),
     );
   for (const trade of open) {
-    const gatewayId = trade.gateway as GatewayId;
-    const gateway = services.gateways[gatewayId];
-    if (!gateway) {
-      // A gateway no longer configured cannot be asked; its trade may still be payable there.
-      return { kind: 'in_doubt', gateway: gatewayId, code: 'GATEWAY_NOT_CONFIGURED', message: `${gatewayId} is not configured` };
-    }
-    const outcome = await journaledCall(
-      services.db,
-      { orderId: order.id, gateway: gatewayId, operation: 'close', request: { outTradeNo: order.outTradeNo } },
-      () =>
-        gateway.close({
-          outTradeNo: order.outTradeNo,
-          amountMinor: order.amountMinor,
-          currency: order.currency,
-          openedAt: trade.openedAt,
-        }),
-    );
-    switch (outcome.kind) {
-      case 'closed':
-        await services.db.transaction(async (tx) => {
-          const closed = await tx
-            .update(orderTrades)
-            .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
-            .where(
-              and(
-                eq(orderTrades.orderId, order.id),
-                eq(orderTrades.gateway, gatewayId),
-                eq(orderTrades.status, 'open'),
-                eq(orderTrades.openedAttempt, trade.openedAttempt),
-              ),
-            )
-            .returning({ gateway: orderTrades.gateway });
-          if (closed.length > 0) {
-            await journal(tx, { orderId: order.id, kind: 'trade.closed', data: { gateway: gatewayId, attempt: trade.openedAttempt } });
-          }
-        });
-        break;
-      case 'already_paid': {
-        // The buyer paid this trade before it could be closed. That payment settles the order — or,
-        // when it is the second success, is refunded — and no new charge is made.
-        let settled: SettleOutcome | undefined;
-        await services.db.transaction(async (tx) => {
-          for (const charge of outcome.charges) {
-            const result = await settleSucceededCharge(tx, {
-              gateway: gatewayId,
-              outTradeNo: order.outTradeNo,
-              gatewayTradeNo: charge.gatewayTradeNo,
-              amountMinor: charge.amountMinor,
-              currency: charge.currency,
-              source: 'close',
-            });
-            if (!settled || result.kind === 'paid') settled = result;
-          }
-        });
-        if (!settled) throw new Error(`close of ${gatewayId} answered already_paid without charges`);
-        return { kind: 'settled', outcome: settled };
-      }
-      case 'indeterminate':
-        await services.db
-          .update(orderTrades)
-          .set({ lastCloseError: `${outcome.code}: ${outcome.message}`.slice(0, 500), updatedAt: sql`now()` })
-          .where(and(eq(orderTrades.orderId, order.id), eq(orderTrades.gateway, gatewayId)));
-        return { kind: 'in_doubt', gateway: gatewayId, code: outcome.code, message: outcome.message };
-      default: {
-        const unreachable: never = outcome;
-        throw new Error(`unknown close outcome ${JSON.stringify(unreachable)}`);
-      }
-    }
+    const closed = await closeTrade(services, order, trade);
+    if (closed.kind !== 'clear') return closed;
   }
   return { kind: 'clear' };
+}
+
+type TradeRow = typeof orderTrades.$inferSelect;
+
+/** The in-doubt code of a close that reversed a payment (CloseOutcome `payment_reversed`). */
+export const PAYMENT_REVERSED = 'PAYMENT_REVERSED';
+
+/** One trade closed at its gateway (outside any transaction), and the answer recorded. */
+async function closeTrade(services: CheckoutServices, order: OrderRef, trade: TradeRow): Promise<CloseTradesResult> {
+  const gatewayId = trade.gateway as GatewayId;
+  const gateway = services.gateways[gatewayId];
+  if (!gateway) {
+    // A gateway no longer configured cannot be asked; its trade may still be payable there.
+    return { kind: 'in_doubt', gateway: gatewayId, code: 'GATEWAY_NOT_CONFIGURED', message: `${gatewayId} is not configured` };
+  }
+  const outcome = await journaledCall(
+    services.db,
+    { orderId: order.id, gateway: gatewayId, operation: 'close', request: { outTradeNo: order.outTradeNo } },
+    () =>
+      gateway.close({ outTradeNo: order.outTradeNo, amountMinor: order.amountMinor, currency: order.currency, openedAt: trade.openedAt }),
+  );
+  const thisTrade = and(eq(orderTrades.orderId, order.id), eq(orderTrades.gateway, gatewayId));
+  switch (outcome.kind) {
+    case 'closed':
+      await services.db.transaction((tx) => recordClosed(tx, order.id, trade));
+      return { kind: 'clear' };
+    case 'already_paid':
+      // The buyer paid this trade before it could be closed. That payment settles the order — or,
+      // when it is the second success, is refunded — and no new charge is made.
+      return { kind: 'settled', outcome: await services.db.transaction((tx) => settleCharges(tx, order, gatewayId, outcome.charges)) };
+    case 'payment_reversed':
+      await services.db.transaction(async (tx) => {
+        const reversedAt = sql`coalesce(${orderTrades.paymentReversedAt}, now())`;
+        await tx
+          .update(orderTrades)
+          .set({ paymentReversedAt: reversedAt, ...closeError(PAYMENT_REVERSED, outcome.message) })
+          .where(thisTrade);
+        await journal(tx, { orderId: order.id, kind: 'trade.payment_reversed', data: { gateway: gatewayId, message: outcome.message } });
+      });
+      return { kind: 'in_doubt', gateway: gatewayId, code: PAYMENT_REVERSED, message: outcome.message };
+    case 'indeterminate':
+      await services.db.update(orderTrades).set(closeError(outcome.code, outcome.message)).where(thisTrade);
+      return { kind: 'in_doubt', gateway: gatewayId, code: outcome.code, message: outcome.message };
+    default:
+      return assertNever(outcome);
+  }
+}
+
+/** The close that could not tell, kept on the trade to be shown and retried. */
+function closeError(code: string, message: string) {
+  return { lastCloseError: `${code}: ${message}`.slice(0, 500), updatedAt: sql`now()` };
+}
+
+/** Closed, if it is still the trade that was closed (the same opening attempt). */
+async function recordClosed(tx: Transaction, orderId: string, trade: TradeRow): Promise<void> {
+  const closed = await tx
+    .update(orderTrades)
+    .set({ status: 'closed', closedAt: sql`now()`, lastCloseError: null, updatedAt: sql`now()` })
+    .where(
+      and(
+        eq(orderTrades.orderId, orderId),
+        eq(orderTrades.gateway, trade.gateway),
+        eq(orderTrades.status, 'open'),
+        eq(orderTrades.openedAttempt, trade.openedAttempt),
+      ),
+    )
+    .returning({ gateway: orderTrades.gateway });
+  if (closed.length > 0) {
+    await journal(tx, { orderId, kind: 'trade.closed', data: { gateway: trade.gateway, attempt: trade.openedAttempt } });
+  }
+}
+
+/** The charges a close found paid, settled together; the order's own payment is the outcome, if one is. */
+async function settleCharges(tx: Transaction, order: OrderRef, gateway: GatewayId, charges: SucceededTrade[]): Promise<SettleOutcome> {
+  let settled: SettleOutcome | undefined;
+  for (const charge of charges) {
+    const result = await settleSucceededCharge(tx, { gateway, outTradeNo: order.outTradeNo, ...charge, source: 'close' });
+    if (!settled || result.kind === 'paid') settled = result;
+  }
+  if (!settled) throw new Error(`close of ${gateway} answered already_paid without charges`);
+  return settled;
 }
 
 /** Inside the attempt's transaction: is any trade other than `keep` still open? */

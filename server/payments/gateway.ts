@@ -161,22 +161,22 @@ export interface SucceededTrade {
 
 /**
  * Every answer to a close, mapped onto one closed set.
- *   closed        — nothing at this gateway can take money for this out_trade_no any more (closed
- *                   now, closed before, or never created and now blocked).
- *   already_paid  — the buyer paid before the close: settle these charges (usually one), charge nothing.
- *   indeterminate — could not close or could not tell (timeout, 5xx, buyer mid-payment): no new attempt
- *                   may start until a later close or query settles it.
+ *   closed           — nothing at this gateway can take money for this out_trade_no any more (closed
+ *                      now, closed before, or never created and now blocked).
+ *   already_paid     — the buyer paid before the close: settle these charges (usually one), charge nothing.
+ *   payment_reversed — the close reversed a payment made at that very instant (Alipay's trade.cancel
+ *                      refunds a trade the buyer paid between our query and the cancel). The money is
+ *                      on its way back, so that payment's success notification must never pay the
+ *                      order (the trade remembers it: order_trades.payment_reversed_at). Like
+ *                      `indeterminate`, no new attempt starts until a later close confirms the trade.
+ *   indeterminate    — could not close or could not tell (timeout, 5xx, buyer mid-payment): no new
+ *                      attempt may start until a later close or query settles it.
  */
-/**
- * The `indeterminate` close whose call reversed a payment made at that very instant (Alipay's
- * trade.cancel refunds a trade the buyer paid between our query and the cancel). The money is on its
- * way back, so that payment's success notification must not pay the order: the checkout asks the
- * gateway first (./checkout/notifications).
- */
-export const CLOSE_REVERSED_PAYMENT = 'CANCEL_REFUNDED';
-
 export type CloseOutcome =
-  { kind: 'closed' } | { kind: 'already_paid'; charges: SucceededTrade[] } | { kind: 'indeterminate'; code: string; message: string };
+  | { kind: 'closed' }
+  | { kind: 'already_paid'; charges: SucceededTrade[] }
+  | { kind: 'payment_reversed'; message: string }
+  | { kind: 'indeterminate'; code: string; message: string };
 
 /**
  * Give back money for one successful charge. `refundId` is PayOnce's own identifier, derived from the

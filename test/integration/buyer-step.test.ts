@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { closeOpenTrades } from '../../server/checkout/trades';
 import { reconcilePayments } from '../../server/jobs/reconciler';
 import type { BuyerStep, GatewayId } from '../../server/payments/gateway';
 import { eventually, startTestStack, type TestStack } from '../support/stack';
@@ -203,7 +204,7 @@ describe('the buyer step: refusals that change nothing', () => {
 });
 
 describe('a payment a close reversed', () => {
-  it('Alipay: the success notification of a payment trade.cancel refunded (close in doubt, CANCEL_REFUNDED) does not pay the order', async () => {
+  it('Alipay: the success notification of a payment trade.cancel refunded (payment_reversed) does not pay the order, even after a later close', async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     assert.equal((await customer.pay(order.orderId, { gateway: 'alipay', buyer: null })).status, 202);
@@ -224,11 +225,19 @@ describe('a payment a close reversed', () => {
       });
       const cancelled = (await sdk.exec('alipay.trade.cancel', { bizContent: { out_trade_no: order.outTradeNo } })) as { action?: string };
       assert.equal(cancelled.action, 'refund');
-      await stack.sql`update order_trades set last_close_error = 'CANCEL_REFUNDED: the cancel refunded a payment'
+      // What the checkout's close records when the cancel answers action=refund (CloseOutcome payment_reversed).
+      await stack.sql`update order_trades set payment_reversed_at = now(), last_close_error = 'PAYMENT_REVERSED: the cancel refunded a payment'
                        where order_id = ${order.orderId} and gateway = 'alipay'`;
     } finally {
       await fetch(`${stack.sandboxUrl}/sandbox/faults`, { method: 'DELETE' });
     }
+    // 1b. A later close confirms the trade closed; the trade still remembers the reversed payment.
+    const ref = { id: order.orderId, outTradeNo: order.outTradeNo, amountMinor: order.amountMinor, currency: order.currency };
+    assert.deepEqual(await closeOpenTrades(stack.services, ref), { kind: 'clear' });
+    const [trade] = await stack.sql`select status, payment_reversed_at from order_trades where order_id = ${order.orderId}`;
+    assert.equal(trade!.status, 'closed');
+    assert.ok(trade!.payment_reversed_at, 'a later close does not forget the reversed payment');
+
     // 2. The payment's TRADE_SUCCESS notification arrives late, genuinely signed.
     const response = await fetch(`${stack.sandboxUrl}/sandbox/alipay/notify`, {
       method: 'POST',

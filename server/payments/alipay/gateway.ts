@@ -18,7 +18,6 @@ import type {
   RefundRequest,
   TestBuyer,
 } from '../gateway';
-import { CLOSE_REVERSED_PAYMENT } from '../gateway';
 import { assertNever, chargeOrRefundFailure, closeFailure, confirmPaidByQuery, queryFailure } from '../transport';
 import {
   classifyClose,
@@ -244,9 +243,9 @@ async function closeWith(adapter: Adapter, method: CloseMethod, outTradeNo: stri
       // The buyer paid between our query and the cancel, and Alipay refunded it. Not `already_paid`:
       // the checkout would settle the order on money that has gone back. Not `closed` either: the
       // payment's TRADE_SUCCESS notification is still on its way and a person should see that a
-      // payment was made and reversed. `indeterminate` blocks a new attempt until a later close,
-      // whose query then finds TRADE_CLOSED and answers `closed`.
-      return { kind: 'indeterminate', code: CLOSE_REVERSED_PAYMENT, message: answer.message };
+      // payment was made and reversed. It blocks a new attempt until a later close, whose query
+      // then finds TRADE_CLOSED and answers `closed`.
+      return { kind: 'payment_reversed', message: answer.message };
     case 'state_changed':
       // Typically the buyer paid between our query and the close: the query says so.
       return settleClose(adapter, outTradeNo, answer);
