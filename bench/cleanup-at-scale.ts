@@ -131,7 +131,7 @@ function fillSql(table: string, kind: 'expired' | 'live', total: number, from: n
            encode(sha256(('${kind}-' || i)::bytea), 'hex'), 201,
            jsonb_build_object('orderId', md5('order-' || i)::uuid, 'outTradeNo', 'PO' || lpad(i::text, 18, '0'),
                               'status', 'paid', 'amountMinor', 16800, 'currency', 'CNY'),
-           'finished', e - interval '24 hours', e - interval '24 hours', e
+           'started', e - interval '24 hours', e - interval '24 hours', e
       from (select i, ${expires} as e from generate_series(${from + 1}, ${to}) as i) as s`;
 }
 

@@ -357,7 +357,7 @@ async function prefill(ctx: Context, rows: number): Promise<number> {
     select 'customer:' || md5('prefill-customer-' || (i / 20))::uuid, md5('prefill-key-' || i)::uuid::text,
            'bench.guarded', encode(sha256(('prefill-' || i)::bytea), 'hex'), 201,
            jsonb_build_object('id', i::text, 'tag', 'prefill', 'amountMinor', ${AMOUNT_MINOR}::int),
-           'finished', now(), now() + interval '24 hours'
+           'started', now(), now() + interval '24 hours'
       from generate_series(1, ${rows}::int) as i`;
   await ctx.sql`
     insert into bench_naive_keys

@@ -131,6 +131,10 @@ async function recoveryPointOf(key: string): Promise<string | undefined> {
   const [row] = await handle.sql<{ recovery_point: string }[]>`select recovery_point from idempotency_keys where key = ${key}`;
   return row?.recovery_point;
 }
+async function completedAt(key: string): Promise<Date | null | undefined> {
+  const [row] = await handle.sql<{ completed_at: Date | null }[]>`select completed_at from idempotency_keys where key = ${key}`;
+  return row?.completed_at;
+}
 async function orderRow(orderId: string) {
   const [row] = await handle.sql<{ status: string; payment_attempt: number; attempt_key_id: string | null }[]>`
     select status, payment_attempt, attempt_key_id from orders where id = ${orderId}`;
@@ -183,7 +187,7 @@ describe('checkout.pay from a new key (recovery point `started`)', () => {
     assert.equal(alipay.charges.length, 1);
     assert.deepEqual([alipay.charges[0]!.outTradeNo, alipay.charges[0]!.attempt], [order.outTradeNo, 1]);
     assert.equal((await orderRow(order.orderId)).status, 'paid');
-    assert.equal(await recoveryPointOf(key), 'finished');
+    assert.ok(await completedAt(key), 'the key holds its answer');
     assert.deepEqual(await journalKinds(order.orderId), [
       'order.created',
       'attempt.started',

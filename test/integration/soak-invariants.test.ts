@@ -84,13 +84,13 @@ async function seedOrder(options: SeedOptions = {}): Promise<{ orderId: string; 
         insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body,
                                       recovery_point, completed_at)
         values (${scope}, ${randomUUID()}, 'checkout.createOrder', 'hash', 201, ${tx.json({ orderId, outTradeNo })},
-                'finished', now())`;
+                'started', now())`;
     }
     if (options.keyLeaseHeldMs === undefined) {
       await tx`
         insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body,
                                       locked_at, recovery_point, completed_at)
-        values (${scope}, ${randomUUID()}, 'checkout.pay', 'hash', 201, '{}'::jsonb, now(), 'finished', now())`;
+        values (${scope}, ${randomUUID()}, 'checkout.pay', 'hash', 201, '{}'::jsonb, now(), 'attempt_started', now())`;
     } else {
       await tx`
         insert into idempotency_keys (scope, key, request_path, request_hash, locked_at, lease_expires_at,

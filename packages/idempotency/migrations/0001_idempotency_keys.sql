@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS "idempotency_keys" (
     "completed_at" timestamp with time zone,
     "created_at" timestamp with time zone DEFAULT now() NOT NULL,
     "expires_at" timestamp with time zone DEFAULT now() + interval '24 hours' NOT NULL,
-    CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope","key")
+    CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope","key"),
+    CONSTRAINT "idempotency_keys_completed_with_response" CHECK (("completed_at" IS NULL) = ("response_status" IS NULL))
   );
 
 DO $$ BEGIN
@@ -30,6 +31,13 @@ DO $$ BEGIN
   END $$;
 
 CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_brin" ON "idempotency_keys" USING brin ("expires_at");
+
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'idempotency_keys_completed_with_response') THEN
+      ALTER TABLE "idempotency_keys" ADD CONSTRAINT "idempotency_keys_completed_with_response"
+        CHECK (("completed_at" IS NULL) = ("response_status" IS NULL));
+    END IF;
+  END $$;
 
 CREATE OR REPLACE FUNCTION idempotency_assert_owned(matched bigint) RETURNS void
   LANGUAGE plpgsql AS $$

@@ -4,7 +4,7 @@
  * atomic phase writes with when your code uses Drizzle (./prepared-statements.ts).
  */
 import { sql } from 'drizzle-orm';
-import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 
 export { drizzleTransactionHandle, withPreparedStatements } from './prepared-statements.js';
 
@@ -36,9 +36,11 @@ export const idempotencyKeys = pgTable(
     leaseToken: uuid(),
     /**
      * The last atomic phase that committed (`started` = nothing durable yet). A takeover resumes here
-     * instead of starting over, so effects already committed are never repeated.
+     * instead of starting over, so effects already committed are never repeated. Whether the key is
+     * answered is `completed_at` alone.
      */
     recoveryPoint: text().notNull().default('started'),
+    /** When the answer was stored: set exactly when `responseStatus` is (the CHECK below). */
     completedAt: timestamptz('completed_at'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
     /** Matches Stripe's 24 h window: long enough for any client's retries, short enough to prune. */
@@ -54,5 +56,6 @@ export const idempotencyKeys = pgTable(
   (t) => [
     primaryKey({ name: 'idempotency_keys_pkey', columns: [t.scope, t.key] }),
     index('idempotency_keys_expires_at_brin').using('brin', t.expiresAt),
+    check('idempotency_keys_completed_with_response', sql`(${t.completedAt} is null) = (${t.responseStatus} is null)`),
   ],
 );

@@ -21,8 +21,8 @@ export class MemoryTransaction {
   }
 }
 
-/** What an answered record holds besides its answer. */
-const ANSWERED = { recoveryPoint: 'finished', leaseToken: null, leaseExpiresAt: null } as const;
+/** What an answered record holds besides its answer: no lease (its recovery point stays its last phase). */
+const ANSWERED = { leaseToken: null, leaseExpiresAt: null } as const;
 
 export interface MemoryStoreOptions {
   /** The store's clock in milliseconds (a test moves it to expire leases and records). */
@@ -83,7 +83,7 @@ export function createMemoryIdempotencyStore(options: MemoryStoreOptions = {}): 
       const tx = new MemoryTransaction();
       const completed = await next.work(tx);
       if (live(key)) return { kind: 'conflict' };
-      write(completed, { response: completed.response, ...ANSWERED });
+      write(completed, { response: completed.response, recoveryPoint: 'started', ...ANSWERED });
       tx.commit();
       return { kind: 'committed' };
     },

@@ -77,7 +77,7 @@ export const SAVE_RECOVERY_POINT_SQL = fenced(`update idempotency_keys set recov
 /** The body travels as JSON text cast in SQL: a jsonb parameter would meet the pool's serializer, which apps configure differently. */
 export const COMPLETE_SQL = fenced(`
   update idempotency_keys
-     set response_status = $4::int, response_body = $5::text::jsonb, completed_at = now(), recovery_point = 'finished',
+     set response_status = $4::int, response_body = $5::text::jsonb, completed_at = now(),
          lease_expires_at = null, lease_token = null
    where ${OWNED_ROW}`);
 
@@ -88,8 +88,8 @@ export const COMPLETE_SQL = fenced(`
  */
 export const INSERT_COMPLETED_SQL = `
   with bounded as materialized (select set_config('lock_timeout', $8::text, true))
-  insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body, recovery_point, completed_at, expires_at)
-  select $1::text, $2::text, $3::text, $4::text, $5::int, $6::text::jsonb, 'finished', now(), now() + ${ms(7)} from bounded`;
+  insert into idempotency_keys (scope, key, request_path, request_hash, response_status, response_body, completed_at, expires_at)
+  select $1::text, $2::text, $3::text, $4::text, $5::int, $6::text::jsonb, now(), now() + ${ms(7)} from bounded`;
 /** Sent before it when the read found a record (so one past its life): that record goes if it still may. */
 export const DELETE_REPLACEABLE_SQL = `delete from idempotency_keys k where ${KEY} and ${REPLACEABLE}`;
 

@@ -21,7 +21,8 @@ export const IDEMPOTENCY_SCHEMA_SQL = [
     "completed_at" timestamp with time zone,
     "created_at" timestamp with time zone DEFAULT now() NOT NULL,
     "expires_at" timestamp with time zone DEFAULT now() + interval '24 hours' NOT NULL,
-    CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope","key")
+    CONSTRAINT "idempotency_keys_pkey" PRIMARY KEY ("scope","key"),
+    CONSTRAINT "idempotency_keys_completed_with_response" CHECK (("completed_at" IS NULL) = ("response_status" IS NULL))
   )`,
   // A table made by an earlier version (a uuid primary key, a unique index on the scoped key and a
   // B-tree on expires_at) is moved to one B-tree, as db/migrations/0010 does.
@@ -33,6 +34,14 @@ export const IDEMPOTENCY_SCHEMA_SQL = [
     END IF;
   END $$`,
   `CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_brin" ON "idempotency_keys" USING brin ("expires_at")`,
+  // A key is answered exactly when it holds its answer: completed_at and response_status are set and
+  // cleared together (a table made by an earlier version gains the constraint; its rows already hold it).
+  `DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'idempotency_keys_completed_with_response') THEN
+      ALTER TABLE "idempotency_keys" ADD CONSTRAINT "idempotency_keys_completed_with_response"
+        CHECK (("completed_at" IS NULL) = ("response_status" IS NULL));
+    END IF;
+  END $$`,
   // The fence of an atomic phase: its closing UPDATE passes the rows it matched (0 once the key was
   // taken over). Raising, not returning no row, lets it travel with the COMMIT: the error aborts the
   // transaction, so the COMMIT rolls back everything the phase did.

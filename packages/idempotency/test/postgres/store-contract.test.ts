@@ -183,8 +183,14 @@ function contract<Tx>(subject: Subject<Tx>) {
       const row = await keyRow(key);
       assert.equal(row?.response_status, 201);
       assert.deepEqual(row?.response_body, { key, run: runs[0] });
-      assert.equal(row?.recovery_point, 'finished');
+      assert.ok(row?.completed_at, 'answered');
+      assert.equal(row?.recovery_point, 'started', 'a one-phase key has no phases to resume');
       assert.equal(row?.lease_token, null, 'born complete, with no lease');
+      // Answered means holding the answer: the table refuses one without the other.
+      await assert.rejects(
+        sql`update idempotency_keys set response_status = null where scope = ${scope} and key = ${key}`,
+        (error: { code?: string }) => error.code === '23514',
+      );
 
       const retry = await executeIdempotent(store, request(key, { amount: 100 }), onePhase(key, runs), options);
       assert.deepEqual(retry, { ...first, replayed: true });
@@ -269,7 +275,9 @@ function contract<Tx>(subject: Subject<Tx>) {
       assert.deepEqual(seen, ['released@charge_started']);
       assert.deepEqual(retry, { status: 201, body: { charged: true }, replayed: false });
       assert.deepEqual(await effectsOf(key), [`${key}:charge`, `${key}:finish`], 'the first phase did not run again');
-      assert.equal((await keyRow(key))?.recovery_point, 'finished');
+      const done = await keyRow(key);
+      assert.ok(done?.completed_at, 'answered');
+      assert.equal(done?.recovery_point, 'charge_started', 'the recovery point stays at its last phase');
       const replay = await executeIdempotent(store, request(key), async () => assert.fail('must not run'), options);
       assert.deepEqual(replay, { ...retry, replayed: true });
     });
@@ -368,7 +376,7 @@ function contract<Tx>(subject: Subject<Tx>) {
       assert.equal(now, 0);
       assert.equal(typeof record?.id, 'string');
       assert.deepEqual(record?.response, { status: 201, body: { key: done, run: runs[0] } });
-      assert.equal(record?.recoveryPoint, 'finished');
+      assert.equal(record?.recoveryPoint, 'started');
       assert.equal(record?.leaseToken, null);
       assert.equal(record?.leaseExpiresAt, null);
       assert.ok(

@@ -1,0 +1,1 @@
+ALTER TABLE "idempotency_keys" ADD CONSTRAINT "idempotency_keys_completed_with_response" CHECK (("idempotency_keys"."completed_at" is null) = ("idempotency_keys"."response_status" is null));
