@@ -151,7 +151,8 @@ export function queryFailure(failure: TransportFailure, call?: string): Failed<'
 
 /**
  * A charge the gateway says was already paid (a retry whose first answer was lost, or the buyer paid
- * by their own step): believe it only if a query shows the trade succeeded for this very amount.
+ * by their own step): believe it only if a query shows the trade succeeded for this very amount, in
+ * this currency.
  * Anything else is `indeterminate` under `code`, for a later query or the notification to settle.
  */
 export async function confirmPaidByQuery(
@@ -160,9 +161,9 @@ export async function confirmPaidByQuery(
   code: string,
 ): Promise<ChargeOutcome> {
   const found = await query();
-  if (found.kind === 'answered' && found.trade.kind === 'succeeded' && found.trade.amountMinor === expected.amountMinor) {
-    const { gatewayTradeNo, amountMinor } = found.trade;
-    return { kind: 'succeeded', gatewayTradeNo, amountMinor, currency: expected.currency };
+  const trade = found.kind === 'answered' ? found.trade : undefined;
+  if (trade?.kind === 'succeeded' && trade.amountMinor === expected.amountMinor && trade.currency === expected.currency) {
+    return { kind: 'succeeded', gatewayTradeNo: trade.gatewayTradeNo, amountMinor: trade.amountMinor, currency: trade.currency };
   }
   const message = found.kind === 'answered' ? `trade is ${found.trade.kind} for another amount or state` : found.message;
   return { kind: 'indeterminate', code, message };

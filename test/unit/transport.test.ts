@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { exchangeHttp } from '../../server/payments/transport';
+import type { QueryOutcome } from '../../server/payments/gateway';
+import { chargeOrRefundFailure, closeFailure, confirmPaidByQuery, exchangeHttp, queryFailure } from '../../server/payments/transport';
 
 /** A real HTTP server on a free port, one behaviour per path. */
 let server: Server;
@@ -71,5 +72,50 @@ describe('one exchange with a gateway over HTTP', () => {
     const failure = await exchangeHttp(`${baseUrl}/reset-after-request`, post, 2000);
     assert.equal(failure.kind, 'in_doubt');
     assert.ok('code' in failure && failure.code !== 'TIMEOUT', JSON.stringify(failure));
+  });
+});
+
+describe('what a failed exchange means, and a paid trade confirmed by query', () => {
+  const failure = (kind: 'not_sent' | 'in_doubt') => ({ kind, code: 'ECONNRESET', message: 'socket hang up' });
+
+  it('a charge or refund never sent is retryable; one maybe processed is indeterminate', () => {
+    assert.deepEqual(chargeOrRefundFailure(failure('not_sent'), 'refund'), {
+      kind: 'retryable',
+      code: 'ECONNRESET',
+      message: 'refund: socket hang up',
+    });
+    assert.equal(chargeOrRefundFailure(failure('in_doubt')).kind, 'indeterminate');
+  });
+
+  it('a close is indeterminate and a query unavailable, sent or not', () => {
+    for (const kind of ['not_sent', 'in_doubt'] as const) {
+      assert.equal(closeFailure(failure(kind)).kind, 'indeterminate');
+      assert.equal(queryFailure(failure(kind)).kind, 'unavailable');
+    }
+  });
+
+  const paid = (amountMinor: number, currency: string): QueryOutcome => ({
+    kind: 'answered',
+    trade: { kind: 'succeeded', gatewayTradeNo: 'T1', amountMinor, currency },
+  });
+
+  it('believes "already paid" only for this amount in this currency', async () => {
+    const expected = { amountMinor: 16800, currency: 'CNY' };
+    assert.deepEqual(await confirmPaidByQuery(async () => paid(16800, 'CNY'), expected, 'PAID'), {
+      kind: 'succeeded',
+      gatewayTradeNo: 'T1',
+      amountMinor: 16800,
+      currency: 'CNY',
+    });
+    for (const other of [paid(16801, 'CNY'), paid(16800, 'JPY')]) {
+      const outcome = await confirmPaidByQuery(async () => other, expected, 'PAID');
+      assert.deepEqual([outcome.kind, outcome.kind === 'indeterminate' && outcome.code], ['indeterminate', 'PAID']);
+    }
+    const unknown = await confirmPaidByQuery(
+      async () => ({ kind: 'unavailable', code: 'TIMEOUT', message: 'no answer' }),
+      expected,
+      'PAID',
+    );
+    assert.deepEqual(unknown, { kind: 'indeterminate', code: 'PAID', message: 'no answer' });
   });
 });
