@@ -1,0 +1,188 @@
+/**
+ * The 2C2P adapter (PGW v4.3 server-to-server card payment and the hosted payment page): each method
+ * builds its request (./requests), makes the call (./exchange) and hands the answer to ./classify.
+ * How the protocol is spoken — the three calls of a charge, close, refunds, what is [unverified] —
+ * is told in docs/gateways.md, "2C2P: the protocol as this adapter speaks it".
+ */
+import type {
+  ChargeOutcome,
+  ChargeRequest,
+  CloseOutcome,
+  CloseRequest,
+  PaymentGateway,
+  QueryOutcome,
+  RefundOutcome,
+  RefundQuery,
+  RefundQueryOutcome,
+  RefundRequest,
+  TestBuyer,
+} from '../gateway';
+import { DEFAULT_GATEWAY_TIMEOUT_MS } from '../transport';
+import {
+  classifyCancelAnswer,
+  classifyPaymentAnswer,
+  classifyTokenAnswer,
+  closeAfterRefusal,
+  closeVerdictOf,
+  GATEWAY_ID,
+  hostedPageOf,
+  hostedPageOutcome,
+  inquiryOf,
+  settleCharge,
+  tradeOf,
+  type Inquiry,
+  type SettleReason,
+  type TokenAnswer,
+} from './classify';
+import { classifyRefundAnswer, classifyRefundStatus } from './classify-refund';
+import { post, postJwt, type Connection } from './exchange';
+import { jwtKey, type Claims } from './jwt';
+import { notificationReply, verifyNotification } from './notification';
+import {
+  cancelClaims,
+  chargeRefusal,
+  doPaymentBody,
+  hostedPageTokenClaims,
+  inquiryClaims,
+  refundClaims,
+  refundRefusal,
+  refundStatusClaims,
+  testCardTokenClaims,
+} from './requests';
+
+export interface TwoC2pGatewayConfig {
+  /** The merchant ID 2C2P registered (AN25). */
+  merchantId: string;
+  /** The merchant's secret key from 2C2P's merchant portal (signs and verifies every JWT). */
+  secretKey: string;
+  /** The API base including the version, e.g. https://sandbox-pgw.2c2p.com/payment/4.3. */
+  baseUrl: string;
+  /** Sandbox card numbers standing in for the buyer's card. */
+  testBuyers: Record<TestBuyer, string>;
+  /** Per-request timeout; default 5000 ms. */
+  timeoutMs?: number;
+}
+
+/** What every method needs: how to reach 2C2P, as whom, and the sandbox's test cards. */
+interface TwoC2p extends Connection {
+  merchantId: string;
+  testBuyers: Record<TestBuyer, string>;
+}
+
+export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway {
+  if (!config.merchantId) throw new Error('2C2P merchantId is required');
+  if (!config.secretKey) throw new Error('2C2P secretKey is required');
+  const key = jwtKey(config.secretKey);
+  const ctx: TwoC2p = {
+    merchantId: config.merchantId,
+    testBuyers: config.testBuyers,
+    key,
+    baseUrl: config.baseUrl.replace(/\/+$/, ''),
+    timeoutMs: config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS,
+  };
+  return {
+    id: GATEWAY_ID,
+    merchantId: config.merchantId,
+    // One invoiceNo per order: a new attempt asks for a new payment token on the same invoice.
+    oneTradePerOrder: true,
+    // The hosted payment page: the buyer enters the card on 2C2P's page and comes back to returnUrl.
+    buyerSteps: ['redirect'],
+    hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
+    charge: (request) => charge(ctx, request),
+    query: (outTradeNo) => query(ctx, outTradeNo),
+    close: (request) => close(ctx, request),
+    refund: (request) => refund(ctx, request),
+    queryRefund: (request) => queryRefund(ctx, request),
+    verifyNotification: (request) => verifyNotification(key, request),
+    notificationReply,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// paymentInquiry
+
+async function inquire(ctx: TwoC2p, invoiceNo: string): Promise<Inquiry> {
+  return inquiryOf(await postJwt(ctx, 'paymentInquiry', inquiryClaims(ctx.merchantId, invoiceNo)));
+}
+
+async function query(ctx: TwoC2p, outTradeNo: string): Promise<QueryOutcome> {
+  return tradeOf(await inquire(ctx, outTradeNo), outTradeNo);
+}
+
+// ---------------------------------------------------------------------------------------------
+// charge
+
+async function charge(ctx: TwoC2p, request: ChargeRequest): Promise<ChargeOutcome> {
+  const refusal = chargeRefusal(request);
+  if (refusal) return refusal;
+  if (request.buyer === undefined) return chargeByHostedPage(ctx, request);
+  const cardNo = ctx.testBuyers[request.buyer];
+  if (!cardNo) return { kind: 'declined', code: 'NO_TEST_CARD', message: 'no card configured for this buyer' };
+  return chargeByTestCard(ctx, request, cardNo);
+}
+
+/** A test buyer's card: paymentToken, Do Payment, then the signed inquiry decides. */
+async function chargeByTestCard(ctx: TwoC2p, request: ChargeRequest, cardNo: string): Promise<ChargeOutcome> {
+  const issued = await requestPaymentToken(ctx, request, testCardTokenClaims(ctx.merchantId, request));
+  if (issued.kind === 'outcome') return issued.outcome;
+  const paid = classifyPaymentAnswer(await post(ctx, 'payment', doPaymentBody(issued.paymentToken, cardNo, new Date())));
+  if (paid.kind === 'outcome') return paid.outcome;
+  return settle(ctx, request, paid.why);
+}
+
+/**
+ * The buyer's own step: a payment token whose webPaymentUrl the buyer's browser is sent to, and no Do
+ * Payment (the page is where the card is entered, 3-D Secure included). The page sends the buyer back
+ * to returnUrl and 2C2P posts the signed result to notifyUrl; query() reads it from paymentInquiry.
+ */
+async function chargeByHostedPage(ctx: TwoC2p, request: ChargeRequest): Promise<ChargeOutcome> {
+  const issued = await requestPaymentToken(ctx, request, hostedPageTokenClaims(ctx.merchantId, request));
+  if (issued.kind === 'outcome') return issued.outcome;
+  const page = hostedPageOf(issued.webPaymentUrl);
+  if (page.kind === 'outcome') return page.outcome;
+  return hostedPageOutcome(await inquire(ctx, request.outTradeNo), request, page.url);
+}
+
+/** paymentToken: opens (or reopens) the invoice; 9015 is settled by the signed inquiry. */
+async function requestPaymentToken(
+  ctx: TwoC2p,
+  request: ChargeRequest,
+  claims: Claims,
+): Promise<Exclude<TokenAnswer, { kind: 'existing_invoice' }>> {
+  const answer = classifyTokenAnswer(await postJwt(ctx, 'paymentToken', claims));
+  if (answer.kind !== 'existing_invoice') return answer;
+  return { kind: 'outcome', outcome: await settle(ctx, request, { step: 'existing_invoice', code: answer.code, message: answer.message }) };
+}
+
+async function settle(ctx: TwoC2p, request: ChargeRequest, why: SettleReason): Promise<ChargeOutcome> {
+  return settleCharge(await inquire(ctx, request.outTradeNo), request, why);
+}
+
+// ---------------------------------------------------------------------------------------------
+// close
+
+/** The inquiry first (paid, cancelled or never created: nothing to cancel), then cancelTransaction. */
+async function close(ctx: TwoC2p, request: CloseRequest): Promise<CloseOutcome> {
+  const before = closeVerdictOf(await query(ctx, request.outTradeNo));
+  if (before.kind !== 'open') return before.outcome;
+  const cancel = classifyCancelAnswer(
+    await postJwt(ctx, 'cancelTransaction', cancelClaims(ctx.merchantId, request.outTradeNo)),
+    request.outTradeNo,
+  );
+  if (cancel.kind === 'final') return cancel.outcome;
+  // Refused: the buyer may have paid in between, so the invoice's own state decides.
+  return closeAfterRefusal(await query(ctx, request.outTradeNo), cancel);
+}
+
+// ---------------------------------------------------------------------------------------------
+// refund and refund status
+
+async function refund(ctx: TwoC2p, request: RefundRequest): Promise<RefundOutcome> {
+  const refusal = refundRefusal(request);
+  if (refusal) return refusal;
+  return classifyRefundAnswer(await postJwt(ctx, 'refund', refundClaims(ctx.merchantId, request)), request);
+}
+
+async function queryRefund(ctx: TwoC2p, request: RefundQuery): Promise<RefundQueryOutcome> {
+  return classifyRefundStatus(await postJwt(ctx, 'refundStatusInquiry', refundStatusClaims(ctx.merchantId, request)), request);
+}
