@@ -77,7 +77,7 @@ export default defineConfig(
   {
     // The two rules every React codebase runs; the React Compiler's rules in the plugin's
     // recommended set judge code written for the compiler, which this page is not (yet).
-    files: ['app/**/*.tsx', 'client/**/*.tsx'],
+    files: ['app/**/*.{ts,tsx}', 'client/**/*.{ts,tsx}'],
     plugins: { 'react-hooks': reactHooks },
     rules: {
       'react-hooks/rules-of-hooks': 'error',

@@ -26,6 +26,7 @@ import {
   type CallFailure,
   type RetryPolicy,
 } from './retry';
+import { migrateStoredCheckout } from './checkout-storage';
 import type { CheckoutClient } from './trpc-client';
 
 export interface CartLine {
@@ -33,28 +34,42 @@ export interface CartLine {
   quantity: number;
 }
 
+/** The order for a cart, with the cart's signature (cartSignature). */
+export type StoredOrder = CreatedOrder & { cart: string };
+
 export interface StoredCheckout {
   /** The order for `cart`, once created. */
-  order?: CreatedOrder & { cart: string };
+  order?: StoredOrder;
   /** The key for creating the order of `cart`, until the order exists. */
   orderCreation?: { key: string; cart: string };
   /** The payment attempt without a final answer yet. */
-  attempt?: StoredAttempt;
+  attempt?: StoredAttempt | KeyOnlyAttempt;
 }
 
+/** A payment attempt without a final answer yet: its key, and the request the key was sent with. */
 export interface StoredAttempt {
   key: string;
   orderId: string;
-  /**
-   * The request the key was sent with. Absent in attempts saved by earlier versions of the page,
-   * which kept only the key: such an attempt is resumed with the caller's choice, and a mismatch
-   * is settled by asking the order (see confirmOrder).
-   */
-  gateway?: GatewayId;
+  gateway: GatewayId;
   buyer?: TestBuyer;
   buyerStep?: BuyerStep;
   /** The cart the order was made of, so a reloaded page shows what is being paid for. */
-  lines?: CartLine[];
+  lines: CartLine[];
+}
+
+/**
+ * An attempt stored by its key alone, as the page kept it before it kept the request too: brought to
+ * the current shape by migrateStoredCheckout before anything reads it.
+ */
+export interface KeyOnlyAttempt {
+  key: string;
+  orderId: string;
+  gateway?: undefined;
+}
+
+/** Stored state in the current shape: what payForCart and the page work with. */
+export interface CurrentCheckout extends StoredCheckout {
+  attempt?: StoredAttempt;
 }
 
 export interface CheckoutStorage {
@@ -179,7 +194,7 @@ export async function confirmOrder(params: {
 export const cartSignature = (cart: CartLine[]) =>
   JSON.stringify([...cart].sort((a, b) => (a.sku < b.sku ? -1 : 1)).map((l) => [l.sku, l.quantity]));
 
-export async function payForCart(params: {
+export interface PayParams {
   client: CheckoutClient;
   storage: CheckoutStorage;
   cart: CartLine[];
@@ -191,154 +206,209 @@ export async function payForCart(params: {
   policy?: RetryPolicy;
   onProgress?: (progress: PayProgress) => void;
   sleep?: (ms: number) => Promise<void>;
-}): Promise<PayResult> {
-  const newKey = params.newKey ?? (() => crypto.randomUUID());
-  const progress = params.onProgress ?? (() => {});
-  const retryOptions = {
-    policy: params.policy,
-    sleep: params.sleep,
-    onRetry: (retry: number, failure: CallFailure) => progress({ phase: 'retrying', retry, failure }),
-  };
-  const cart = cartSignature(params.cart);
-  let state = params.storage.load();
-  let attemptKey: string | undefined;
+}
 
+/** One payForCart call: its parameters with their defaults, and the cart's signature. */
+interface PayRun extends PayParams {
+  newKey: () => string;
+  progress: (progress: PayProgress) => void;
+  signature: string;
+  retryOptions: { policy?: RetryPolicy; sleep?: (ms: number) => Promise<void>; onRetry: (retry: number, failure: CallFailure) => void };
+}
+
+/** What the page says while a payment's result is not known. */
+const NOT_CONFIRMED = '支付结果暂未确认，请稍后重试；不会重复扣款。';
+
+export async function payForCart(params: PayParams): Promise<PayResult> {
+  const run = payRun(params);
+  let key: string | undefined;
   try {
-    // 1. The order for this cart: created once, whatever the retries.
-    let order = state.order?.cart === cart ? state.order : undefined;
-    if (!order) {
-      if (state.orderCreation?.cart !== cart) {
-        state = { ...state, orderCreation: { key: newKey(), cart }, attempt: undefined };
-        params.storage.save(state);
-      }
-      const creationKey = state.orderCreation!.key;
-      progress({ phase: 'creating_order' });
-      const created = await callWithRetry(
-        () => params.client.checkout.createOrder.mutate({ items: params.cart }, { context: { idempotencyKey: creationKey } }),
-        retryOptions,
-      );
-      order = { ...created, cart };
-      state = { order, attempt: undefined };
-      params.storage.save(state);
-    }
-
-    // 2. The payment attempt: the stored one if it is still open (a reload) — with the request it
-    //    was sent with, whatever the caller chose since — else a new one.
-    if (state.attempt?.orderId !== order.orderId) {
-      state = {
-        ...state,
-        attempt: {
-          key: newKey(),
-          orderId: order.orderId,
-          gateway: params.gateway,
-          ...(params.buyer ? { buyer: params.buyer } : {}),
-          ...(!params.buyer && params.buyerStep ? { buyerStep: params.buyerStep } : {}),
-          lines: params.cart,
-        },
-      };
-      params.storage.save(state);
-      progress({ phase: 'paying', resumed: false });
-    } else {
-      progress({ phase: 'paying', resumed: true });
-    }
-    const attempt = state.attempt!;
-    attemptKey = attempt.key;
-    const gateway = attempt.gateway ?? params.gateway;
-    const buyer = attempt.gateway ? attempt.buyer : params.buyer;
-    const buyerStep = attempt.gateway ? attempt.buyerStep : params.buyer ? undefined : params.buyerStep;
-    // A 409 REQUEST_IN_PROGRESS on a retry means the request that owns this key has not answered —
-    // perhaps its process died, and its lease must run out before a retry can take over. The gateway's
-    // notification may settle the order long before that: the order is asked before each such retry,
-    // and a paid order is the answer at once.
-    let lastFailure: CallFailure | undefined;
-    let settledByOrder = false;
-    const pay = () =>
-      params.client.checkout.pay.mutate(
-        { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}), ...(buyerStep ? { buyerStep } : {}) },
-        { context: { idempotencyKey: attempt.key } },
-      );
-    const answer = await callWithRetry(
-      async () => {
-        if (lastFailure?.reason === 'REQUEST_IN_PROGRESS') {
-          const paid = await paidMeanwhile(params.client, order.orderId);
-          if (paid) {
-            settledByOrder = true;
-            return paid;
-          }
-        }
-        return pay();
-      },
-      {
-        ...retryOptions,
-        onRetry: (retry: number, failure: CallFailure) => {
-          lastFailure = failure;
-          retryOptions.onRetry(retry, failure);
-        },
-      },
-    );
-    if (answer.status === 'awaiting_buyer') return { kind: 'awaiting_buyer', order, awaiting: answer, key: attempt.key };
-    params.storage.save({});
-    if (settledByOrder) {
-      // The shopper has their answer; the key has not. Keep retrying it quietly until a retry takes
-      // the dead request's key over (it finds the order paid and completes the key with that answer),
-      // so no key is left in flight behind a paid order.
-      void callWithRetry(pay, { policy: KEY_SETTLING_POLICY, sleep: params.sleep }).catch(() => {});
-      return { kind: 'paid', order, paid: answer, key: attempt.key, confirmedByOrder: true };
-    }
-    return { kind: 'paid', order, paid: answer, key: attempt.key };
+    const { state, order } = await orderForCart(run, storedState(run));
+    const attempt = attemptFor(run, state, order);
+    key = attempt.key;
+    return answerResult(run, order, attempt, await sendAttempt(run, order, attempt));
   } catch (error) {
-    const key = attemptKey;
-    if (error instanceof FinalFailureError) {
-      const failure = error.failure;
-      const current = params.storage.load();
-      if (failure.status === 402 && current.order) {
-        // Declined: this attempt is over; the order stays open for another buyer or card.
-        params.storage.save({ ...current, attempt: undefined });
-        const declined = {
-          reason: 'PAYMENT_DECLINED',
-          message: failure.message,
-          ...(failure.details ?? {}),
-        } as DeclinedPayment;
-        return { kind: 'declined', order: current.order, declined, message: failure.message, key };
-      }
-      if (failure.status === 422 && current.order) {
-        // The stored key belongs to a different request (one saved before the page kept the
-        // request with its key). That first request may have charged, or may still be charging:
-        // only the order knows, so it is asked before anything is said about the money. The attempt
-        // stays saved until the order has answered, so a reload meanwhile asks again.
-        const truth = await confirmOrder({
-          client: params.client,
-          orderId: current.order.orderId,
-          policy: params.policy,
-          sleep: params.sleep,
-          onProgress: progress,
-        });
-        return settleByOrder(params.storage, current.order, truth, failure, key);
-      }
-      if (failure.status === 404 || failure.reason === 'ORDER_NOT_PAYABLE') params.storage.save({});
-      return { kind: 'failed', failure, message: failure.message, key };
-    }
-    if (error instanceof RetriesExhaustedError) {
-      // Keep the key: whenever the customer tries again, it resumes this very attempt. But first ask
-      // the order: the answers may have been lost while the payment itself went through.
-      const current = params.storage.load();
-      if (current.order && key) {
-        const truth = await confirmOrder({
-          client: params.client,
-          orderId: current.order.orderId,
-          policy: { ...(params.policy ?? DEFAULT_RETRY_POLICY), maxRetries: 0 },
-          sleep: params.sleep,
-          onProgress: progress,
-        });
-        if (truth.kind === 'paid') {
-          params.storage.save({});
-          return { kind: 'paid', order: current.order, paid: truth.paid, key, confirmedByOrder: true };
-        }
-      }
-      return { kind: 'gave_up', failure: error.lastFailure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。', key };
-    }
-    throw error;
+    return failureResult(run, error, key);
   }
+}
+
+function payRun(params: PayParams): PayRun {
+  const progress = params.onProgress ?? (() => {});
+  return {
+    ...params,
+    newKey: params.newKey ?? (() => crypto.randomUUID()),
+    progress,
+    signature: cartSignature(params.cart),
+    retryOptions: {
+      policy: params.policy,
+      sleep: params.sleep,
+      onRetry: (retry, failure) => progress({ phase: 'retrying', retry, failure }),
+    },
+  };
+}
+
+/** The stored state in its current shape: an attempt stored by its key alone is sent with the caller's request. */
+function storedState(run: PayRun): CurrentCheckout {
+  const stored = run.storage.load();
+  const state = migrateStoredCheckout(stored, { gateway: run.gateway, buyer: run.buyer, buyerStep: run.buyerStep });
+  if (state.attempt !== stored.attempt) run.storage.save(state);
+  return state;
+}
+
+/** 1. The order for this cart: created once, whatever the retries. */
+async function orderForCart(run: PayRun, stored: CurrentCheckout): Promise<{ state: CurrentCheckout; order: StoredOrder }> {
+  if (stored.order?.cart === run.signature) return { state: stored, order: stored.order };
+  let creation = stored.orderCreation;
+  if (creation?.cart !== run.signature) {
+    creation = { key: run.newKey(), cart: run.signature };
+    run.storage.save({ ...stored, orderCreation: creation, attempt: undefined });
+  }
+  const creationKey = creation.key;
+  run.progress({ phase: 'creating_order' });
+  const created = await callWithRetry(
+    () => run.client.checkout.createOrder.mutate({ items: run.cart }, { context: { idempotencyKey: creationKey } }),
+    run.retryOptions,
+  );
+  const order = { ...created, cart: run.signature };
+  const state = { order, attempt: undefined };
+  run.storage.save(state);
+  return { state, order };
+}
+
+/**
+ * 2. The payment attempt: the stored one if it is still open (a reload) — with the request it was
+ *    sent with, whatever the caller chose since — else a new one.
+ */
+function attemptFor(run: PayRun, state: CurrentCheckout, order: StoredOrder): StoredAttempt {
+  if (state.attempt?.orderId === order.orderId) {
+    run.progress({ phase: 'paying', resumed: true });
+    return state.attempt;
+  }
+  const attempt: StoredAttempt = {
+    key: run.newKey(),
+    orderId: order.orderId,
+    gateway: run.gateway,
+    ...(run.buyer ? { buyer: run.buyer } : {}),
+    ...(!run.buyer && run.buyerStep ? { buyerStep: run.buyerStep } : {}),
+    lines: run.cart,
+  };
+  run.storage.save({ ...state, attempt });
+  run.progress({ phase: 'paying', resumed: false });
+  return attempt;
+}
+
+/** The attempt's request, under its key. */
+function payRequest(run: PayRun, order: StoredOrder, attempt: StoredAttempt) {
+  const { gateway, buyer, buyerStep } = attempt;
+  return () =>
+    run.client.checkout.pay.mutate(
+      { orderId: order.orderId, gateway, ...(buyer ? { buyer } : {}), ...(buyerStep ? { buyerStep } : {}) },
+      { context: { idempotencyKey: attempt.key } },
+    );
+}
+
+/**
+ * 3. The attempt, sent until it has an answer. A 409 REQUEST_IN_PROGRESS on a retry means the request
+ *    that owns this key has not answered — perhaps its process died, and its lease must run out
+ *    before a retry can take over. The gateway's notification may settle the order long before that:
+ *    the order is asked before each such retry, and a paid order is the answer at once
+ *    (`settledByOrder`).
+ */
+async function sendAttempt(run: PayRun, order: StoredOrder, attempt: StoredAttempt) {
+  const pay = payRequest(run, order, attempt);
+  let lastFailure: CallFailure | undefined;
+  let settledByOrder = false;
+  const answer = await callWithRetry(
+    async () => {
+      const paid = lastFailure?.reason === 'REQUEST_IN_PROGRESS' ? await paidMeanwhile(run.client, order.orderId) : undefined;
+      if (!paid) return pay();
+      settledByOrder = true;
+      return paid;
+    },
+    {
+      ...run.retryOptions,
+      onRetry: (retry: number, failure: CallFailure) => {
+        lastFailure = failure;
+        run.retryOptions.onRetry(retry, failure);
+      },
+    },
+  );
+  return { answer, settledByOrder };
+}
+
+/** 4. The answer: the buyer's own step to take (the attempt stays saved), or the paid order. */
+function answerResult(
+  run: PayRun,
+  order: StoredOrder,
+  attempt: StoredAttempt,
+  { answer, settledByOrder }: Awaited<ReturnType<typeof sendAttempt>>,
+): PayResult {
+  if (answer.status === 'awaiting_buyer') return { kind: 'awaiting_buyer', order, awaiting: answer, key: attempt.key };
+  run.storage.save({});
+  if (!settledByOrder) return { kind: 'paid', order, paid: answer, key: attempt.key };
+  // The shopper has their answer; the key has not. Keep retrying it quietly until a retry takes
+  // the dead request's key over (it finds the order paid and completes the key with that answer),
+  // so no key is left in flight behind a paid order.
+  void callWithRetry(payRequest(run, order, attempt), { policy: KEY_SETTLING_POLICY, sleep: run.sleep }).catch(() => {});
+  return { kind: 'paid', order, paid: answer, key: attempt.key, confirmedByOrder: true };
+}
+
+/** 5. A call that failed for good, or whose retries ran out; anything else is not the shopper's. */
+async function failureResult(run: PayRun, error: unknown, key: string | undefined): Promise<PayResult> {
+  if (error instanceof FinalFailureError) return finalFailure(run, error.failure, key);
+  if (error instanceof RetriesExhaustedError) return retriesExhausted(run, error.lastFailure, key);
+  throw error;
+}
+
+async function finalFailure(run: PayRun, failure: CallFailure, key: string | undefined): Promise<PayResult> {
+  const current = run.storage.load();
+  const order = current.order;
+  if (failure.status === 402 && order) {
+    // Declined: this attempt is over; the order stays open for another buyer or card.
+    run.storage.save({ ...current, attempt: undefined });
+    const declined = { reason: 'PAYMENT_DECLINED', message: failure.message, ...(failure.details ?? {}) } as DeclinedPayment;
+    return { kind: 'declined', order, declined, message: failure.message, key };
+  }
+  if (failure.status === 422 && order) {
+    // The stored key was sent with a different request (an attempt stored without its request is
+    // resumed with one that may not be it: migrateStoredCheckout). That first request may have
+    // charged, or may still be charging: only the order knows, so it is asked before anything is
+    // said about the money. The attempt stays saved until the order has answered, so a reload
+    // meanwhile asks again.
+    const truth = await confirmOrder({
+      client: run.client,
+      orderId: order.orderId,
+      policy: run.policy,
+      sleep: run.sleep,
+      onProgress: run.progress,
+    });
+    return settleByOrder(run.storage, order, truth, failure, key);
+  }
+  if (failure.status === 404 || failure.reason === 'ORDER_NOT_PAYABLE') run.storage.save({});
+  return { kind: 'failed', failure, message: failure.message, key };
+}
+
+/**
+ * Keeps the key: whenever the customer tries again, it resumes this very attempt. But first asks the
+ * order: the answers may have been lost while the payment itself went through.
+ */
+async function retriesExhausted(run: PayRun, failure: CallFailure, key: string | undefined): Promise<PayResult> {
+  const order = run.storage.load().order;
+  const truth =
+    order && key
+      ? await confirmOrder({
+          client: run.client,
+          orderId: order.orderId,
+          policy: { ...(run.policy ?? DEFAULT_RETRY_POLICY), maxRetries: 0 },
+          sleep: run.sleep,
+          onProgress: run.progress,
+        })
+      : undefined;
+  if (order && truth?.kind === 'paid') {
+    run.storage.save({});
+    return { kind: 'paid', order, paid: truth.paid, key, confirmedByOrder: true };
+  }
+  return { kind: 'gave_up', failure, message: NOT_CONFIRMED, key };
 }
 
 /** Patient enough to outlast a dead request's lease (30 s) several times over, then gives up quietly. */
@@ -357,7 +427,7 @@ async function paidMeanwhile(client: CheckoutClient, orderId: string) {
 /** The result a 422 ends with, once the order has said what happened. */
 function settleByOrder(
   storage: CheckoutStorage,
-  order: CreatedOrder & { cart: string },
+  order: StoredOrder,
   truth: OrderTruth,
   failure: CallFailure,
   key: string | undefined,
@@ -398,6 +468,6 @@ function settleByOrder(
       };
     case 'paying':
     case 'unknown':
-      return { kind: 'gave_up', failure, message: '支付结果暂未确认，请稍后重试；不会重复扣款。', key };
+      return { kind: 'gave_up', failure, message: NOT_CONFIRMED, key };
   }
 }

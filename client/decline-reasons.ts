@@ -104,7 +104,7 @@ const COMMON: Record<string, DeclineReason> = {
 };
 
 const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
-  // server/payments/alipay.ts DeclineSubCode and its own checks; sandbox/alipay.ts sub_codes.
+  // server/payments/alipay/classify.ts DeclineSubCode and its own checks; sandbox/alipay.ts sub_codes.
   alipay: {
     'ACQ.BUYER_BALANCE_NOT_ENOUGH': 'insufficient_funds',
     'ACQ.BUYER_ENABLE_STATUS_FORBID': 'account_restricted',
@@ -115,7 +115,7 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     'ACQ.INVALID_PARAMETER': 'invalid_request',
     NO_PAYMENT_CODE: 'no_instrument',
   },
-  // server/payments/wechatpay.ts: create errors, final trade_state, and its own checks.
+  // server/payments/wechatpay/classify.ts: create errors, final trade_state, and its own checks.
   wechatpay: {
     NOT_ENOUGH: 'insufficient_funds',
     ACCOUNT_ERROR: 'account_restricted',
@@ -130,7 +130,7 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     // PAYERROR says only "the payment failed"; trade_state_desc says why (see wechatReason).
     PAYERROR: 'unknown',
   },
-  // server/payments/stripe.ts: error.decline_code || error.code, and its own checks.
+  // server/payments/stripe/: error.decline_code || error.code, and its own checks.
   stripe: {
     insufficient_funds: 'insufficient_funds',
     generic_decline: 'card_declined',
@@ -168,7 +168,7 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     INVALID_OUT_TRADE_NO: 'invalid_request',
     NO_PAYMENT_METHOD: 'no_instrument',
   },
-  // server/payments/twoc2p.ts: 4xxx respCodes are the card host's declines; 0003 cancelled;
+  // server/payments/twoc2p/codes.ts: 4xxx respCodes are the card host's declines; 0003 cancelled;
   // 9004–9010 and 9015 refused for their content (sandbox/twoc2p-wire.ts RESP_DESC).
   '2c2p': {
     '4005': 'card_declined',

@@ -18,7 +18,6 @@ export function OrderDetails({ client, orderId, token }: { client: CheckoutClien
   const payment = order.data?.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
   const charges = order.data?.payments.filter((p) => p.status === 'succeeded') ?? [];
   const refunds = order.data?.refunds ?? [];
-  const gatewayLabel = (id: string) => t(`gateway.${id}`);
   return (
     <section className="order-details" aria-labelledby="order-heading">
       <h3 id="order-heading">{t('order.heading')}</h3>
@@ -40,54 +39,59 @@ export function OrderDetails({ client, orderId, token }: { client: CheckoutClien
           {payment && (
             <>
               <dt>{t('order.gateway')}</dt>
-              <dd>{gatewayLabel(payment.gateway)}</dd>
+              <dd>{t(`gateway.${payment.gateway}`)}</dd>
               <dt>{t('order.gatewayTradeNo')}</dt>
               <dd data-testid="gateway-trade-no">{payment.gatewayTradeNo}</dd>
             </>
           )}
         </dl>
       )}
-      {(charges.length > 1 || refunds.length > 0) && (
-        <table className="money-log" aria-label={t('money.label')}>
-          <caption>{t('money.caption')}</caption>
-          <thead>
-            <tr>
-              <th scope="col">{t('money.type')}</th>
-              <th scope="col">{t('money.gateway')}</th>
-              <th scope="col">{t('money.amount')}</th>
-              <th scope="col">{t('money.state')}</th>
-            </tr>
-          </thead>
-          <tbody>
-            {charges.map((c) => (
-              <tr key={`charge-${c.gateway}-${c.gatewayTradeNo}`}>
-                <td>{t('money.charge')}</td>
-                <td>{gatewayLabel(c.gateway)}</td>
-                <td>{formatMoney(c.amountMinor, c.currency)}</td>
-                <td>{c.role === 'payment' ? t('money.forOrder') : t('money.excess')}</td>
-              </tr>
-            ))}
-            {refunds.map((r) => (
-              <tr key={`refund-${r.refundId}`} data-testid="refund-row">
-                <td>{t('money.refund')}</td>
-                <td>{gatewayLabel(r.gateway)}</td>
-                <td>{formatMoney(r.amountMinor, r.currency)}</td>
-                <td>
-                  {r.status === 'succeeded'
-                    ? t('money.refunded')
-                    : r.status === 'failed'
-                      ? t('money.refundFailed')
-                      : t('money.refundPending')}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      {(charges.length > 1 || refunds.length > 0) && <MoneyLog charges={charges} refunds={refunds} />}
       <p className="behind">
         {/* The order's own page (built separately) shows what happened behind the scenes. */}
         <a href={`/orders/${orderId}`}>{t('order.behindTheScenes')}</a>
       </p>
     </section>
+  );
+}
+
+type OrderView = Awaited<ReturnType<CheckoutClient['checkout']['order']['query']>>;
+
+/** Every charge and refund of the order, when there is more than its one payment to show. */
+function MoneyLog({ charges, refunds }: { charges: OrderView['payments']; refunds: OrderView['refunds'] }) {
+  const { t } = useLang();
+  const gatewayLabel = (id: string) => t(`gateway.${id}`);
+  return (
+    <table className="money-log" aria-label={t('money.label')}>
+      <caption>{t('money.caption')}</caption>
+      <thead>
+        <tr>
+          <th scope="col">{t('money.type')}</th>
+          <th scope="col">{t('money.gateway')}</th>
+          <th scope="col">{t('money.amount')}</th>
+          <th scope="col">{t('money.state')}</th>
+        </tr>
+      </thead>
+      <tbody>
+        {charges.map((c) => (
+          <tr key={`charge-${c.gateway}-${c.gatewayTradeNo}`}>
+            <td>{t('money.charge')}</td>
+            <td>{gatewayLabel(c.gateway)}</td>
+            <td>{formatMoney(c.amountMinor, c.currency)}</td>
+            <td>{c.role === 'payment' ? t('money.forOrder') : t('money.excess')}</td>
+          </tr>
+        ))}
+        {refunds.map((r) => (
+          <tr key={`refund-${r.refundId}`} data-testid="refund-row">
+            <td>{t('money.refund')}</td>
+            <td>{gatewayLabel(r.gateway)}</td>
+            <td>{formatMoney(r.amountMinor, r.currency)}</td>
+            <td>
+              {r.status === 'succeeded' ? t('money.refunded') : r.status === 'failed' ? t('money.refundFailed') : t('money.refundPending')}
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }

@@ -1,32 +1,8 @@
 'use client';
 
+import type { Status, TechnicalDetail } from '../../client/checkout-status';
 import { declineText } from '../../client/decline-reasons';
 import { useLang } from '../../client/i18n';
-import type { AwaitingBuyer } from '../../server/checkout/pay';
-
-type Vars = Record<string, string | number>;
-
-/** One sentence of the status: a catalogue message, or a gateway's decline in the shopper's words. */
-export type StatusLine = { key: string; vars?: Vars } | { decline: { gateway: string; code?: string; message?: string } };
-
-/** What an engineer needs to find the request again; shown only inside the 详情 disclosure. */
-export interface TechnicalDetail {
-  status?: number;
-  reason?: string;
-  message?: string;
-  key?: string;
-  gateway?: string;
-  declineCode?: string;
-}
-
-/** Titles and lines are catalogue keys, so switching language re-renders what is on screen. */
-export type Status =
-  | { tone: 'idle' }
-  | { tone: 'busy' | 'warn' | 'bad'; title: string; lines: StatusLine[]; tech?: TechnicalDetail }
-  /** `returnToken`: the order is read by a return link's token, not the session (a buyer back from a gateway's page). */
-  | { tone: 'ok'; title: string; lines: StatusLine[]; orderId: string; returnToken?: string; tech?: TechnicalDetail }
-  /** The gateway's trade is open and waits for the buyer's own step; the page watches the order. */
-  | { tone: 'wait'; title: string; lines: StatusLine[]; awaiting: AwaitingBuyer; tech?: TechnicalDetail };
 
 export function PaymentStatus({ status }: { status: Status }) {
   const { t, lang } = useLang();
