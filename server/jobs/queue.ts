@@ -12,7 +12,7 @@ import PgBoss from 'pg-boss';
 import type { CheckoutServices } from '../checkout/services';
 import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
-import { processDueRefunds } from '../checkout/refunds';
+import { processDueRefunds } from './refund-worker';
 import { reconcilePayments } from './reconciler';
 
 export interface JobIntervals {

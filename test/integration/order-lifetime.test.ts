@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { processDueRefunds } from '../../server/checkout/refunds';
+import { processDueRefunds } from '../../server/jobs/refund-worker';
 import { relayOutbox } from '../../server/jobs/outbox-relay';
 import { expireUnpaidOrders, reconcilePayments } from '../../server/jobs/reconciler';
 import type { TestBuyer } from '../../server/payments/gateway';

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '../../server/checkout/refunds';
+import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '../../server/jobs/refund-worker';
 import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
 import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '../../server/env';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
