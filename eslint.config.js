@@ -31,12 +31,12 @@ const PACKAGE_FILES = {
 
 /**
  * The product builds and runs with the laboratory deleted (`npm run check:product`): the sandbox,
- * the benchmark, the soak, the drills and the tests attach through seams (server/app-extension.ts,
+ * the benchmark, the soak, the drills and the tests attach through seams (server/app/extension.ts,
  * server/checkout/fault-points.ts), never by being imported.
  */
 const LABORATORY = {
   regex: folder('sandbox', 'bench', 'soak', 'e2e', 'test'),
-  message: 'The product imports nothing of its laboratory: attach through a seam (server/app-extension.ts, checkout/fault-points.ts).',
+  message: 'The product imports nothing of its laboratory: attach through a seam (server/app/extension.ts, checkout/fault-points.ts).',
 };
 const PRODUCT = ['app/**', 'server/**', 'db/**', 'client/**', 'instrumentation.ts', 'proxy.ts', 'drizzle.config.ts'];
 

@@ -1,6 +1,6 @@
 /**
  * Runs once when a Next server process starts: refuse a configuration that would fail customers
- * later (an invalid variable, production without SESSION_SECRET: server/env.ts), bring the schema
+ * later (an invalid variable, production without SESSION_SECRET: server/config/env.ts), bring the schema
  * up to date before the first request, then start this instance's background workers (reconciler,
  * outbox relay, key cleanup) on the PostgreSQL job queue. Several instances starting together are serialised by the migration's
  * advisory lock, and share the queue.
@@ -12,21 +12,21 @@ export async function register(): Promise<void> {
   // `next build` runs with NODE_ENV=production too, and needs no secret: it serves nobody.
   if (process.env.NEXT_PHASE === 'phase-production-build') return;
   // Before anything else: the per-address limits count the socket's address, which only this sees.
-  const { installPeerAddressStamp } = await import('./server/rate-limit/peer-address');
+  const { installPeerAddressStamp } = await import('./server/http/peer-address');
   installPeerAddressStamp();
   // A bad configuration ends the process here with one line: not a 500 on every request.
-  const { exitOnBadEnv, serverEnv } = await import('./server/env');
+  const { exitOnBadEnv, serverEnv } = await import('./server/config/env');
   exitOnBadEnv();
   const env = serverEnv();
   if (!env.DATABASE_URL) return; // a misconfigured start: requests will say so
   if (env.BENCH) {
-    // `npm run bench`'s build only: the extension seam (server/app-extension.ts).
+    // `npm run bench`'s build only: the extension seam (server/app/extension.ts).
     const { default: extension } = await import('#app-extension');
     extension?.install();
   }
   const { runMigrations } = await import('./db/migrate');
   await runMigrations(env.DATABASE_URL);
   if (env.PAYONCE_JOBS === 'off') return;
-  const { startAppJobs } = await import('./server/app-jobs');
+  const { startAppJobs } = await import('./server/app/jobs');
   await startAppJobs();
 }

@@ -19,7 +19,7 @@ const nextConfig = {
   ...(process.env.NEXT_DIST_DIR && process.env.NEXT_DIST_DIR !== '.next'
     ? { typescript: { tsconfigPath: 'tsconfig.lab.json', ignoreBuildErrors: true } }
     : {}),
-  // The extension seam (server/app-extension.ts): a build made with BENCH=1 installs the
+  // The extension seam (server/app/extension.ts): a build made with BENCH=1 installs the
   // benchmark's extension; every other build, the product's none (tsconfig.json \`paths\`).
   ...(process.env.BENCH === '1' ? { turbopack: { resolveAlias: { '#app-extension': './bench/app-extension.ts' } } } : {}),
   // On every response, pages and API alike (the pages' Content-Security-Policy is set per request in

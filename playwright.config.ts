@@ -70,7 +70,7 @@ process.env.DRILL_PGBOUNCER_ADMIN_URL = DRILL_PGBOUNCER
 // One knob for the drills' clocks (DRILL_TIME_SCALE, default 0.5): the gateway timeout, the
 // idempotency and refund leases, the close grace, the refund backoff, and the gateway delays the
 // drills arm to outlast a timeout (e2e/drills/drill.ts `drillMs`). They scale together, so every
-// bound server/env.ts checks still holds — a lease outlasts one gateway call's three tries — and a
+// bound server/config/env.ts checks still holds — a lease outlasts one gateway call's three tries — and a
 // drill waits out half the time. 1: the clocks the drills were first written with. Race windows (a
 // slow gateway while a second tab pays, a paused request while the page reloads) are not clocks: they
 // stay as they are.
@@ -99,7 +99,7 @@ const stack = (name: string, appPort: number, sandboxPort: number, flags: string
 // use `next dev` instead.
 process.env.STACK_BUILD_ONCE ??= randomUUID();
 // Playwright passes its own environment on: empty values switch off whatever a developer's shell
-// turned on (server/demo.ts, server/faults.ts, server/metrics-access.ts).
+// turned on (server/demo/mode.ts, server/demo/faults.ts, server/metrics/access.ts).
 const checkoutStack = (prod: boolean) =>
   stack('e2e', APP_PORT, SANDBOX_PORT, prod ? '--prod' : '', {
     PAYONCE_DEMO: '',
@@ -119,7 +119,7 @@ const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod 
   // failed drill's stack; the page's fault switchboard (switchboard.spec).
   PAYONCE_DEMO: '1',
   // A crashed request's lease runs out in 16 s × DRILL_TIME_SCALE, not the production 30 s: the
-  // shortest that still outlasts one gateway call (its SDK may try 3 times; server/env.ts refuses less).
+  // shortest that still outlasts one gateway call (its SDK may try 3 times; server/config/env.ts refuses less).
   GATEWAY_TIMEOUT_MS: drillMs(5000),
   IDEMPOTENCY_LEASE_MS: drillMs(16000),
   JOBS_RECONCILE_SECONDS: '2',

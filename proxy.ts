@@ -56,7 +56,7 @@ export function contentSecurityPolicy(
 
 export function proxy(request: NextRequest) {
   const nonce = Buffer.from(crypto.randomUUID()).toString('base64');
-  // NODE_ENV as Next replaces it at build time, not server/env.ts's run-time value: the policy must
+  // NODE_ENV as Next replaces it at build time, not server/config/env.ts's run-time value: the policy must
   // fit the React build that was bundled (only the development build needs eval).
   const policy = contentSecurityPolicy(nonce, process.env.NODE_ENV !== 'production', cardStepOrigins(process.env));
   // Next reads the nonce from the request's policy to put it on the scripts it renders.

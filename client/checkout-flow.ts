@@ -26,56 +26,25 @@ import {
   type CallFailure,
   type RetryPolicy,
 } from './retry';
-import { migrateStoredCheckout } from './checkout-storage';
+import {
+  migrateStoredCheckout,
+  type CartLine,
+  type CheckoutStorage,
+  type CurrentCheckout,
+  type StoredAttempt,
+  type StoredOrder,
+} from './checkout-storage';
 import type { CheckoutClient } from './trpc-client';
 
-export interface CartLine {
-  sku: string;
-  quantity: number;
-}
-
-/** The order for a cart, with the cart's signature (cartSignature). */
-export type StoredOrder = CreatedOrder & { cart: string };
-
-export interface StoredCheckout {
-  /** The order for `cart`, once created. */
-  order?: StoredOrder;
-  /** The key for creating the order of `cart`, until the order exists. */
-  orderCreation?: { key: string; cart: string };
-  /** The payment attempt without a final answer yet. */
-  attempt?: StoredAttempt | KeyOnlyAttempt;
-}
-
-/** A payment attempt without a final answer yet: its key, and the request the key was sent with. */
-export interface StoredAttempt {
-  key: string;
-  orderId: string;
-  gateway: GatewayId;
-  buyer?: TestBuyer;
-  buyerStep?: BuyerStep;
-  /** The cart the order was made of, so a reloaded page shows what is being paid for. */
-  lines: CartLine[];
-}
-
-/**
- * An attempt stored by its key alone, as the page kept it before it kept the request too: brought to
- * the current shape by migrateStoredCheckout before anything reads it.
- */
-export interface KeyOnlyAttempt {
-  key: string;
-  orderId: string;
-  gateway?: undefined;
-}
-
-/** Stored state in the current shape: what payForCart and the page work with. */
-export interface CurrentCheckout extends StoredCheckout {
-  attempt?: StoredAttempt;
-}
-
-export interface CheckoutStorage {
-  load(): StoredCheckout;
-  save(state: StoredCheckout): void;
-}
+export type {
+  CartLine,
+  CheckoutStorage,
+  CurrentCheckout,
+  KeyOnlyAttempt,
+  StoredAttempt,
+  StoredCheckout,
+  StoredOrder,
+} from './checkout-storage';
 
 /**
  * `key` is the payment attempt's Idempotency-Key when there was one; `confirmedByOrder` says the

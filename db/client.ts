@@ -46,7 +46,7 @@ export function configureConnections(options: ConnectionOptions): void {
 export const transactionDatabase = drizzleTransactionHandle({ casing: 'snake_case' }) as (tx: postgres.TransactionSql) => Transaction;
 
 /**
- * The database to use. The app server passes its validated configuration (server/env.ts); scripts
+ * The database to use. The app server passes its validated configuration (server/config/env.ts); scripts
  * and tools that run without it fall back to DATABASE_URL as it is.
  */
 export function databaseUrl(configured: string | undefined = process.env.DATABASE_URL): string {
@@ -61,7 +61,7 @@ export function databaseUrl(configured: string | undefined = process.env.DATABAS
 }
 
 /**
- * What the URL points at (DATABASE_POOLING, server/env.ts). `session`: every connection is one
+ * What the URL points at (DATABASE_POOLING, server/config/env.ts). `session`: every connection is one
  * PostgreSQL session — the server itself, or a pooler in session mode. `transaction`: a transaction
  * pooler (PgBouncer pool_mode = transaction before 1.21, or without max_prepared_statements), which
  * gives each transaction whichever server connection is free, so a statement prepared on one

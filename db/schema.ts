@@ -66,7 +66,7 @@ export const orders = pgTable(
     createdAt: timestamptz('created_at').notNull().defaultNow(),
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
     /**
-     * The client address the order was placed from (server/rate-limit clientAddress), for the caps on
+     * The client address the order was placed from (server/http/rate-limit clientAddress), for the caps on
      * what one address may hold unpaid; null when the request carried none that can be trusted.
      */
     clientAddress: text(),
@@ -346,7 +346,7 @@ export const paymentEvents = pgTable(
 );
 
 /**
- * Request counters for the rate limits on the mutations (server/rate-limit): one row per bucket
+ * Request counters for the rate limits on the mutations (server/http/rate-limit): one row per bucket
  * (`session:{customerId}`, `address:{client address}`), holding the hits of its current fixed window.
  * In PostgreSQL, not in memory, so the limits hold across app instances. A bucket's row is reset by
  * the first hit of a new window; rows whose window has ended are deleted by the key-cleanup job.

@@ -1,7 +1,7 @@
 import { expect, test } from './fixtures';
 
 /**
- * The app as users get it has none of the demo's surfaces (server/demo.ts): no shared mailbox, no
+ * The app as users get it has none of the demo's surfaces (server/demo/mode.ts): no shared mailbox, no
  * open metrics, no fault switch. Each answers 404, as if it did not exist.
  */
 test('the demo mailbox, metrics and fault injection do not exist outside demo mode', async ({ page, request }) => {

@@ -2,7 +2,7 @@
  * `npm run dev`: the embedded PostgreSQL (or DATABASE_URL), the PSP sandbox on :4010 and the app on
  * :3000 with hot reload. `npm start` does the same on a production build (`npm run build` first).
  *
- * `npm run demo` (--demo) does the same in demo mode (PAYONCE_DEMO=1, server/demo.ts): fault
+ * `npm run demo` (--demo) does the same in demo mode (PAYONCE_DEMO=1, server/demo/mode.ts): fault
  * injection, the /mail demo mailbox and token-less /api/metrics are on. Never for real customers.
  *
  * Flags: --prod (builds first when there is no build), --build (rebuild), --demo, --port N (app),

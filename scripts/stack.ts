@@ -17,7 +17,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
 import { runMigrations } from '../db/migrate';
-import { demoMode } from '../server/demo';
+import { demoMode } from '../server/demo/mode';
 import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
 import { buildOnce } from './build-once';
 import { startPgBouncer, type PgBouncer } from './pgbouncer';
@@ -41,7 +41,7 @@ export interface StackOptions {
   /**
    * Extra environment for the app process (e.g. a shorter lease for drills). The switches that open
    * the app's non-customer surfaces live here too: PAYONCE_DEMO=1 (demo mode), CHECKOUT_FAULTS=1,
-   * METRICS_TOKEN or METRICS_PUBLIC=1 (see server/demo.ts and server/metrics-access.ts).
+   * METRICS_TOKEN or METRICS_PUBLIC=1 (see server/demo/mode.ts and server/metrics/access.ts).
    */
   appEnv?: Record<string, string>;
   distDir?: string;

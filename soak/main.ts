@@ -28,7 +28,7 @@ import { checkInvariants, fetchLedger, pendingWork, takeBaseline, VIOLATION_KIND
 import { formatDuration, ProgressBar } from './progress';
 import { buildSchedule, faultLabel, scheduleDigest, SKUS, type OrderPlan } from './schedule';
 
-/** Short, so crashed requests are taken over quickly, yet longer than one gateway call can take (3 × GATEWAY_TIMEOUT_MS 2000: server/env.ts refuses less). */
+/** Short, so crashed requests are taken over quickly, yet longer than one gateway call can take (3 × GATEWAY_TIMEOUT_MS 2000: server/config/env.ts refuses less). */
 const LEASE_MS = 7000;
 
 const { values: args } = parseArgs({

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { CartLine } from '../client/checkout-flow';
 import type { TestBuyer } from '../server/payments/gateway';
 import { GATEWAY_IDS, type GatewayId } from '../server/payments/gateway-ids';
-import { FAULT_POINTS, type FaultPoint } from '../server/faults';
+import { FAULT_POINTS, type FaultPoint } from '../server/demo/faults';
 import { Prng } from './prng';
 
 export const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;

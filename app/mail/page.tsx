@@ -2,14 +2,14 @@ import { desc } from 'drizzle-orm';
 import { notFound } from 'next/navigation';
 import { connection } from 'next/server';
 import { mailSink } from '../../db/schema';
-import { appServices } from '../../server/app-services';
-import { formatBeijingTimestamp } from '../../server/beijing-time';
-import { demoMode } from '../../server/demo';
+import { appServices } from '../../server/app/services';
+import { formatBeijingTimestamp } from '../../server/jobs/beijing-time';
+import { demoMode } from '../../server/demo/mode';
 
 /**
  * The demo's mail server: every confirmation and refund email the outbox relay has sent, newest
  * first, whoever the customer. It is a demo mailbox, so it exists only in demo mode
- * (PAYONCE_DEMO=1, server/demo.ts); anywhere else it is a 404 — one customer must never read
+ * (PAYONCE_DEMO=1, server/demo/mode.ts); anywhere else it is a 404 — one customer must never read
  * another's mail.
  */
 export default async function MailPage() {

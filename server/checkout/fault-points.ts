@@ -2,7 +2,7 @@
  * The seam through which failures are injected into the checkout: named points of the pay flow and
  * the refund worker where the checkout calls `faults.hit(point, site)` when, and only when, a
  * deployment wires an implementation in (`CheckoutServices.faults`). A real deployment wires none,
- * and no fault code runs. Demo mode and the failure drills wire server/faults.ts, which arms
+ * and no fault code runs. Demo mode and the failure drills wire server/demo/faults.ts, which arms
  * throws, delays, crashes and PSP-sandbox faults at these points over /api/faults.
  *
  *   before_claim        the request arrived, nothing is claimed yet

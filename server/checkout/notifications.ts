@@ -10,7 +10,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Transaction } from '../../db/client';
 import { orders, orderTrades, refunds } from '../../db/schema';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
-import { recordPaymentException } from './exceptions';
+import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import { executeIdempotent, KeyReusedError, refusalHeaders, RequestInProgressError, respond } from '@payonce/idempotency';

@@ -7,7 +7,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor, Transaction } from '../../db/client';
 import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
 import { respond, type Responded, type StoredResponse } from '@payonce/idempotency';
-import { envFrom, type RawEnv } from '../env';
+import { envFrom, type RawEnv } from '../config/env';
 import { CheckoutError } from './refusals';
 import { journal } from './journal';
 import { outTradeNoFor } from './out-trade-no';
@@ -35,7 +35,7 @@ export interface CreatedOrder {
 export interface OrderCaps {
   openOrders: number;
   heldUnitsPerSku: number;
-  /** Unpaid orders from one client address (server/rate-limit clientAddress), across its sessions. */
+  /** Unpaid orders from one client address (server/http/rate-limit clientAddress), across its sessions. */
   openOrdersPerAddress: number;
   heldUnitsPerSkuPerAddress: number;
 }
@@ -54,7 +54,7 @@ export const DEFAULT_ORDER_CAPS: OrderCaps = {
   heldUnitsPerSkuPerAddress: 100,
 };
 
-/** OPEN_ORDERS_PER_CUSTOMER, OPEN_ORDER_HELD_UNITS_PER_SKU and their _PER_ADDRESS twins (server/env.ts). */
+/** OPEN_ORDERS_PER_CUSTOMER, OPEN_ORDER_HELD_UNITS_PER_SKU and their _PER_ADDRESS twins (server/config/env.ts). */
 export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
   const config = envFrom(env);
   return {
@@ -68,7 +68,7 @@ export function orderCapsFromEnv(env?: RawEnv): OrderCaps {
 /** What else an order is created with, besides its customer and lines. */
 export interface CreateOrderOptions {
   caps?: OrderCaps;
-  /** The client's address (server/rate-limit clientAddress), kept on the order for the address caps. */
+  /** The client's address (server/http/rate-limit clientAddress), kept on the order for the address caps. */
   address?: string;
   /** How long the order may stay unpaid (ORDER_TTL_SECONDS); the column's 30 minutes otherwise. */
   ttlSeconds?: number;

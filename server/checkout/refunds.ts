@@ -10,7 +10,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client';
 import { orders, outbox, refunds } from '../../db/schema';
 import type { RefundNotification } from '../payments/gateway';
-import { recordPaymentException } from './exceptions';
+import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
 import type { CheckoutServices } from './services';
 

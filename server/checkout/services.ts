@@ -6,11 +6,11 @@ import type postgres from 'postgres';
 import { transactionDatabase, type Database, type Transaction } from '../../db/client';
 import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import type { CheckoutMetrics } from '../metrics';
+import type { CheckoutMetrics } from '../metrics/prometheus';
 import type { GatewayId, PaymentGateway } from '../payments/gateway';
 import type { GatewayLedger } from '../payments/ledger';
 import type { FaultPoints } from './fault-points';
-import type { RateLimitPolicy } from '../rate-limit';
+import type { RateLimitPolicy } from '../http/rate-limit';
 import type { OrderCaps } from './orders';
 
 export interface CheckoutServices {

@@ -9,7 +9,7 @@ import type { RefundReason } from '../../db/schema';
 import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
 import { GATEWAY_NAMES, isGatewayId } from '../payments/gateway-ids';
-import { formatBeijingLong } from '../beijing-time';
+import { formatBeijingLong } from './beijing-time';
 
 /**
  * An outbox row's payload, as settle.ts (ORDER_PAID_EMAIL_TOPIC) and refunds.ts (REFUND_EMAIL_TOPIC)

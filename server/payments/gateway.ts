@@ -13,13 +13,8 @@ import type { GatewayId } from './gateway-ids';
 
 export type { GatewayId };
 
-/**
- * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
- * SDK retries timeouts and 5xx itself with the same Idempotency-Key (1 + maxNetworkRetries 2, its
- * own default); the other adapters try once. Whatever waits on a gateway call — the idempotency
- * lease, a refund worker's claim — must outlast this many timeouts (server/env.ts checks it).
- */
-export const MAX_TRIES_PER_GATEWAY_CALL = 3;
+/** The most tries one gateway call may make: a bound of the configuration (../config/env.ts). */
+export { MAX_TRIES_PER_GATEWAY_CALL } from '../config/env';
 
 /**
  * Sandbox test buyers: a barcode or saved card the merchant presents itself, so the charge answers at

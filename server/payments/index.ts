@@ -3,7 +3,7 @@
  * the real gateway instead of the sandbox is configuration only: real credentials and the gateway's
  * URL in the same variables (.env.example). A gateway whose variables are absent is simply not offered.
  */
-import { envFrom, type RawEnv } from '../env';
+import { envFrom, type RawEnv } from '../config/env';
 import { createAlipayGateway } from './alipay';
 import type { GatewayId, PaymentGateway, TestBuyer } from './gateway';
 import { createStripeGateway } from './stripe';
@@ -17,13 +17,13 @@ const NO_TEST_BUYERS: Record<TestBuyer, string> = { ok: '', insufficient_funds: 
 
 /**
  * The gateways configured in `env` (a script's or a test's own variables), or in this process's
- * environment. Every value is validated by server/env.ts: a gateway is here when all its credentials
+ * environment. Every value is validated by server/config/env.ts: a gateway is here when all its credentials
  * are set, and half a gateway's credentials stop the start rather than switch it off silently.
  */
 export function gatewaysFromEnv(env?: RawEnv): Partial<Record<GatewayId, PaymentGateway>> {
   const config = envFrom(env);
   const gateways: Partial<Record<GatewayId, PaymentGateway>> = {};
-  // One knob for every adapter's per-request timeout; server/env.ts keeps it inside the idempotency
+  // One knob for every adapter's per-request timeout; server/config/env.ts keeps it inside the idempotency
   // lease (IDEMPOTENCY_LEASE_MS), so a slow call cannot outlive its own lease.
   const timeoutMs = config.GATEWAY_TIMEOUT_MS;
 

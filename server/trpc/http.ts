@@ -14,7 +14,7 @@ import type { CheckoutServices } from '../checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { CheckoutError } from '../checkout/refusals';
 import { toTRPCError } from './errors';
-import { isSecureRequest } from '../session';
+import { isSecureRequest } from '../http/session';
 import { createTRPCContext, type TRPCContext } from './init';
 import { MAX_QUERY_BATCH_SIZE } from './limits';
 import { createAppRouter, type AppRouter } from './root';

@@ -7,7 +7,7 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { buyerOrigin, returnAddress, verifyReturnToken } from '../checkout/return-address';
 import type { CheckoutServices } from '../checkout/services';
-import { issueSession, verifySession } from '../session';
+import { issueSession, verifySession } from '../http/session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 import { refusalHeaders, refusalOf } from '@payonce/idempotency';
 import type { ResponseMetaHolder } from '@payonce/idempotency/trpc';

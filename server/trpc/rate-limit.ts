@@ -1,11 +1,11 @@
 /**
- * The rate limits (server/rate-limit) as tRPC middleware on the mutations. It runs after the input
+ * The rate limits (server/http/rate-limit) as tRPC middleware on the mutations. It runs after the input
  * is validated (bad input costs no write at all) and before the idempotency key is claimed, so a
  * refused request stores nothing and runs nothing. Replays of a completed key count like any other
  * request: a client replaying one key in a loop is flooding all the same.
  */
 import { CheckoutError } from '../checkout/refusals';
-import { clientAddress, hitRateLimits, normalizeAddress } from '../rate-limit';
+import { clientAddress, hitRateLimits, normalizeAddress } from '../http/rate-limit';
 import { middleware } from './init';
 
 /**

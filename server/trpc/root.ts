@@ -16,7 +16,7 @@ const globalForRouter = globalThis as unknown as {
 
 /**
  * A tool that runs the app for measurement adds its own procedures here, through the extension seam
- * (../app-extension.ts, BENCH=1 builds only), before the first request. The product never calls it: without it,
+ * (../app/extension.ts, BENCH=1 builds only), before the first request. The product never calls it: without it,
  * every other path answers 404 like any procedure that does not exist.
  */
 export function extendAppRouter(routers: Record<string, AnyRouter>): void {

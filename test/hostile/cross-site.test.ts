@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { returnToken } from '../../server/checkout/return-address';
-import { controlRequestRefusal } from '../../server/control-requests';
+import { controlRequestRefusal } from '../../server/http/control-requests';
 import { startTestStack, type TestStack } from '../support/stack';
 import { leavesNoTrace } from './support';
 

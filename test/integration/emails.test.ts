@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { formatBeijingLong } from '../../server/beijing-time';
+import { formatBeijingLong } from '../../server/jobs/beijing-time';
 import { markRefundSucceeded } from '../../server/checkout/refunds';
 import { settleSucceededCharge } from '../../server/checkout/settle';
 import { relayOutbox } from '../../server/jobs/outbox-relay';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { faultsEnabled } from '../../server/faults';
+import { faultsEnabled } from '../../server/demo/faults';
 import { eventually, startTestStack, type TestStack } from '../support/stack';
 
 let stack: TestStack;

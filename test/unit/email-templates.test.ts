@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { REFUND_EMAIL_TOPIC } from '../../server/checkout/refunds';
 import { ORDER_PAID_EMAIL_TOPIC } from '../../server/checkout/settle';
-import { formatBeijingLong, formatBeijingTimestamp } from '../../server/beijing-time';
+import { formatBeijingLong, formatBeijingTimestamp } from '../../server/jobs/beijing-time';
 import { formatAmount, gatewayName, renderEmail, type EmailPayload } from '../../server/jobs/email-templates';
 
 const order: EmailPayload = {

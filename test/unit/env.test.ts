@@ -1,5 +1,5 @@
 /**
- * The app's configuration (server/env.ts): .env.example documents exactly the variables the schema
+ * The app's configuration (server/config/env.ts): .env.example documents exactly the variables the schema
  * reads, every default is the one the code it configures falls back to, good values parse, and a
  * bad one gets one line naming the variable, its value and what is expected.
  */
@@ -10,13 +10,13 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '../../server/jobs/refund-worker';
 import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
-import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '../../server/env';
+import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '../../server/config/env';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { DEFAULT_JOB_INTERVALS } from '../../server/jobs/queue';
 import { DEFAULT_EXPIRY_CLOSE_GRACE_MS } from '../../server/jobs/reconciler';
 import { MAX_TRIES_PER_GATEWAY_CALL } from '../../server/payments/gateway';
-import { DEFAULT_RATE_LIMIT_POLICY } from '../../server/rate-limit';
-import { DEFAULT_SESSION_MAX_AGE_SECONDS } from '../../server/session';
+import { DEFAULT_RATE_LIMIT_POLICY } from '../../server/http/rate-limit';
+import { DEFAULT_SESSION_MAX_AGE_SECONDS } from '../../server/http/session';
 
 /** `NAME=value` lines of .env.example, commented out or not. */
 function exampleEntries(): Map<string, string> {
@@ -50,8 +50,8 @@ describe('.env.example', () => {
     const documented = [...exampleEntries().keys()];
     const missing = SERVER_ENV_VARIABLES.filter((name) => !documented.includes(name));
     const unknown = documented.filter((name) => !(SERVER_ENV_VARIABLES as string[]).includes(name));
-    assert.deepEqual(missing, [], 'in server/env.ts but not in .env.example');
-    assert.deepEqual(unknown, [], 'in .env.example but not in server/env.ts');
+    assert.deepEqual(missing, [], 'in server/config/env.ts but not in .env.example');
+    assert.deepEqual(unknown, [], 'in .env.example but not in server/config/env.ts');
   });
 
   it('gives example values that parse, all of them at once', () => {

@@ -1,9 +1,9 @@
-import { appServices } from '../../../server/app-services';
-import { metricsAccess } from '../../../server/metrics-access';
+import { appServices } from '../../../server/app/services';
+import { metricsAccess } from '../../../server/metrics/access';
 
 /**
  * Prometheus scrape endpoint: guard outcomes, gateway calls, notifications, guard latency. Closed
- * unless METRICS_TOKEN, METRICS_PUBLIC=1 or demo mode opens it (server/metrics-access.ts).
+ * unless METRICS_TOKEN, METRICS_PUBLIC=1 or demo mode opens it (server/metrics/access.ts).
  */
 export async function GET(request: Request): Promise<Response> {
   const access = metricsAccess(request);

@@ -5,7 +5,7 @@ import { createOrder, getOrder } from '../../checkout/orders';
 import { payOrder } from '../../checkout/pay';
 import { orderTimeline, recentOrders } from '../../checkout/timeline';
 import { GATEWAY_IDS } from '../../payments/gateway-ids';
-import { clientAddress } from '../../rate-limit';
+import { clientAddress } from '../../http/rate-limit';
 import { BUYER_STEPS } from '../../payments/gateway';
 import { idempotentOnePhase, idempotentPhases, idempotentProcedure } from '../procedures';
 import { createTRPCRouter, publicProcedure } from '../init';

@@ -1,5 +1,5 @@
-import { appServices } from '../../../../server/app-services';
-import { sessionSecret } from '../../../../server/session';
+import { appServices } from '../../../../server/app/services';
+import { sessionSecret } from '../../../../server/http/session';
 import { createTrpcHandler } from '../../../../server/trpc/http';
 
 const handler = createTrpcHandler({ services: appServices, sessionSecret });

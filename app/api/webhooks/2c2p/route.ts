@@ -1,4 +1,4 @@
-import { appServices } from '../../../../server/app-services';
+import { appServices } from '../../../../server/app/services';
 import { handleGatewayNotification } from '../../../../server/checkout/notifications';
 
 /** 2C2P backend notification (backendReturnUrl): HTTP 200 only after the commit. */

@@ -1,4 +1,4 @@
-import { appServices } from '../../../../server/app-services';
+import { appServices } from '../../../../server/app/services';
 import { handleGatewayNotification } from '../../../../server/checkout/notifications';
 
 /** Alipay's asynchronous notification (notify_url): answered `success` only after the commit. */

@@ -1,4 +1,4 @@
-import { appServices } from '../../../../server/app-services';
+import { appServices } from '../../../../server/app/services';
 import { handleGatewayNotification } from '../../../../server/checkout/notifications';
 
 /** Stripe webhook endpoint: any 2xx acknowledges, so it answers 2xx only after the commit. */

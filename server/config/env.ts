@@ -16,7 +16,14 @@
  * NEXT_DIST_DIR in next.config.mjs, which Next loads before any TypeScript.
  */
 import { z } from 'zod';
-import { MAX_TRIES_PER_GATEWAY_CALL } from './payments/gateway';
+
+/**
+ * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
+ * SDK retries timeouts and 5xx itself with the same Idempotency-Key (1 + maxNetworkRetries 2, its
+ * own default); the other adapters try once. Whatever waits on a gateway call — the idempotency
+ * lease, a refund worker's claim — must outlast this many timeouts (checked below).
+ */
+export const MAX_TRIES_PER_GATEWAY_CALL = 3;
 
 /** process.env, or a test's or a script's own variables. */
 export type RawEnv = Readonly<Record<string, string | undefined>>;

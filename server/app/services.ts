@@ -4,27 +4,23 @@
  * lazily, on the first request, never at module load: `next build` evaluates route modules with no
  * database around.
  */
-import { getDatabase } from '../db/client';
-import { createCheckoutIdempotencyStore, type CheckoutServices } from './checkout/services';
-import { serverEnv } from './env';
-import { armSandboxFault, journalFault } from './demo-drills';
-import { FaultInjector, faultsEnabled } from './faults';
+import { getDatabase } from '../../db/client';
+import { createCheckoutIdempotencyStore } from '../checkout/services';
+import { serverEnv } from '../config/env';
+import { armSandboxFault, journalFault, type DemoServices } from '../demo/drills';
+import { FaultInjector, faultsEnabled } from '../demo/faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
-import { createMetrics, instrumentGateway, observeGuard } from './metrics';
-import { orderCapsFromEnv } from './checkout/orders';
-import { gatewaysFromEnv } from './payments';
-import { sandboxLedger } from './payments/ledger';
-import { rateLimitPolicyFromEnv } from './rate-limit';
+import { createMetrics, instrumentGateway, observeGuard } from '../metrics/prometheus';
+import { orderCapsFromEnv } from '../checkout/orders';
+import { gatewaysFromEnv } from '../payments';
+import { sandboxLedger } from '../payments/ledger';
+import { rateLimitPolicyFromEnv } from '../http/rate-limit';
 
 /**
- * The checkout's services, plus what only the app's own control routes use: the fault injector that
- * /api/faults and demo mode's switchboard arm (wired into the checkout as its `faults`), and the PSP
- * sandbox that local runs pay at, where the switchboard's late buyer pays.
+ * The checkout's services, plus what only the app's own control routes use (../demo/drills.ts): the
+ * fault injector that /api/faults and demo mode's switchboard arm, and the PSP sandbox of local runs.
  */
-export interface AppServices extends CheckoutServices {
-  faultInjector?: FaultInjector;
-  pspSandboxUrl?: string;
-}
+export type AppServices = DemoServices;
 
 const globalForServices = globalThis as unknown as { __payonceServices?: AppServices };
 

@@ -3,12 +3,12 @@
  * separate module instances must not start a second set). Intervals can be shortened for demos and
  * drills with JOBS_RECONCILE_SECONDS, JOBS_OUTBOX_SECONDS, JOBS_KEY_CLEANUP_SECONDS and
  * JOBS_REFUND_SECONDS; ORDER_EXPIRY_CLOSE_GRACE_MS, REFUND_BACKOFF_MS and REFUND_LEASE_MS shorten
- * the waits that a gateway in doubt or a crashed worker imposes (defaults and bounds: server/env.ts).
+ * the waits that a gateway in doubt or a crashed worker imposes (defaults and bounds: server/config/env.ts).
  */
-import { databaseUrl } from '../db/client';
-import { appServices } from './app-services';
-import { serverEnv } from './env';
-import { startJobs, type RunningJobs } from './jobs/queue';
+import { databaseUrl } from '../../db/client';
+import { appServices } from './services';
+import { serverEnv } from '../config/env';
+import { startJobs, type RunningJobs } from '../jobs/queue';
 
 const globalForJobs = globalThis as unknown as { __payonceJobs?: Promise<RunningJobs> };
 

@@ -4,7 +4,7 @@
  * beside the product's (server/trpc/root.ts `extendAppRouter`, db/client.ts `configureConnections`).
  *
  * instrumentation.ts loads `#app-extension` only when BENCH=1, before the first request and the
- * first database connection. The product resolves that name to ./no-app-extension.ts (tsconfig.json
+ * first database connection. The product resolves that name to ./no-extension.ts (tsconfig.json
  * `paths`); a build made with BENCH=1 resolves it to bench/app-extension.ts (next.config.mjs). The
  * product never names a tool's files, and builds without them.
  */

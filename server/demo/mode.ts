@@ -1,4 +1,4 @@
-import { envFrom, type RawEnv } from './env';
+import { envFrom, type RawEnv } from '../config/env';
 
 /**
  * Demo mode (PAYONCE_DEMO=1, `npm run demo`): the surfaces that exist to show the checkout at work,
@@ -6,7 +6,7 @@ import { envFrom, type RawEnv } from './env';
  *
  *   /mail          the demo mailbox: every customer's confirmation and refund emails
  *   /api/faults    fault injection (faults.ts), for breaking the checkout on purpose
- *   /api/metrics   Prometheus metrics without a token (metrics-access.ts)
+ *   /api/metrics   Prometheus metrics without a token (server/metrics/access.ts)
  *   the page's fault switchboard (/api/demo/drills) and the 幕后 view's list of every customer's orders
  *
  * Off, none of them answers: a deployment made from this template shows no customer another

@@ -12,9 +12,9 @@
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { EnvConfigError, envFrom, parseServerEnv, serverEnv, type RawEnv } from './env';
+import { EnvConfigError, envFrom, parseServerEnv, serverEnv, type RawEnv } from '../config/env';
 
-export { DEFAULT_SESSION_MAX_AGE_SECONDS, MIN_SESSION_SECRET_LENGTH } from './env';
+export { DEFAULT_SESSION_MAX_AGE_SECONDS, MIN_SESSION_SECRET_LENGTH } from '../config/env';
 
 export const SESSION_COOKIE = 'payonce_session';
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
@@ -55,7 +55,7 @@ export function sessionCookieValue(secret: string, customerId: string, issuedAtS
   return `${customerId}.${issuedAtSeconds}.${sign(secret, customerId, issuedAtSeconds)}`;
 }
 
-/** SESSION_MAX_AGE_SECONDS, or 30 days; a value that is not a positive integer is refused at start (server/env.ts). */
+/** SESSION_MAX_AGE_SECONDS, or 30 days; a value that is not a positive integer is refused at start (server/config/env.ts). */
 export function sessionMaxAgeSeconds(env?: SessionEnv): number {
   return envFrom(env).SESSION_MAX_AGE_SECONDS;
 }
@@ -147,11 +147,11 @@ export function issueSession(secret: string, options: SessionOptions): { custome
 export class SessionConfigError extends Error {}
 
 /**
- * Refuses a session configuration that would fail customers later (the rules are server/env.ts's:
+ * Refuses a session configuration that would fail customers later (the rules are server/config/env.ts's:
  * SESSION_MAX_AGE_SECONDS a positive whole number; in production a SESSION_SECRET of at least
  * MIN_SESSION_SECRET_LENGTH characters, shared by every instance). Throws a SessionConfigError whose
  * message is one line saying what to set. The server's start checks these with everything else
- * (exitOnBadEnv in server/env.ts).
+ * (exitOnBadEnv in server/config/env.ts).
  */
 export function assertSessionConfig(env: SessionEnv): void {
   try {
@@ -165,7 +165,7 @@ export function assertSessionConfig(env: SessionEnv): void {
 const globalForSecret = globalThis as unknown as { __payonceSessionSecret?: string };
 
 /**
- * SESSION_SECRET (production refuses to start without it: server/env.ts). On a developer's
+ * SESSION_SECRET (production refuses to start without it: server/config/env.ts). On a developer's
  * machine, a random secret is made once and kept under .data/ so sessions survive restarts.
  */
 export function sessionSecret(): string {

@@ -10,7 +10,7 @@
 import { isIP } from 'node:net';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/client';
-import { envFrom, type RawEnv } from '../env';
+import { envFrom, type RawEnv } from '../config/env';
 import { PEER_ADDRESS_HEADER } from './peer-address';
 
 export interface RateLimitPolicy {
@@ -39,7 +39,7 @@ export const DEFAULT_RATE_LIMIT_POLICY: RateLimitPolicy = {
 };
 
 /**
- * RATE_LIMIT_SESSION_PER_MINUTE, RATE_LIMIT_ADDRESS_PER_MINUTE and TRUST_PROXY (server/env.ts): a
+ * RATE_LIMIT_SESSION_PER_MINUTE, RATE_LIMIT_ADDRESS_PER_MINUTE and TRUST_PROXY (server/config/env.ts): a
  * typo stops the server's start, so it can neither switch a protection off silently nor turn every
  * request into a 500.
  */

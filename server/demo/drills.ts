@@ -19,10 +19,20 @@
  * before_gateway_call), for that gateway and, for notifications, that order.
  */
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { orders, orderTrades } from '../db/schema';
-import type { AppServices } from './app-services';
-import type { Executor } from '../db/client';
-import type { ArmedFault, FaultSite, FaultSpec } from './faults';
+import { orders, orderTrades } from '../../db/schema';
+import type { CheckoutServices } from '../checkout/services';
+import type { Executor } from '../../db/client';
+import type { ArmedFault, FaultInjector, FaultSite, FaultSpec } from './faults';
+
+/**
+ * The checkout's services, plus what only the app's own control routes use: the fault injector that
+ * /api/faults and demo mode's switchboard arm (wired into the checkout as its `faults`), and the PSP
+ * sandbox that local runs pay at, where the switchboard's late buyer pays.
+ */
+export interface DemoServices extends CheckoutServices {
+  faultInjector?: FaultInjector;
+  pspSandboxUrl?: string;
+}
 
 export const DEMO_DRILLS = [
   'dropped_request',
@@ -95,7 +105,7 @@ async function sandboxPost(sandboxUrl: string | undefined, path: string, body: u
 
 /** Arms `drill` for this customer's next payment; the armed fault's id lets the page watch it fire. */
 export function armDemoDrill(
-  services: AppServices,
+  services: DemoServices,
   drill: Exclude<DemoDrill, 'late_buyer'>,
   customerId: string,
 ): { drill: DemoDrill; id: string } {
@@ -118,7 +128,7 @@ export async function armSandboxFault(sandboxUrl: string | undefined, fault: Rec
  * where money moved — which the gateway's notification then brings in as a payment that must not stay.
  */
 export async function lateBuyer(
-  services: AppServices,
+  services: DemoServices,
   customerId: string,
   orderId: string | undefined,
 ): Promise<{ orderId: string; outTradeNo: string; results: { gateway: string; status: number; answer: unknown }[] }> {
