@@ -1,6 +1,6 @@
 import { Checkout } from './_components/Checkout';
 import { FaultSwitchboard } from './_components/FaultSwitchboard';
-import { demoMode } from '../server/demo/mode';
+import { demoMode } from '@/server/demo/mode';
 
 // Rendered per request: whether the fault switchboard shows is the running server's setting
 // (PAYONCE_DEMO), not the build machine's.

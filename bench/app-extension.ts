@@ -5,9 +5,9 @@
  * database connection. It counts the process's statements on the wire (./wire-count.ts) and serves
  * the bench procedures (./router.ts) beside the product's.
  */
-import { configureConnections, databaseUrl } from '../db/client';
-import type { AppExtension } from '../server/app/extension';
-import { extendAppRouter } from '../server/trpc/root';
+import { configureConnections, databaseUrl } from '@/db/client';
+import type { AppExtension } from '@/server/app/extension';
+import { extendAppRouter } from '@/server/trpc/root';
 import { benchRouter } from './router';
 import { countingConnectionOptions } from './wire-count';
 

@@ -30,7 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '@/db/embedded';
 import { deleteExpiredKeys } from '@payonce/idempotency';
 import { applyIdempotencySchema, createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 

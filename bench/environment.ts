@@ -10,8 +10,8 @@
  */
 import os from 'node:os';
 import postgres from 'postgres';
-import { DEFAULT_POOL_SIZES } from '../scripts/pgbouncer';
-import { startStack, type Stack } from '../scripts/stack';
+import { DEFAULT_POOL_SIZES } from '@/scripts/pgbouncer';
+import { startStack, type Stack } from '@/scripts/stack';
 
 export const BENCH_APP_PORT = Number(process.env.BENCH_APP_PORT ?? 3400);
 export const BENCH_SANDBOX_PORT = Number(process.env.BENCH_SANDBOX_PORT ?? 4410);

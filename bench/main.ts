@@ -33,7 +33,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import type { StatementCount } from './wire-count';
 import { ensureBenchTables } from './router';
-import type { Stack } from '../scripts/stack';
+import type { Stack } from '@/scripts/stack';
 import { machineInfo, sessionCookie, startBenchStack } from './environment';
 import { gitCommit, latencySummary, mergeSorted, runLoad, type LoadResult } from './load';
 import { runNotificationStorm } from './notification-storm';

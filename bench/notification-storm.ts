@@ -24,9 +24,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { gatewaysFromEnv, type GatewayId, type PaymentGateway } from '../server/payments';
-import { GATEWAY_IDS } from '../server/payments/gateway-ids';
-import { sandboxCredentialsToEnv } from '../server/payments/sandbox-credentials';
+import { gatewaysFromEnv, type GatewayId, type PaymentGateway } from '@/server/payments';
+import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
+import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import { startBenchStack } from './environment';
 import { mergeSorted, percentile } from './load';
 

@@ -14,10 +14,10 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import type { Executor } from '../db/client';
+import type { Executor } from '@/db/client';
 import { KeyReusedError, parseIdempotencyKey, RequestInProgressError, respond } from '@payonce/idempotency';
-import { createTRPCRouter, publicProcedure } from '../server/trpc/init';
-import { idempotentOnePhase, idempotentProcedure } from '../server/trpc/procedures';
+import { createTRPCRouter, publicProcedure } from '@/server/trpc/init';
+import { idempotentOnePhase, idempotentProcedure } from '@/server/trpc/procedures';
 import { statementCount } from './wire-count';
 
 /** The business table, and the seed's dedupe table exactly as the seed declared it. */

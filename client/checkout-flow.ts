@@ -12,10 +12,10 @@
  * retries that ran out — the order itself is asked (checkout.order), and only its state decides
  * between paid, declined, still confirming and "nothing was charged".
  */
-import type { CreatedOrder, OrderView } from '../server/checkout/orders';
-import type { AwaitingBuyer, DeclinedPayment } from '../server/checkout/pay';
-import type { PaidOrder } from '../server/checkout/settle';
-import type { BuyerStep, GatewayId, TestBuyer } from '../server/payments/gateway';
+import type { CreatedOrder, OrderView } from '@/server/checkout/orders';
+import type { AwaitingBuyer, DeclinedPayment } from '@/server/checkout/pay';
+import type { PaidOrder } from '@/server/checkout/settle';
+import type { BuyerStep, GatewayId, TestBuyer } from '@/server/payments/gateway';
 import {
   backoffDelay,
   callWithRetry,

@@ -9,10 +9,10 @@
  * `ask_order` (the follow-up's question to the order). Watching an order that awaits the buyer's
  * own step, and reading the order a return link names, follow the status instead.
  */
-import type { OrderView } from '../server/checkout/orders';
-import type { PaidOrder } from '../server/checkout/settle';
-import type { BuyerStep, TestBuyer } from '../server/payments/gateway';
-import type { GatewayId } from '../server/payments/gateway-ids';
+import type { OrderView } from '@/server/checkout/orders';
+import type { PaidOrder } from '@/server/checkout/settle';
+import type { BuyerStep, TestBuyer } from '@/server/payments/gateway';
+import type { GatewayId } from '@/server/payments/gateway-ids';
 import {
   cartSignature,
   orderTruth,

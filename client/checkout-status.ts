@@ -3,7 +3,7 @@
  * so switching language re-renders what is on screen. Pure: the page's state machine
  * (checkout-state.ts) builds these from the answers it is given.
  */
-import type { AwaitingBuyer, DeclinedPayment } from '../server/checkout/pay';
+import type { AwaitingBuyer, DeclinedPayment } from '@/server/checkout/pay';
 import type { PayProgress, PayResult } from './checkout-flow';
 import type { CallFailure } from './retry';
 

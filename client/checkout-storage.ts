@@ -6,8 +6,8 @@
  * else reads an older shape. `payonce.lastPaid.v1` holds the last paid cart, for the
  * duplicate-purchase question; it has had one shape since the page first wrote it.
  */
-import type { CreatedOrder } from '../server/checkout/orders';
-import type { BuyerStep, GatewayId, TestBuyer } from '../server/payments/gateway';
+import type { CreatedOrder } from '@/server/checkout/orders';
+import type { BuyerStep, GatewayId, TestBuyer } from '@/server/payments/gateway';
 
 export interface CartLine {
   sku: string;

@@ -7,7 +7,7 @@
  * up here as a deliberate choice rather than as English text on the page. Unknown codes get the
  * fallback: the payment was refused, try another way to pay.
  */
-import type { GatewayId } from '../server/payments/gateway';
+import type { GatewayId } from '@/server/payments/gateway';
 import type { Lang } from './i18n';
 
 /** The shopper-facing meaning of a decline; several gateways' codes share one. */

@@ -9,7 +9,7 @@
  * forgotten string is visible rather than blank.
  */
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from 'react';
-import { GATEWAY_IDS, GATEWAY_NAMES, type GatewayId } from '../server/payments/gateway-ids';
+import { GATEWAY_IDS, GATEWAY_NAMES, type GatewayId } from '@/server/payments/gateway-ids';
 
 export type Lang = 'zh' | 'en';
 

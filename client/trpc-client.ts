@@ -7,8 +7,8 @@
  * Queries may batch, up to the server's bound.
  */
 import { createTRPCClient, httpBatchLink, httpLink, splitLink } from '@trpc/client';
-import { MAX_QUERY_BATCH_SIZE } from '../server/trpc/limits';
-import type { AppRouter } from '../server/trpc/root';
+import { MAX_QUERY_BATCH_SIZE } from '@/server/trpc/limits';
+import type { AppRouter } from '@/server/trpc/root';
 
 export interface CheckoutOperationContext extends Record<string, unknown> {
   idempotencyKey?: string;

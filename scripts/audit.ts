@@ -11,7 +11,7 @@
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { auditJournal } from '../server/checkout/journal-audit';
+import { auditJournal } from '@/server/checkout/journal-audit';
 import { resolveDatabase } from './stack';
 
 const { values } = parseArgs({

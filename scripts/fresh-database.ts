@@ -4,9 +4,9 @@
  * it and stops the embedded server.
  */
 import { randomBytes } from 'node:crypto';
-import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded';
+import { dropDatabase, ensureDatabase, startEmbeddedPostgres, type EmbeddedDatabase } from '@/db/embedded';
 import postgres from 'postgres';
-import { runMigrations } from '../db/migrate';
+import { runMigrations } from '@/db/migrate';
 
 /** The databases test files copied from `template` (named `<template>_f<pid>`). */
 async function copiesOf(adminUrl: string, template: string): Promise<string[]> {

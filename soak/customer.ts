@@ -8,9 +8,9 @@
  *     request lands where the order's app fault was armed;
  *   - a per-request timeout, and the customer's own abort (giving up mid-payment).
  */
-import { payForCart, type CheckoutStorage, type PayProgress, type PayResult, type StoredCheckout } from '../client/checkout-flow';
-import { callWithRetry, FinalFailureError, RetriesExhaustedError } from '../client/retry';
-import { createCheckoutClient } from '../client/trpc-client';
+import { payForCart, type CheckoutStorage, type PayProgress, type PayResult, type StoredCheckout } from '@/client/checkout-flow';
+import { callWithRetry, FinalFailureError, RetriesExhaustedError } from '@/client/retry';
+import { createCheckoutClient } from '@/client/trpc-client';
 import type { OrderPlan } from './schedule';
 
 export type Outcome = 'paid' | 'paid_after_decline' | 'declined' | 'gave_up' | 'gave_up_by_retries' | 'failed' | 'error';

@@ -26,7 +26,7 @@
  *                          refund not final, or a trade still open on an order that is over
  */
 import postgres from 'postgres';
-import { auditJournal } from '../server/checkout/journal-audit';
+import { auditJournal } from '@/server/checkout/journal-audit';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface LedgerCharge {

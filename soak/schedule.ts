@@ -5,10 +5,10 @@
  * with the summary so two runs can be compared.
  */
 import { createHash } from 'node:crypto';
-import type { CartLine } from '../client/checkout-flow';
-import type { TestBuyer } from '../server/payments/gateway';
-import { GATEWAY_IDS, type GatewayId } from '../server/payments/gateway-ids';
-import { FAULT_POINTS, type FaultPoint } from '../server/demo/faults';
+import type { CartLine } from '@/client/checkout-flow';
+import type { TestBuyer } from '@/server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
+import { FAULT_POINTS, type FaultPoint } from '@/server/demo/faults';
 import { Prng } from './prng';
 
 export const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;

@@ -3,9 +3,9 @@
 import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useMemo, useState } from 'react';
-import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
-import { LangProvider, LangSwitch, useLang, type Lang } from '../../client/i18n';
-import type { OrderTimeline } from '../../server/checkout/timeline';
+import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client';
+import { LangProvider, LangSwitch, useLang, type Lang } from '@/client/i18n';
+import type { OrderTimeline } from '@/server/checkout/timeline';
 import { describe } from './behind-describe';
 import { LEGEND, ORDER_STATUS, TEXT } from './behind-words';
 import { formatMoney } from './money';

@@ -8,9 +8,9 @@
  */
 import QRCode from 'qrcode';
 import { useEffect, useRef, useState } from 'react';
-import { declineText } from '../../client/decline-reasons';
-import { useLang } from '../../client/i18n';
-import type { AwaitingBuyer } from '../../server/checkout/pay';
+import { declineText } from '@/client/decline-reasons';
+import { useLang } from '@/client/i18n';
+import type { AwaitingBuyer } from '@/server/checkout/pay';
 import { formatMoney } from './money';
 
 export function BuyerStep({ awaiting, sandboxScanUrl }: { awaiting: AwaitingBuyer; sandboxScanUrl: string | null }) {

@@ -1,6 +1,6 @@
 'use client';
 
-import { useLang } from '../../client/i18n';
+import { useLang } from '@/client/i18n';
 import { formatMoney } from './money';
 import type { Product } from './use-checkout';
 

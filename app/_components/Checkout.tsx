@@ -2,8 +2,8 @@
 
 import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type ReactNode } from 'react';
-import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
-import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
+import { LangProvider, LangSwitch, useLang } from '@/client/i18n';
+import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client';
 import { CartSection } from './CartSection';
 import { CHECKOUT_MESSAGES } from './checkout-messages';
 import { DuplicatePurchaseDialog } from './DuplicatePurchaseDialog';

@@ -1,7 +1,7 @@
 'use client';
 
 import { useEffect, useRef } from 'react';
-import { useLang } from '../../client/i18n';
+import { useLang } from '@/client/i18n';
 
 /**
  * "You paid for these same items N minutes ago — buy again?" Asked before a second order for the

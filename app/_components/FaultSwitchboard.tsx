@@ -1,9 +1,9 @@
 'use client';
 
 import { useEffect, useState } from 'react';
-import { useLang } from '../../client/i18n';
-import type { Lang } from '../../client/i18n';
-import { GATEWAY_NAMES, isGatewayId } from '../../server/payments/gateway-ids';
+import { useLang } from '@/client/i18n';
+import type { Lang } from '@/client/i18n';
+import { GATEWAY_NAMES, isGatewayId } from '@/server/payments/gateway-ids';
 import { DRILLS, label, type Drill } from './fault-drills';
 import './behind.css';
 

@@ -1,7 +1,7 @@
 'use client';
 
 import { useEffect, useState } from 'react';
-import { useLang } from '../../client/i18n';
+import { useLang } from '@/client/i18n';
 
 /** Where the shopper's "got it" survives a reload; a new version of the panel asks again. */
 const DISMISSED_KEY = 'payonce.firstRun.dismissed.v1';

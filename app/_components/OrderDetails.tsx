@@ -1,8 +1,8 @@
 'use client';
 
 import { useQuery } from '@tanstack/react-query';
-import { useLang } from '../../client/i18n';
-import type { CheckoutClient } from '../../client/trpc-client';
+import { useLang } from '@/client/i18n';
+import type { CheckoutClient } from '@/client/trpc-client';
 import { formatMoney } from './money';
 
 /**

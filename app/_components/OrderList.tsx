@@ -3,8 +3,8 @@
 import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
 import { useMemo, useState } from 'react';
-import { LangProvider, LangSwitch, useLang } from '../../client/i18n';
-import { createCheckoutClient, type CheckoutClient } from '../../client/trpc-client';
+import { LangProvider, LangSwitch, useLang } from '@/client/i18n';
+import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client';
 import { formatMoney } from './money';
 
 /** The customer's newest orders (every customer's in demo mode), each linking to its 幕后 view. */

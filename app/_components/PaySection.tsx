@@ -1,9 +1,9 @@
 'use client';
 
-import { useLang } from '../../client/i18n';
-import type { Payer } from '../../client/checkout-state';
-import type { BuyerStep, TestBuyer } from '../../server/payments/gateway';
-import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
+import { useLang } from '@/client/i18n';
+import type { Payer } from '@/client/checkout-state';
+import type { BuyerStep, TestBuyer } from '@/server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
 import type { CheckoutView, GatewayInfo } from './use-checkout';
 
 const BUYER_IDS: TestBuyer[] = ['ok', 'insufficient_funds', 'account_restricted'];

@@ -1,8 +1,8 @@
 'use client';
 
-import type { Status, TechnicalDetail } from '../../client/checkout-status';
-import { declineText } from '../../client/decline-reasons';
-import { useLang } from '../../client/i18n';
+import type { Status, TechnicalDetail } from '@/client/checkout-status';
+import { declineText } from '@/client/decline-reasons';
+import { useLang } from '@/client/i18n';
 
 export function PaymentStatus({ status }: { status: Status }) {
   const { t, lang } = useLang();

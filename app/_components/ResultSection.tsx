@@ -1,10 +1,10 @@
 'use client';
 
 import type { RefObject } from 'react';
-import type { Status } from '../../client/checkout-status';
-import { useLang } from '../../client/i18n';
-import type { CheckoutClient } from '../../client/trpc-client';
-import type { AwaitingBuyer } from '../../server/checkout/pay';
+import type { Status } from '@/client/checkout-status';
+import { useLang } from '@/client/i18n';
+import type { CheckoutClient } from '@/client/trpc-client';
+import type { AwaitingBuyer } from '@/server/checkout/pay';
 import { BuyerStep } from './BuyerStep';
 import { OrderDetails } from './OrderDetails';
 import { PaymentStatus } from './PaymentStatus';

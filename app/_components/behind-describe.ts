@@ -2,9 +2,9 @@
  * One journal event of the 幕后 view as a row: a title, its details and a tone, in the viewer's
  * language. Each event kind writes its own JSON shape; each describer reads its own fields.
  */
-import type { Lang } from '../../client/i18n';
-import type { TimelineEvent } from '../../server/checkout/timeline';
-import { GATEWAY_NAMES, isGatewayId } from '../../server/payments/gateway-ids';
+import type { Lang } from '@/client/i18n';
+import type { TimelineEvent } from '@/server/checkout/timeline';
+import { GATEWAY_NAMES, isGatewayId } from '@/server/payments/gateway-ids';
 import { FAULT, GUARD, OPERATION, OUTCOME, VIA } from './behind-words';
 import { formatMoney } from './money';
 

@@ -2,7 +2,7 @@
  * The words of the 幕后 view in both languages: its labels, and the names of what its journal records
  * (the idempotency guard's verdicts, gateway operations and outcomes, injected faults).
  */
-import type { Lang } from '../../client/i18n';
+import type { Lang } from '@/client/i18n';
 
 export const TEXT = {
   zh: {

@@ -2,7 +2,7 @@
  * What the checkout page says, in each language. Shopper text only: no HTTP statuses, reason codes
  * or words like "idempotency key" — those go to the 详情 disclosure (the `tech.*` labels).
  */
-import type { Catalogue } from '../../client/i18n';
+import type { Catalogue } from '@/client/i18n';
 
 export const CHECKOUT_MESSAGES: Catalogue = {
   zh: {

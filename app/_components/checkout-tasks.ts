@@ -3,12 +3,12 @@
  * state machine (client/checkout-state.ts) asks, its outcome reported back as an action.
  */
 import { useEffect, useRef, type Dispatch as ReactDispatch } from 'react';
-import { confirmOrder, orderTruth, payForCart, type OrderTruth } from '../../client/checkout-flow';
-import { DEFAULT_REQUEST, type CheckoutAction, type CheckoutState, type Task } from '../../client/checkout-state';
-import type { Status } from '../../client/checkout-status';
-import { browserCheckoutStorage } from '../../client/checkout-storage';
-import { DEFAULT_RETRY_POLICY, describeFailure } from '../../client/retry';
-import type { CheckoutClient } from '../../client/trpc-client';
+import { confirmOrder, orderTruth, payForCart, type OrderTruth } from '@/client/checkout-flow';
+import { DEFAULT_REQUEST, type CheckoutAction, type CheckoutState, type Task } from '@/client/checkout-state';
+import type { Status } from '@/client/checkout-status';
+import { browserCheckoutStorage } from '@/client/checkout-storage';
+import { DEFAULT_RETRY_POLICY, describeFailure } from '@/client/retry';
+import type { CheckoutClient } from '@/client/trpc-client';
 
 /** How long the page waits before asking again about a payment whose result is not known yet. */
 const FOLLOW_UP_MS = 4000;

@@ -1,5 +1,5 @@
 /** The failures demo mode's fault switchboard can arm, named and explained in both languages. */
-import type { Lang } from '../../client/i18n';
+import type { Lang } from '@/client/i18n';
 
 /** A failure the switchboard can arm, with what it does in both languages (shown beside its button). */
 export type Drill =

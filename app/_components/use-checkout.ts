@@ -2,12 +2,12 @@
 
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useReducer, useRef, type Dispatch as ReactDispatch, type RefObject } from 'react';
-import { formView, INITIAL_STATE, reduce, type CheckoutAction, type Payer } from '../../client/checkout-state';
-import { isFrozen, type Status } from '../../client/checkout-status';
-import { loadLastPaid, saveLastPaid, type LastPaid } from '../../client/checkout-storage';
-import type { CheckoutClient } from '../../client/trpc-client';
-import type { BuyerStep } from '../../server/payments/gateway';
-import type { GatewayId } from '../../server/payments/gateway-ids';
+import { formView, INITIAL_STATE, reduce, type CheckoutAction, type Payer } from '@/client/checkout-state';
+import { isFrozen, type Status } from '@/client/checkout-status';
+import { loadLastPaid, saveLastPaid, type LastPaid } from '@/client/checkout-storage';
+import type { CheckoutClient } from '@/client/trpc-client';
+import type { BuyerStep } from '@/server/payments/gateway';
+import type { GatewayId } from '@/server/payments/gateway-ids';
 import { storage, useFollowUp, usePayTask, useReturning, useWatch } from './checkout-tasks';
 
 type Dispatch = ReactDispatch<CheckoutAction>;

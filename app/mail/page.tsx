@@ -1,10 +1,10 @@
 import { desc } from 'drizzle-orm';
 import { notFound } from 'next/navigation';
 import { connection } from 'next/server';
-import { mailSink } from '../../db/schema';
-import { appServices } from '../../server/app/services';
-import { formatBeijingTimestamp } from '../../server/jobs/beijing-time';
-import { demoMode } from '../../server/demo/mode';
+import { mailSink } from '@/db/schema';
+import { appServices } from '@/server/app/services';
+import { formatBeijingTimestamp } from '@/server/jobs/beijing-time';
+import { demoMode } from '@/server/demo/mode';
 
 /**
  * The demo's mail server: every confirmation and refund email the outbox relay has sent, newest

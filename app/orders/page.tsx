@@ -1,5 +1,5 @@
 import type { Metadata } from 'next';
-import { OrderList } from '../_components/OrderList';
+import { OrderList } from '@/app/_components/OrderList';
 
 export const metadata: Metadata = { title: 'PayOnce · 订单' };
 

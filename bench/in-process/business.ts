@@ -6,7 +6,7 @@
  */
 import { drizzle } from 'drizzle-orm/postgres-js';
 import type postgres from 'postgres';
-import { ensureBenchTables } from '../router';
+import { ensureBenchTables } from '@/bench/router';
 
 /** Account rows, one per load worker (worker index modulo this). */
 export const ACCOUNTS = 256;

@@ -21,7 +21,7 @@
 import { fork } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { stopChild } from '../../scripts/processes';
+import { stopChild } from '@/scripts/processes';
 
 /** One way: 1 ms each way adds about 2 ms to every round trip, a cross-zone hop within one region. */
 export const DEFAULT_ZONE_DELAY_MS = 1;

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
+import { runMigrations } from '@/db/migrate';
 import { AMOUNT_MINOR, cleanUpInProcess, ensureInProcessTables } from './business';
 import { oursContender, unguardedContender, type Contender } from './contenders';
 

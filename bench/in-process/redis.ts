@@ -13,7 +13,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort, stopChild } from '../../scripts/processes';
+import { freePort, stopChild } from '@/scripts/processes';
 
 export interface RedisServer {
   url: string;

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type postgres from 'postgres';
-import { latencySummary, mergeSorted } from '../load';
+import { latencySummary, mergeSorted } from '@/bench/load';
 import { AMOUNT_MINOR } from './business';
 import type { ConditionId } from './conditions';
 import type { Contender } from './contenders';

@@ -5,7 +5,7 @@
  * the gateways in turn; every gateway × behaviour is proved in node:test
  * (test/integration/failure-matrix.test.ts), and DRILL_MATRIX=full runs every drill on every gateway.
  */
-import { CheckoutPage } from '../pages/checkout-page';
+import { CheckoutPage } from '@/e2e/pages/checkout-page';
 import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, drillRunsOn, expect, test } from './drill';
 
 for (const gateway of DRILL_GATEWAYS) {

@@ -3,8 +3,8 @@
  * ground truth — the sandbox's ledger and the app's database — that every drill asserts on.
  */
 import { test as base, expect, type APIRequestContext, type Page } from '@playwright/test';
-import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
-import { CheckoutPage } from '../pages/checkout-page';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
+import { CheckoutPage } from '@/e2e/pages/checkout-page';
 import { expireNow, openGroundTruth, orderState, type GroundTruthSql, type OrderState } from './ground-truth';
 
 export type { OrderState } from './ground-truth';

@@ -4,7 +4,7 @@
  * route for it. DRILL_DATABASE_URL is the drills' stack database (playwright.config.ts).
  */
 import postgres from 'postgres';
-import { customerScope } from '../../server/checkout/services';
+import { customerScope } from '@/server/checkout/services';
 
 export interface OrderState {
   order: { status: string; paymentAttempts: number; clientAddress: string | null };

@@ -85,7 +85,11 @@ const storedOrder = (page: Page) =>
  * `mug`, the cart is one 龙泉青瓷马克杯 instead of the default tea: a SKU no other drill leaves unpaid,
  * so its stock moves only with this order.
  */
-async function declineOn(checkout: import('../pages/checkout-page').CheckoutPage, gateway: DrillGateway, options: { mug?: boolean } = {}) {
+async function declineOn(
+  checkout: import('@/e2e/pages/checkout-page').CheckoutPage,
+  gateway: DrillGateway,
+  options: { mug?: boolean } = {},
+) {
   await checkout.open();
   if (options.mug) {
     await checkout.setQuantity('西湖龙井 · 明前特级 250g', 0);
@@ -200,7 +204,7 @@ const refundCaseOf = (first: DrillGateway, second: DrillGateway): RefundCase =>
 
 /** Declined on A, then on B (which closes A first): the order holds one open trade, at B. */
 async function declinedOnBoth(
-  checkout: import('../pages/checkout-page').CheckoutPage,
+  checkout: import('@/e2e/pages/checkout-page').CheckoutPage,
   drill: Drill,
   first: DrillGateway,
   second: DrillGateway,

@@ -3,7 +3,7 @@
  * and the 幕后 view telling what happened — with the gateway's ledger showing one charge.
  */
 import type { Page } from '@playwright/test';
-import { CheckoutPage } from '../pages/checkout-page';
+import { CheckoutPage } from '@/e2e/pages/checkout-page';
 import { expect, test } from './drill';
 
 async function openBehindTheScenes(page: Page, outTradeNo: string) {

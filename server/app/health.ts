@@ -6,7 +6,7 @@
  * database name) is for the operator's log, not for whoever can reach a public health URL.
  */
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../db/client';
+import type { Database } from '@/db/client';
 
 export async function checkHealth(database: () => Database): Promise<Response> {
   try {

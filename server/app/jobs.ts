@@ -5,10 +5,10 @@
  * JOBS_REFUND_SECONDS; ORDER_EXPIRY_CLOSE_GRACE_MS, REFUND_BACKOFF_MS and REFUND_LEASE_MS shorten
  * the waits that a gateway in doubt or a crashed worker imposes (defaults and bounds: server/config/env.ts).
  */
-import { databaseUrl } from '../../db/client';
+import { databaseUrl } from '@/db/client';
 import { appServices } from './services';
-import { serverEnv } from '../config/env';
-import { startJobs, type RunningJobs } from '../jobs/queue';
+import { serverEnv } from '@/server/config/env';
+import { startJobs, type RunningJobs } from '@/server/jobs/queue';
 
 const globalForJobs = globalThis as unknown as { __payonceJobs?: Promise<RunningJobs> };
 

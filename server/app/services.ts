@@ -4,17 +4,17 @@
  * lazily, on the first request, never at module load: `next build` evaluates route modules with no
  * database around.
  */
-import { getDatabase } from '../../db/client';
-import { createCheckoutIdempotencyStore } from '../checkout/services';
-import { serverEnv } from '../config/env';
-import { armSandboxFault, journalFault, type DemoServices } from '../demo/drills';
-import { FaultInjector, faultsEnabled } from '../demo/faults';
+import { getDatabase } from '@/db/client';
+import { createCheckoutIdempotencyStore } from '@/server/checkout/services';
+import { serverEnv } from '@/server/config/env';
+import { armSandboxFault, journalFault, type DemoServices } from '@/server/demo/drills';
+import { FaultInjector, faultsEnabled } from '@/server/demo/faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
-import { createMetrics, instrumentGateway, observeGuard } from '../metrics/prometheus';
-import { orderCapsFromEnv } from '../checkout/orders';
-import { gatewaysFromEnv } from '../payments';
-import { sandboxLedger } from '../payments/ledger';
-import { rateLimitPolicyFromEnv } from '../http/rate-limit';
+import { createMetrics, instrumentGateway, observeGuard } from '@/server/metrics/prometheus';
+import { orderCapsFromEnv } from '@/server/checkout/orders';
+import { gatewaysFromEnv } from '@/server/payments';
+import { sandboxLedger } from '@/server/payments/ledger';
+import { rateLimitPolicyFromEnv } from '@/server/http/rate-limit';
 
 /**
  * The checkout's services, plus what only the app's own control routes use (../demo/drills.ts): the

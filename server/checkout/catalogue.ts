@@ -1,6 +1,6 @@
 import { asc } from 'drizzle-orm';
-import type { Executor } from '../../db/client';
-import { products } from '../../db/schema';
+import type { Executor } from '@/db/client';
+import { products } from '@/db/schema';
 
 export interface Product {
   sku: string;

@@ -13,8 +13,8 @@
  * Nothing here updates or deletes; the table refuses it anyway.
  */
 import { sql } from 'drizzle-orm';
-import type { Executor } from '../../db/client';
-import type { GatewayId } from '../payments/gateway';
+import type { Executor } from '@/db/client';
+import type { GatewayId } from '@/server/payments/gateway';
 
 export type PaymentEventKind =
   /** A checkout API request and what the guard made of it (claimed, replayed, 409, 422, released…). */

@@ -7,14 +7,14 @@
  * so the gateway tries again later instead of believing it was handled.
  */
 import { and, eq, sql } from 'drizzle-orm';
-import type { Transaction } from '../../db/client';
-import { orders, orderTrades, refunds } from '../../db/schema';
+import type { Transaction } from '@/db/client';
+import { orders, orderTrades, refunds } from '@/db/schema';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import { executeIdempotent, KeyReusedError, refusalHeaders, RequestInProgressError, respond } from '@payonce/idempotency';
-import { type GatewayId, type NotificationReply, type RefundNotification } from '../payments/gateway';
+import { type GatewayId, type NotificationReply, type RefundNotification } from '@/server/payments/gateway';
 import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';

@@ -23,9 +23,9 @@
  */
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { PgUpdateSetSource } from 'drizzle-orm/pg-core';
-import type { Transaction } from '../../db/client';
-import { orders, ORDER_STATUSES, type OrderStatus } from '../../db/schema';
-import type { GatewayId } from '../payments/gateway';
+import type { Transaction } from '@/db/client';
+import { orders, ORDER_STATUSES, type OrderStatus } from '@/db/schema';
+import type { GatewayId } from '@/server/payments/gateway';
 import { CheckoutError } from './refusals';
 
 /** What each transition needs from its caller: the fields it sets and the facts its guard checks. */

@@ -4,10 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import type { Executor, Transaction } from '../../db/client';
-import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '../../db/schema';
+import type { Executor, Transaction } from '@/db/client';
+import { customers, orderItems, orders, orderTrades, payments, products, refunds, type OrderStatus } from '@/db/schema';
 import { respond, type Responded, type StoredResponse } from '@payonce/idempotency';
-import { envFrom, type RawEnv } from '../config/env';
+import { envFrom, type RawEnv } from '@/server/config/env';
 import { CheckoutError } from './refusals';
 import { journal } from './journal';
 import { outTradeNoFor } from './out-trade-no';

@@ -15,11 +15,11 @@
  * gateway recognises as the same one. Tests: test/checkout/pay.test.ts, one per recovery point and branch.
  */
 import { and, eq } from 'drizzle-orm';
-import type { Transaction } from '../../db/client';
-import { orders, payments } from '../../db/schema';
+import type { Transaction } from '@/db/client';
+import { orders, payments } from '@/db/schema';
 import { recoveryPoint, respond, STARTED, type OwnedKey, type PhaseResult, type StoredResponse } from '@payonce/idempotency';
-import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '../payments/gateway';
-import { assertNever } from '../payments/transport';
+import type { BuyerAction, BuyerStep, ChargeOutcome, GatewayId, PaymentGateway, TestBuyer } from '@/server/payments/gateway';
+import { assertNever } from '@/server/payments/transport';
 import { CheckoutError } from './refusals';
 import type { ReturnAddress } from './return-address';
 import { notifyUrlFor, type CheckoutServices } from './services';

@@ -5,8 +5,8 @@
  * own short transaction or the caller's.
  */
 import { sql } from 'drizzle-orm';
-import type { Executor } from '../../db/client';
-import { paymentExceptions } from '../../db/schema';
+import type { Executor } from '@/db/client';
+import { paymentExceptions } from '@/db/schema';
 import { journal } from './journal';
 
 export interface PaymentException {

@@ -7,9 +7,9 @@
  * Both end here, in markRefundSucceeded / markRefundFailed, which act once however often they are told.
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { Executor } from '../../db/client';
-import { orders, outbox, refunds } from '../../db/schema';
-import type { RefundNotification } from '../payments/gateway';
+import type { Executor } from '@/db/client';
+import { orders, outbox, refunds } from '@/db/schema';
+import type { RefundNotification } from '@/server/payments/gateway';
 import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
 import type { CheckoutServices } from './services';

@@ -3,14 +3,14 @@
  * benchmark can build a checkout on their own database and sandbox.
  */
 import type postgres from 'postgres';
-import { transactionDatabase, type Database, type Transaction } from '../../db/client';
+import { transactionDatabase, type Database, type Transaction } from '@/db/client';
 import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import type { CheckoutMetrics } from '../metrics/prometheus';
-import type { GatewayId, PaymentGateway } from '../payments/gateway';
-import type { GatewayLedger } from '../payments/ledger';
+import type { CheckoutMetrics } from '@/server/metrics/prometheus';
+import type { GatewayId, PaymentGateway } from '@/server/payments/gateway';
+import type { GatewayLedger } from '@/server/payments/ledger';
 import type { FaultPoints } from './fault-points';
-import type { RateLimitPolicy } from '../http/rate-limit';
+import type { RateLimitPolicy } from '@/server/http/rate-limit';
 import type { OrderCaps } from './orders';
 
 export interface CheckoutServices {

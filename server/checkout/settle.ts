@@ -5,9 +5,9 @@
  * trade and changes nothing.
  */
 import { and, eq, sql } from 'drizzle-orm';
-import type { Transaction } from '../../db/client';
-import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type PaymentSource } from '../../db/schema';
-import type { GatewayId } from '../payments/gateway';
+import type { Transaction } from '@/db/client';
+import { orders, orderTrades, outbox, payments, refunds, type OrderStatus, type PaymentSource } from '@/db/schema';
+import type { GatewayId } from '@/server/payments/gateway';
 import { CheckoutError } from './refusals';
 import { journal } from './journal';
 import { orderMayTake, requireOrderTransition } from './order-state';

@@ -6,11 +6,11 @@
  * A customer sees only their own orders; demo mode (the local showcase) may show any.
  */
 import { and, asc, desc, eq } from 'drizzle-orm';
-import type { Executor } from '../../db/client';
-import { orders, paymentEvents } from '../../db/schema';
+import type { Executor } from '@/db/client';
+import { orders, paymentEvents } from '@/db/schema';
 import { eventHash, GENESIS_HASH } from './journal-audit';
 import { getOrder, type OrderView } from './orders';
-import { UNAVAILABLE_LEDGER, type GatewayLedger, type LedgerSummary } from '../payments/ledger';
+import { UNAVAILABLE_LEDGER, type GatewayLedger, type LedgerSummary } from '@/server/payments/ledger';
 import { sql } from 'drizzle-orm';
 
 export interface TimelineEvent {

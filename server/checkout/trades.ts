@@ -17,10 +17,10 @@
  * changes the trade only if it is still the trade that was closed (same opening attempt).
  */
 import { and, eq, inArray, ne, sql } from 'drizzle-orm';
-import type { Executor, Transaction } from '../../db/client';
-import { orderTrades, orders, type TradeState } from '../../db/schema';
-import type { GatewayId, SucceededTrade } from '../payments/gateway';
-import { assertNever } from '../payments/transport';
+import type { Executor, Transaction } from '@/db/client';
+import { orderTrades, orders, type TradeState } from '@/db/schema';
+import type { GatewayId, SucceededTrade } from '@/server/payments/gateway';
+import { assertNever } from '@/server/payments/transport';
 import type { CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
 import { FINAL_ORDER_STATUSES } from './order-state';

@@ -19,9 +19,9 @@
  * before_gateway_call), for that gateway and, for notifications, that order.
  */
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { orders, orderTrades } from '../../db/schema';
-import type { CheckoutServices } from '../checkout/services';
-import type { Executor } from '../../db/client';
+import { orders, orderTrades } from '@/db/schema';
+import type { CheckoutServices } from '@/server/checkout/services';
+import type { Executor } from '@/db/client';
 import type { ArmedFault, FaultInjector, FaultSite, FaultSpec } from './faults';
 
 /**

@@ -15,11 +15,11 @@
  * browser that asked, never for whoever pays next.
  */
 import { randomUUID } from 'node:crypto';
-import { CheckoutError } from '../checkout/refusals';
-import { envFrom, type RawEnv } from '../config/env';
-import type { FaultPoint, FaultPoints, FaultSite } from '../checkout/fault-points';
+import { CheckoutError } from '@/server/checkout/refusals';
+import { envFrom, type RawEnv } from '@/server/config/env';
+import type { FaultPoint, FaultPoints, FaultSite } from '@/server/checkout/fault-points';
 
-export { FAULT_POINTS, type FaultPoint, type FaultSite } from '../checkout/fault-points';
+export { FAULT_POINTS, type FaultPoint, type FaultSite } from '@/server/checkout/fault-points';
 
 /** A PSP-sandbox fault (sandbox/faults.ts), armed at the moment a payment reaches its gateway. */
 export interface SandboxFaultRequest {

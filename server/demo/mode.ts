@@ -1,4 +1,4 @@
-import { envFrom, type RawEnv } from '../config/env';
+import { envFrom, type RawEnv } from '@/server/config/env';
 
 /**
  * Demo mode (PAYONCE_DEMO=1, `npm run demo`): the surfaces that exist to show the checkout at work,

@@ -9,8 +9,8 @@
  */
 import { isIP } from 'node:net';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../db/client';
-import { envFrom, type RawEnv } from '../config/env';
+import type { Database } from '@/db/client';
+import { envFrom, type RawEnv } from '@/server/config/env';
 import { PEER_ADDRESS_HEADER } from './peer-address';
 
 export interface RateLimitPolicy {

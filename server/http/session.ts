@@ -12,9 +12,9 @@
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { EnvConfigError, envFrom, parseServerEnv, serverEnv, type RawEnv } from '../config/env';
+import { EnvConfigError, envFrom, parseServerEnv, serverEnv, type RawEnv } from '@/server/config/env';
 
-export { DEFAULT_SESSION_MAX_AGE_SECONDS, MIN_SESSION_SECRET_LENGTH } from '../config/env';
+export { DEFAULT_SESSION_MAX_AGE_SECONDS, MIN_SESSION_SECRET_LENGTH } from '@/server/config/env';
 
 export const SESSION_COOKIE = 'payonce_session';
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;

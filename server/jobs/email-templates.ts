@@ -5,10 +5,10 @@
  * Written for the buyer, not for us: the gateway as the buyer knows it (支付宝, not `alipay`), the
  * amount as a price (¥168.00), and the time in Beijing time, whatever time zone the server runs in.
  */
-import type { RefundReason } from '../../db/schema';
-import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
-import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
-import { GATEWAY_NAMES, isGatewayId } from '../payments/gateway-ids';
+import type { RefundReason } from '@/db/schema';
+import { REFUND_EMAIL_TOPIC } from '@/server/checkout/refunds';
+import { ORDER_PAID_EMAIL_TOPIC } from '@/server/checkout/settle';
+import { GATEWAY_NAMES, isGatewayId } from '@/server/payments/gateway-ids';
 import { formatBeijingLong } from './beijing-time';
 
 /**

@@ -1,9 +1,9 @@
 /** Unpaid orders past their expiry: their trades closed, then expired and restocked, once. */
 import { sql } from 'drizzle-orm';
-import type { CheckoutServices } from '../checkout/services';
-import { journal } from '../checkout/journal';
-import { applyOrderTransition } from '../checkout/order-state';
-import { closeOpenTrades } from '../checkout/trades';
+import type { CheckoutServices } from '@/server/checkout/services';
+import { journal } from '@/server/checkout/journal';
+import { applyOrderTransition } from '@/server/checkout/order-state';
+import { closeOpenTrades } from '@/server/checkout/trades';
 
 /**
  * How long past its expiry an order waits for its open trade to be closed before it expires anyway.

@@ -3,10 +3,10 @@
  * question a retry of the request would have asked, journaled like every gateway call, and the same
  * settle as the response and the notification (idempotent with both).
  */
-import type { CheckoutServices } from '../checkout/services';
-import { journaledCall } from '../checkout/journal';
-import { settleSucceededCharge } from '../checkout/settle';
-import type { GatewayId, PaymentGateway, QueryOutcome, SucceededTrade } from '../payments/gateway';
+import type { CheckoutServices } from '@/server/checkout/services';
+import { journaledCall } from '@/server/checkout/journal';
+import { settleSucceededCharge } from '@/server/checkout/settle';
+import type { GatewayId, PaymentGateway, QueryOutcome, SucceededTrade } from '@/server/payments/gateway';
 
 /** The reconciler's question, journaled like every gateway call: what became of this out_trade_no? */
 export function askGateway(

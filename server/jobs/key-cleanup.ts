@@ -1,6 +1,6 @@
-import type { CheckoutServices } from '../checkout/services';
+import type { CheckoutServices } from '@/server/checkout/services';
 import { deleteExpiredKeys } from '@payonce/idempotency';
-import { deleteEndedRateLimitWindows } from '../http/rate-limit';
+import { deleteEndedRateLimitWindows } from '@/server/http/rate-limit';
 
 /**
  * Deletes expired idempotency keys in bounded batches (design.md §3.7), and the rate-limit counters

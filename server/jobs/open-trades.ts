@@ -3,8 +3,8 @@
  * at the gateway on a schedule, settled when paid.
  */
 import { sql } from 'drizzle-orm';
-import type { CheckoutServices } from '../checkout/services';
-import type { GatewayId } from '../payments/gateway';
+import type { CheckoutServices } from '@/server/checkout/services';
+import type { GatewayId } from '@/server/payments/gateway';
 import { askGateway, settleFound } from './gateway-answers';
 
 /**

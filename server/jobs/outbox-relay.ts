@@ -7,10 +7,10 @@
  * message's idempotency key so the provider drops the repeat.
  */
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../db/client';
-import { journal } from '../checkout/journal';
-import { REFUND_EMAIL_TOPIC } from '../checkout/refunds';
-import { ORDER_PAID_EMAIL_TOPIC } from '../checkout/settle';
+import type { Database } from '@/db/client';
+import { journal } from '@/server/checkout/journal';
+import { REFUND_EMAIL_TOPIC } from '@/server/checkout/refunds';
+import { ORDER_PAID_EMAIL_TOPIC } from '@/server/checkout/settle';
 import { renderEmail, type EmailPayload } from './email-templates';
 
 interface PendingEmail extends Record<string, unknown> {

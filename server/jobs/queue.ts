@@ -9,7 +9,7 @@
  * hold the chain up.
  */
 import PgBoss from 'pg-boss';
-import type { CheckoutServices } from '../checkout/services';
+import type { CheckoutServices } from '@/server/checkout/services';
 import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
 import { processDueRefunds } from './refund-worker';

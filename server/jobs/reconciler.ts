@@ -18,7 +18,7 @@
  * idempotent at the gateway, and every other change is a conditional UPDATE on the state this run
  * observed, which only one run can win.
  */
-import type { CheckoutServices } from '../checkout/services';
+import type { CheckoutServices } from '@/server/checkout/services';
 import { DEFAULT_EXPIRY_CLOSE_GRACE_MS, expireUnpaidOrders } from './expire-orders';
 import { settlePaidOpenTrades } from './open-trades';
 import { reconcileStuckAttempts } from './stuck-attempts';

@@ -15,11 +15,11 @@
  * gateway deduplicates refunds on the id we send, so even a repeated send cannot refund twice.
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import { refunds } from '../../db/schema';
-import { journaledCall } from '../checkout/journal';
-import { markRefundFailed, markRefundSucceeded } from '../checkout/refunds';
-import type { CheckoutServices } from '../checkout/services';
-import type { GatewayId, RefundOutcome } from '../payments/gateway';
+import { refunds } from '@/db/schema';
+import { journaledCall } from '@/server/checkout/journal';
+import { markRefundFailed, markRefundSucceeded } from '@/server/checkout/refunds';
+import type { CheckoutServices } from '@/server/checkout/services';
+import type { GatewayId, RefundOutcome } from '@/server/payments/gateway';
 
 export interface RefundRunSummary {
   examined: number;

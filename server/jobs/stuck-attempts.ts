@@ -7,11 +7,11 @@
  * elsewhere or the expiry closes it first (server/checkout/trades.ts).
  */
 import { sql } from 'drizzle-orm';
-import { customerScope, type CheckoutServices } from '../checkout/services';
-import { journal } from '../checkout/journal';
-import { applyOrderTransition } from '../checkout/order-state';
-import { assertNever } from '../payments/transport';
-import type { GatewayId, PaymentGateway, TradeStatus } from '../payments/gateway';
+import { customerScope, type CheckoutServices } from '@/server/checkout/services';
+import { journal } from '@/server/checkout/journal';
+import { applyOrderTransition } from '@/server/checkout/order-state';
+import { assertNever } from '@/server/payments/transport';
+import type { GatewayId, PaymentGateway, TradeStatus } from '@/server/payments/gateway';
 import { askGateway, settleFound } from './gateway-answers';
 
 interface StuckOrder extends Record<string, unknown> {

@@ -1,6 +1,6 @@
 /** The net under the one-open-trade rule: trades still open on orders that are over, closed. */
-import type { CheckoutServices } from '../checkout/services';
-import { closeOpenTrades, settledOrdersWithOpenTrades } from '../checkout/trades';
+import type { CheckoutServices } from '@/server/checkout/services';
+import { closeOpenTrades, settledOrdersWithOpenTrades } from '@/server/checkout/trades';
 
 /**
  * A trade left open on an order that is over can still take the buyer's money: close it. A trade

@@ -11,7 +11,7 @@
  * A token, when set, is always required: METRICS_PUBLIC or demo mode do not weaken it.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { envFrom, type RawEnv } from '../config/env';
+import { envFrom, type RawEnv } from '@/server/config/env';
 
 export type MetricsAccess = 'allowed' | 'unauthorized' | 'not_found';
 

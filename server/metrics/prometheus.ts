@@ -5,7 +5,7 @@
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GuardEvent } from '@payonce/idempotency';
-import type { PaymentGateway } from '../payments/gateway';
+import type { PaymentGateway } from '@/server/payments/gateway';
 
 export interface CheckoutMetrics {
   registry: Registry;

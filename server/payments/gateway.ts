@@ -14,7 +14,7 @@ import type { GatewayId } from './gateway-ids';
 export type { GatewayId };
 
 /** The most tries one gateway call may make: a bound of the configuration (../config/env.ts). */
-export { MAX_TRIES_PER_GATEWAY_CALL } from '../config/env';
+export { MAX_TRIES_PER_GATEWAY_CALL } from '@/server/config/env';
 
 /**
  * Sandbox test buyers: a barcode or saved card the merchant presents itself, so the charge answers at

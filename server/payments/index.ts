@@ -3,7 +3,7 @@
  * the real gateway instead of the sandbox is configuration only: real credentials and the gateway's
  * URL in the same variables (.env.example). A gateway whose variables are absent is simply not offered.
  */
-import { envFrom, type RawEnv } from '../config/env';
+import { envFrom, type RawEnv } from '@/server/config/env';
 import { createAlipayGateway } from './alipay';
 import type { GatewayId, PaymentGateway, TestBuyer } from './gateway';
 import { createStripeGateway } from './stripe';

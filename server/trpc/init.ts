@@ -5,9 +5,9 @@
  * the wire (no transformer), so curl and mobile clients can call every procedure.
  */
 import { initTRPC, TRPCError } from '@trpc/server';
-import { buyerOrigin, returnAddress, verifyReturnToken } from '../checkout/return-address';
-import type { CheckoutServices } from '../checkout/services';
-import { issueSession, verifySession } from '../http/session';
+import { buyerOrigin, returnAddress, verifyReturnToken } from '@/server/checkout/return-address';
+import type { CheckoutServices } from '@/server/checkout/services';
+import { issueSession, verifySession } from '@/server/http/session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 import { refusalHeaders, refusalOf } from '@payonce/idempotency';
 import type { ResponseMetaHolder } from '@payonce/idempotency/trpc';

@@ -7,11 +7,11 @@
  * The input is validated before the key is claimed, so bad input costs no write at all.
  */
 import type { z } from 'zod';
-import { journalRequest } from '../checkout/journal';
-import { CheckoutError } from '../checkout/refusals';
-import { customerScope } from '../checkout/services';
+import { journalRequest } from '@/server/checkout/journal';
+import { CheckoutError } from '@/server/checkout/refusals';
+import { customerScope } from '@/server/checkout/services';
 import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/trpc';
-import type { Transaction } from '../../db/client';
+import type { Transaction } from '@/db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
 import { rateLimit } from './rate-limit';
 

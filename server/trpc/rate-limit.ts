@@ -4,8 +4,8 @@
  * refused request stores nothing and runs nothing. Replays of a completed key count like any other
  * request: a client replaying one key in a loop is flooding all the same.
  */
-import { CheckoutError } from '../checkout/refusals';
-import { clientAddress, hitRateLimits, normalizeAddress } from '../http/rate-limit';
+import { CheckoutError } from '@/server/checkout/refusals';
+import { clientAddress, hitRateLimits, normalizeAddress } from '@/server/http/rate-limit';
 import { middleware } from './init';
 
 /**

@@ -13,14 +13,14 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, executeIdempotent, type IdempotentResult } from '@payonce/idempotency';
-import { openDatabase, type DatabaseHandle } from '../../db/client';
-import { runMigrations } from '../../db/migrate';
-import { CheckoutError } from '../../server/checkout/refusals';
-import { createOrder } from '../../server/checkout/orders';
-import { payOrder, type PayInput } from '../../server/checkout/pay';
-import { createCheckoutIdempotencyStore, customerScope, type CheckoutServices } from '../../server/checkout/services';
-import type { ChargeOutcome, ChargeRequest, CloseOutcome, GatewayId, PaymentGateway } from '../../server/payments/gateway';
-import { requireDatabaseUrl } from '../support/stack';
+import { openDatabase, type DatabaseHandle } from '@/db/client';
+import { runMigrations } from '@/db/migrate';
+import { CheckoutError } from '@/server/checkout/refusals';
+import { createOrder } from '@/server/checkout/orders';
+import { payOrder, type PayInput } from '@/server/checkout/pay';
+import { createCheckoutIdempotencyStore, customerScope, type CheckoutServices } from '@/server/checkout/services';
+import type { ChargeOutcome, ChargeRequest, CloseOutcome, GatewayId, PaymentGateway } from '@/server/payments/gateway';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 /** A gateway whose answers the test scripts, one per call, and which counts what it was asked. */
 class ScriptedGateway implements PaymentGateway {

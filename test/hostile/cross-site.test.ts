@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { returnToken } from '../../server/checkout/return-address';
-import { controlRequestRefusal } from '../../server/http/control-requests';
-import { startTestStack, type TestStack } from '../support/stack';
+import { returnToken } from '@/server/checkout/return-address';
+import { controlRequestRefusal } from '@/server/http/control-requests';
+import { startTestStack, type TestStack } from '@/test/support/stack';
 import { leavesNoTrace } from './support';
 
 let stack: TestStack;

@@ -11,8 +11,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { GATEWAY_IDS } from '../../server/payments/gateway-ids';
-import { startTestStack, type TestStack } from '../support/stack';
+import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
+import { startTestStack, type TestStack } from '@/test/support/stack';
 import { footprint } from './support';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 60);

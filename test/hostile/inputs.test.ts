@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { eventually, startTestStack, type ApiCustomer, type TestStack } from '../support/stack';
+import { eventually, startTestStack, type ApiCustomer, type TestStack } from '@/test/support/stack';
 import { leavesNoTrace } from './support';
 
 let stack: TestStack;

@@ -9,10 +9,10 @@ import { randomInt, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
-import { clientAddress, DEFAULT_RATE_LIMIT_POLICY, deleteEndedRateLimitWindows, rateLimitPolicyFromEnv } from '../../server/http/rate-limit';
-import { PEER_ADDRESS_HEADER } from '../../server/http/peer-address';
-import { ApiCustomer, startTestStack, type ApiResponse, type TestStack } from '../support/stack';
+import { DEFAULT_ORDER_CAPS } from '@/server/checkout/orders';
+import { clientAddress, DEFAULT_RATE_LIMIT_POLICY, deleteEndedRateLimitWindows, rateLimitPolicyFromEnv } from '@/server/http/rate-limit';
+import { PEER_ADDRESS_HEADER } from '@/server/http/peer-address';
+import { ApiCustomer, startTestStack, type ApiResponse, type TestStack } from '@/test/support/stack';
 
 // The production defaults (30 a minute per session, 300 per address), behind one trusted proxy so
 // that the tests can say which address a request comes from.

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { DEFAULT_SESSION_MAX_AGE_SECONDS, sessionCookieValue } from '../../server/http/session';
-import { startTestStack, type TestStack } from '../support/stack';
+import { DEFAULT_SESSION_MAX_AGE_SECONDS, sessionCookieValue } from '@/server/http/session';
+import { startTestStack, type TestStack } from '@/test/support/stack';
 import { footprint } from './support';
 
 /** The secret test/support/stack.ts signs with: what an attacker does not have, but the test needs. */

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { embeddedStartFailure } from '../../db/embedded';
+import { embeddedStartFailure } from '@/db/embedded';
 
 describe('npm run dev when it cannot start', () => {
   let holder: net.Server;

@@ -3,7 +3,7 @@
  * of every table a request could touch, and of the sandbox's ledger, compared before and after.
  */
 import assert from 'node:assert/strict';
-import type { TestStack } from '../support/stack';
+import type { TestStack } from '@/test/support/stack';
 
 export interface Footprint {
   orders: number;

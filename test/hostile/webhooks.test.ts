@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { GatewayId } from '../../server/payments/gateway';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import type { GatewayId } from '@/server/payments/gateway';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 import { leavesNoTrace } from './support';
 
 let stack: TestStack;

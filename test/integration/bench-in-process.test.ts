@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
-import { ACCOUNTS, AMOUNT_MINOR, ensureInProcessTables, INPROC_SCOPE, rowsByTag } from '../../bench/in-process/business';
-import { oursContender, seedContender, unguardedContender, type Contender } from '../../bench/in-process/contenders';
-import { runLoop } from '../../bench/in-process/load';
-import { oneKeyRace } from '../../bench/in-process/one-key';
+import { runMigrations } from '@/db/migrate';
+import { ACCOUNTS, AMOUNT_MINOR, ensureInProcessTables, INPROC_SCOPE, rowsByTag } from '@/bench/in-process/business';
+import { oursContender, seedContender, unguardedContender, type Contender } from '@/bench/in-process/contenders';
+import { runLoop } from '@/bench/in-process/load';
+import { oneKeyRace } from '@/bench/in-process/one-key';
 
 let sql: postgres.Sql;
 /** Every tag this file writes starts with it, so its rows are its own. */

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { closeOpenTrades } from '../../server/checkout/trades';
-import { reconcilePayments } from '../../server/jobs/reconciler';
-import type { BuyerStep, GatewayId } from '../../server/payments/gateway';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import { closeOpenTrades } from '@/server/checkout/trades';
+import { reconcilePayments } from '@/server/jobs/reconciler';
+import type { BuyerStep, GatewayId } from '@/server/payments/gateway';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { requestFingerprint } from '@payonce/idempotency';
-import type { ChargeRequest, PaymentGateway } from '../../server/payments/gateway';
-import { serveFetch } from '../support/serve-fetch';
-import { eventually, startTestStack, type ApiCustomer, type TestStack } from '../support/stack';
+import type { ChargeRequest, PaymentGateway } from '@/server/payments/gateway';
+import { serveFetch } from '@/test/support/serve-fetch';
+import { eventually, startTestStack, type ApiCustomer, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 

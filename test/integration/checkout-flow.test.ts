@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { payForCart, type CheckoutStorage, type PayProgress, type StoredCheckout } from '../../client/checkout-flow';
-import { createCheckoutClient } from '../../client/trpc-client';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import { payForCart, type CheckoutStorage, type PayProgress, type StoredCheckout } from '@/client/checkout-flow';
+import { createCheckoutClient } from '@/client/trpc-client';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { formatBeijingLong } from '../../server/jobs/beijing-time';
-import { markRefundSucceeded } from '../../server/checkout/refunds';
-import { settleSucceededCharge } from '../../server/checkout/settle';
-import { relayOutbox } from '../../server/jobs/outbox-relay';
-import { startTestStack, type TestStack } from '../support/stack';
+import { formatBeijingLong } from '@/server/jobs/beijing-time';
+import { markRefundSucceeded } from '@/server/checkout/refunds';
+import { settleSucceededCharge } from '@/server/checkout/settle';
+import { relayOutbox } from '@/server/jobs/outbox-relay';
+import { startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {

@@ -10,9 +10,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
-import { MAX_TRIES_PER_GATEWAY_CALL, type ChargeRequest, type PaymentGateway } from '../../server/payments/gateway';
-import { eventually, startTestStack, type ApiResponse, type TestStack } from '../support/stack';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
+import { MAX_TRIES_PER_GATEWAY_CALL, type ChargeRequest, type PaymentGateway } from '@/server/payments/gateway';
+import { eventually, startTestStack, type ApiResponse, type TestStack } from '@/test/support/stack';
 
 /** Per try: a gateway that hangs after charging is seen to time out quickly. */
 const GATEWAY_TIMEOUT_MS = 500;

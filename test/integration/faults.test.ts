@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { faultsEnabled } from '../../server/demo/faults';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import { faultsEnabled } from '@/server/demo/faults';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {

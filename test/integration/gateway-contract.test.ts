@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { reconcilePayments } from '../../server/jobs/reconciler';
-import type { GatewayId, PaymentGateway } from '../../server/payments/gateway';
-import { serveFetch, type FetchServer } from '../support/serve-fetch';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import { reconcilePayments } from '@/server/jobs/reconciler';
+import type { GatewayId, PaymentGateway } from '@/server/payments/gateway';
+import { serveFetch, type FetchServer } from '@/test/support/serve-fetch';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 interface CapturedDelivery {
   headers: Record<string, string>;

@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
-import { openDatabase, type Database, type Transaction } from '../../db/client';
-import { runMigrations } from '../../db/migrate';
+import { openDatabase, type Database, type Transaction } from '@/db/client';
+import { runMigrations } from '@/db/migrate';
 import {
   deleteExpiredKeys,
   executeIdempotent,
@@ -24,8 +24,8 @@ import {
   type OwnedKey,
 } from '@payonce/idempotency';
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import { requireDatabaseUrl } from '../support/stack';
-import { createCheckoutIdempotencyStore } from '../../server/checkout/services';
+import { requireDatabaseUrl } from '@/test/support/stack';
+import { createCheckoutIdempotencyStore } from '@/server/checkout/services';
 
 const url = requireDatabaseUrl();
 let handle: ReturnType<typeof openDatabase>;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
+import { runMigrations } from '@/db/migrate';
 import {
   executeIdempotent,
   KeyReusedError,
@@ -20,8 +20,8 @@ import {
   type OnePhaseHandler,
 } from '@payonce/idempotency';
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
-import { countingSocket, statementCount } from '../../bench/wire-count';
-import { requireDatabaseUrl } from '../support/stack';
+import { countingSocket, statementCount } from '@/bench/wire-count';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 type Tx = postgres.TransactionSql;
 const url = requireDatabaseUrl();

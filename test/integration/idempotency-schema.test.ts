@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
+import { runMigrations } from '@/db/migrate';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { applyIdempotencySchema } from '@payonce/idempotency/postgres';
-import { requireDatabaseUrl } from '../support/stack';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 const url = requireDatabaseUrl();
 const blankName = `idem_schema_${randomBytes(4).toString('hex')}`;

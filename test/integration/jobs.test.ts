@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { relayOutbox } from '../../server/jobs/outbox-relay';
-import { startJobs } from '../../server/jobs/queue';
-import { expireUnpaidOrders, reconcilePayments } from '../../server/jobs/reconciler';
-import { eventually, requireDatabaseUrl, startTestStack, type TestStack } from '../support/stack';
+import { relayOutbox } from '@/server/jobs/outbox-relay';
+import { startJobs } from '@/server/jobs/queue';
+import { expireUnpaidOrders, reconcilePayments } from '@/server/jobs/reconciler';
+import { eventually, requireDatabaseUrl, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {

@@ -10,8 +10,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { auditJournal } from '../../server/checkout/journal-audit';
-import { eventually, requireDatabaseUrl, startTestStack, type TestStack } from '../support/stack';
+import { auditJournal } from '@/server/checkout/journal-audit';
+import { eventually, requireDatabaseUrl, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 

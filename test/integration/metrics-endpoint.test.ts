@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
-import { GET } from '../../app/api/metrics/route';
-import { closeDatabase } from '../../db/client';
-import { resetServerEnv } from '../../server/config/env';
+import { GET } from '@/app/api/metrics/route';
+import { closeDatabase } from '@/db/client';
+import { resetServerEnv } from '@/server/config/env';
 
 const SWITCHES = ['METRICS_TOKEN', 'METRICS_PUBLIC', 'PAYONCE_DEMO'] as const;
 const saved = Object.fromEntries(SWITCHES.map((name) => [name, process.env[name]]));

@@ -8,12 +8,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { processDueRefunds } from '../../server/jobs/refund-worker';
-import { relayOutbox } from '../../server/jobs/outbox-relay';
-import { expireUnpaidOrders, reconcilePayments } from '../../server/jobs/reconciler';
-import type { TestBuyer } from '../../server/payments/gateway';
-import { GATEWAY_IDS, type GatewayId } from '../../server/payments/gateway-ids';
-import { eventually, startTestStack, type TestStack } from '../support/stack';
+import { processDueRefunds } from '@/server/jobs/refund-worker';
+import { relayOutbox } from '@/server/jobs/outbox-relay';
+import { expireUnpaidOrders, reconcilePayments } from '@/server/jobs/reconciler';
+import type { TestBuyer } from '@/server/payments/gateway';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 const GATEWAYS: readonly GatewayId[] = GATEWAY_IDS;
 const PAIRS = GATEWAYS.flatMap((a) => GATEWAYS.filter((b) => b !== a).map((b) => [a, b] as const));

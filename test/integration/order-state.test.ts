@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { openDatabase, type Database } from '../../db/client';
-import { runMigrations } from '../../db/migrate';
-import { ORDER_STATUSES, type OrderStatus } from '../../db/schema';
+import { openDatabase, type Database } from '@/db/client';
+import { runMigrations } from '@/db/migrate';
+import { ORDER_STATUSES, type OrderStatus } from '@/db/schema';
 import {
   applyOrderTransition,
   FINAL_ORDER_STATUSES,
@@ -19,8 +19,8 @@ import {
   requireOrderTransition,
   type OrderEvent,
   type OrderEventParams,
-} from '../../server/checkout/order-state';
-import { requireDatabaseUrl } from '../support/stack';
+} from '@/server/checkout/order-state';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 let handle: ReturnType<typeof openDatabase>;
 let db: Database;

@@ -12,9 +12,9 @@ import { after, before, describe, it } from 'node:test';
 import { sql as drizzleSql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
 import postgres from 'postgres';
-import { configureConnections, openDatabase, type DatabaseHandle, type Transaction } from '../../db/client';
-import { runMigrations } from '../../db/migrate';
-import { createCheckoutIdempotencyStore } from '../../server/checkout/services';
+import { configureConnections, openDatabase, type DatabaseHandle, type Transaction } from '@/db/client';
+import { runMigrations } from '@/db/migrate';
+import { createCheckoutIdempotencyStore } from '@/server/checkout/services';
 import {
   decide,
   executeIdempotent,
@@ -25,8 +25,8 @@ import {
   type IdempotencyStore,
 } from '@payonce/idempotency';
 import { startBeforeCommit } from '@payonce/idempotency/postgres';
-import { findPgBouncer, startPgBouncer, type PgBouncer } from '../../scripts/pgbouncer';
-import { requireDatabaseUrl } from '../support/stack';
+import { findPgBouncer, startPgBouncer, type PgBouncer } from '@/scripts/pgbouncer';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 const installed = findPgBouncer() !== undefined;
 const skip = installed ? false : 'pgbouncer is not installed (apt-get install pgbouncer): nothing to test through';

@@ -9,10 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { sql as q } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { countingSocket, statementCount } from '../../bench/wire-count';
-import { transactionDatabase } from '../../db/client';
+import { countingSocket, statementCount } from '@/bench/wire-count';
+import { transactionDatabase } from '@/db/client';
 import { withPreparedStatements } from '@payonce/idempotency/drizzle';
-import { requireDatabaseUrl } from '../support/stack';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 let pool: postgres.Sql;
 

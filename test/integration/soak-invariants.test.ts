@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { runMigrations } from '../../db/migrate';
-import { checkInvariants, takeBaseline, type Baseline, type Ledger, type LedgerCharge, type LedgerRefund } from '../../soak/invariants';
-import { buildSchedule, scheduleDigest } from '../../soak/schedule';
-import { requireDatabaseUrl } from '../support/stack';
+import { runMigrations } from '@/db/migrate';
+import { checkInvariants, takeBaseline, type Baseline, type Ledger, type LedgerCharge, type LedgerRefund } from '@/soak/invariants';
+import { buildSchedule, scheduleDigest } from '@/soak/schedule';
+import { requireDatabaseUrl } from '@/test/support/stack';
 
 let sql: postgres.Sql;
 before(async () => {

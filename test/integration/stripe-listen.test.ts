@@ -8,9 +8,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { registerStripeWebhookEndpoint } from '../../scripts/stripe-listen';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { waitFor } from '../support/harness';
+import { registerStripeWebhookEndpoint } from '@/scripts/stripe-listen';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { waitFor } from '@/test/support/harness';
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

@@ -8,11 +8,11 @@ import assert from 'node:assert/strict';
 import { createSign, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
-import { createAlipayGateway, type AlipayGatewayConfig } from '../../server/payments/alipay';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
-import { decimalToMinor, minorToDecimal } from '../../server/payments/money';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { waitFor, startServer, readLedger } from '../support/harness';
+import { createAlipayGateway, type AlipayGatewayConfig } from '@/server/payments/alipay';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '@/server/payments/gateway';
+import { decimalToMinor, minorToDecimal } from '@/server/payments/money';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { waitFor, startServer, readLedger } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

@@ -11,11 +11,11 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
-import { createAlipayGateway, type AlipayGatewayConfig } from '../../server/payments/alipay';
-import type { ChargeOutcome, ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { readLedger, startServer, waitFor } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { createAlipayGateway, type AlipayGatewayConfig } from '@/server/payments/alipay';
+import type { ChargeOutcome, ChargeRequest, NotificationVerdict, PaymentGateway } from '@/server/payments/gateway';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

@@ -11,11 +11,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT, UnsecuredJWT } from 'jose';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
-import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '../../server/payments/twoc2p';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { twoC2pModule } from '../../sandbox/twoc2p';
-import { waitFor, startServer, readLedger } from '../support/harness';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '@/server/payments/gateway';
+import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '@/server/payments/twoc2p';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { twoC2pModule } from '@/sandbox/twoc2p';
+import { waitFor, startServer, readLedger } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

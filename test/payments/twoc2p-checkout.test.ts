@@ -9,11 +9,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
-import { returnToken } from '../../server/checkout/return-address';
-import { waitFor } from '../support/harness';
-import { startTestStack, type TestStack } from '../support/stack';
-import { frontendReturnOf, payOnHostedPage } from '../sandbox/twoc2p-hosted-page';
+import { TWOC2P_TEST_CARDS } from '@/sandbox/twoc2p';
+import { returnToken } from '@/server/checkout/return-address';
+import { waitFor } from '@/test/support/harness';
+import { startTestStack, type TestStack } from '@/test/support/stack';
+import { frontendReturnOf, payOnHostedPage } from '@/test/sandbox/twoc2p-hosted-page';
 
 let stack: TestStack;
 

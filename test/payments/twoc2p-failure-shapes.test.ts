@@ -12,12 +12,12 @@ import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
-import type { ChargeRequest, PaymentGateway } from '../../server/payments/gateway';
-import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '../../server/payments/twoc2p';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { twoC2pModule } from '../../sandbox/twoc2p';
-import type { Ledger } from '../../soak/invariants';
-import { readLedger, startServer } from '../support/harness';
+import type { ChargeRequest, PaymentGateway } from '@/server/payments/gateway';
+import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '@/server/payments/twoc2p';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { twoC2pModule } from '@/sandbox/twoc2p';
+import type { Ledger } from '@/soak/invariants';
+import { readLedger, startServer } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

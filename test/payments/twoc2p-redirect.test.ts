@@ -10,13 +10,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, SignJWT } from 'jose';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
-import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '../../server/payments/twoc2p';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
-import type { Ledger } from '../../soak/invariants';
-import { readLedger, startServer, waitFor } from '../support/harness';
-import { formsOf, frontendReturnOf, payOnHostedPage, submitForm } from '../sandbox/twoc2p-hosted-page';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '@/server/payments/gateway';
+import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '@/server/payments/twoc2p';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { twoC2pModule, TWOC2P_TEST_CARDS } from '@/sandbox/twoc2p';
+import type { Ledger } from '@/soak/invariants';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
+import { formsOf, frontendReturnOf, payOnHostedPage, submitForm } from '@/test/sandbox/twoc2p-hosted-page';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

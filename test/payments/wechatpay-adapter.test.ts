@@ -9,11 +9,11 @@ import { createCipheriv, createSign, generateKeyPairSync, randomBytes } from 'no
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
-import { createWechatPayGateway, type WechatPayGatewayConfig } from '../../server/payments/wechatpay';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { wechatpayModule } from '../../sandbox/wechatpay';
-import { waitFor, startServer, readLedger } from '../support/harness';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '@/server/payments/gateway';
+import { createWechatPayGateway, type WechatPayGatewayConfig } from '@/server/payments/wechatpay';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { wechatpayModule } from '@/sandbox/wechatpay';
+import { waitFor, startServer, readLedger } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

@@ -10,12 +10,12 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '../../server/payments/gateway';
-import { createWechatPayGateway, type WechatPayGatewayConfig } from '../../server/payments/wechatpay';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { wechatpayModule } from '../../sandbox/wechatpay';
-import type { Ledger } from '../../soak/invariants';
-import { readLedger, startServer, waitFor } from '../support/harness';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway } from '@/server/payments/gateway';
+import { createWechatPayGateway, type WechatPayGatewayConfig } from '@/server/payments/wechatpay';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { wechatpayModule } from '@/sandbox/wechatpay';
+import type { Ledger } from '@/soak/invariants';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

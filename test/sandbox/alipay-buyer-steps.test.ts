@@ -10,9 +10,9 @@ import assert from 'node:assert/strict';
 import { createSign, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { readLedger, startServer, waitFor } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

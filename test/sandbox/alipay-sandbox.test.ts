@@ -10,10 +10,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
-import { ALIPAY_TEST_BUYERS } from '../../sandbox/alipay';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { waitFor, readLedger } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { ALIPAY_TEST_BUYERS } from '@/sandbox/alipay';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { waitFor, readLedger } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

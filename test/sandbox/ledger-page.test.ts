@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startTestStack, type TestStack } from '../support/stack';
+import { startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

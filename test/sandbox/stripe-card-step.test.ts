@@ -10,10 +10,10 @@ import { randomBytes } from 'node:crypto';
 import vm from 'node:vm';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { stripeModule } from '../../sandbox/stripe';
-import { readLedger, startServer, waitFor } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { stripeModule } from '@/sandbox/stripe';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

@@ -11,10 +11,10 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import Stripe from 'stripe';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { createStripeModule, stripeModule } from '../../sandbox/stripe';
-import { waitFor, readLedger } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { createStripeModule, stripeModule } from '@/sandbox/stripe';
+import { waitFor, readLedger } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

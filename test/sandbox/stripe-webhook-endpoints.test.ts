@@ -12,9 +12,9 @@ import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { stripeModule } from '../../sandbox/stripe';
-import { startServer, waitFor } from '../support/harness';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { stripeModule } from '@/sandbox/stripe';
+import { startServer, waitFor } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { jwtVerify, SignJWT } from 'jose';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
-import type { Ledger } from '../../soak/invariants';
-import { readLedger, startServer, waitFor } from '../support/harness';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { twoC2pModule, TWOC2P_TEST_CARDS } from '@/sandbox/twoc2p';
+import type { Ledger } from '@/soak/invariants';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
 import { formsOf, frontendReturnOf, labelsOf, payOnHostedPage, submitForm } from './twoc2p-hosted-page';
 
 const DATABASE_URL = process.env.DATABASE_URL;

@@ -10,10 +10,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, jwtVerify, SignJWT, UnsecuredJWT } from 'jose';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { twoC2pModule, TWOC2P_TEST_CARDS } from '../../sandbox/twoc2p';
-import { waitFor, readLedger, startServer } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { twoC2pModule, TWOC2P_TEST_CARDS } from '@/sandbox/twoc2p';
+import { waitFor, readLedger, startServer } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

@@ -17,9 +17,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import WxPay from 'wechatpay-node-v3';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { wechatpayModule } from '../../sandbox/wechatpay';
-import { startServer, waitFor } from '../support/harness';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { wechatpayModule } from '@/sandbox/wechatpay';
+import { startServer, waitFor } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

@@ -10,10 +10,10 @@ import { createDecipheriv, createSign, createVerify, generateKeyPairSync, random
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { wechatpayModule } from '../../sandbox/wechatpay';
-import { waitFor, readLedger } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { wechatpayModule } from '@/sandbox/wechatpay';
+import { waitFor, readLedger } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

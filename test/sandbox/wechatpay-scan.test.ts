@@ -12,10 +12,10 @@ import assert from 'node:assert/strict';
 import { createDecipheriv, createSign, createVerify, randomBytes, X509Certificate } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { wechatpayModule } from '../../sandbox/wechatpay';
-import type { Ledger } from '../../soak/invariants';
-import { readLedger, startServer, waitFor } from '../support/harness';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { wechatpayModule } from '@/sandbox/wechatpay';
+import type { Ledger } from '@/soak/invariants';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a real PostgreSQL');

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import { stampPeerAddress } from '../../server/http/peer-address';
+import { stampPeerAddress } from '@/server/http/peer-address';
 
 export type FetchHandler = (request: Request) => Promise<Response>;
 

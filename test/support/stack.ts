@@ -5,21 +5,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import { openDatabase, type Database, type Transaction } from '../../db/client';
-import { runMigrations } from '../../db/migrate';
-import { startSandbox } from '../../sandbox/server';
-import { handleGatewayNotification } from '../../server/checkout/notifications';
-import { FaultInjector } from '../../server/demo/faults';
-import { sandboxLedger } from '../../server/payments/ledger';
-import { createMetrics, instrumentGateway, observeGuard } from '../../server/metrics/prometheus';
-import { createCheckoutIdempotencyStore, type CheckoutServices } from '../../server/checkout/services';
-import type { OrderCaps } from '../../server/checkout/orders';
-import type { RateLimitPolicy } from '../../server/http/rate-limit';
+import { openDatabase, type Database, type Transaction } from '@/db/client';
+import { runMigrations } from '@/db/migrate';
+import { startSandbox } from '@/sandbox/server';
+import { handleGatewayNotification } from '@/server/checkout/notifications';
+import { FaultInjector } from '@/server/demo/faults';
+import { sandboxLedger } from '@/server/payments/ledger';
+import { createMetrics, instrumentGateway, observeGuard } from '@/server/metrics/prometheus';
+import { createCheckoutIdempotencyStore, type CheckoutServices } from '@/server/checkout/services';
+import type { OrderCaps } from '@/server/checkout/orders';
+import type { RateLimitPolicy } from '@/server/http/rate-limit';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
-import { gatewaysFromEnv } from '../../server/payments';
-import { sandboxCredentialsToEnv } from '../../server/payments/sandbox-credentials';
-import type { GatewayId, TestBuyer } from '../../server/payments/gateway';
-import { createTrpcHandler } from '../../server/trpc/http';
+import { gatewaysFromEnv } from '@/server/payments';
+import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
+import type { GatewayId, TestBuyer } from '@/server/payments/gateway';
+import { createTrpcHandler } from '@/server/trpc/http';
 import { waitFor } from './harness';
 import { serveFetch } from './serve-fetch';
 

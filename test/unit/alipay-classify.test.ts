@@ -23,7 +23,7 @@ import {
   gatewayRefundIdOf,
   readNotificationForm,
   type Fields,
-} from '../../server/payments/alipay/classify';
+} from '@/server/payments/alipay/classify';
 
 /** A recorded answer with fields replaced, or removed (undefined). */
 function edit(answer: Fields, changes: Record<string, unknown>): Fields {

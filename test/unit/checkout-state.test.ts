@@ -6,13 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { OrderView } from '../../server/checkout/orders';
-import type { AwaitingBuyer, DeclinedPayment } from '../../server/checkout/pay';
-import type { PaidOrder } from '../../server/checkout/settle';
-import { cartSignature, type CurrentCheckout, type PayResult, type StoredAttempt, type StoredOrder } from '../../client/checkout-flow';
-import { INITIAL_STATE, reduce, type CheckoutAction, type CheckoutState, type Choice } from '../../client/checkout-state';
-import { browserCheckoutStorage, migrateStoredCheckout, STORAGE_KEY } from '../../client/checkout-storage';
-import type { CallFailure } from '../../client/retry';
+import type { OrderView } from '@/server/checkout/orders';
+import type { AwaitingBuyer, DeclinedPayment } from '@/server/checkout/pay';
+import type { PaidOrder } from '@/server/checkout/settle';
+import { cartSignature, type CurrentCheckout, type PayResult, type StoredAttempt, type StoredOrder } from '@/client/checkout-flow';
+import { INITIAL_STATE, reduce, type CheckoutAction, type CheckoutState, type Choice } from '@/client/checkout-state';
+import { browserCheckoutStorage, migrateStoredCheckout, STORAGE_KEY } from '@/client/checkout-storage';
+import type { CallFailure } from '@/client/retry';
 
 const CART = [{ sku: 'TEA-LONGJING', quantity: 2 }];
 const ORDER: StoredOrder = {

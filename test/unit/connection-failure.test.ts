@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { classifyConnectionFailure } from '../../server/payments/transport';
+import { classifyConnectionFailure } from '@/server/payments/transport';
 
 const withCode = (code: string, extra: object = {}) => Object.assign(new Error(code), { code }, extra);
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { declineReasonOf, declineText, KNOWN_DECLINE_CODES } from '../../client/decline-reasons';
+import { declineReasonOf, declineText, KNOWN_DECLINE_CODES } from '@/client/decline-reasons';
 
 describe('decline reasons', () => {
   it('1. maps each known code to a reason of its own (never the fallback), except PAYERROR without its text', () => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { demoMode } from '../../server/demo/mode';
-import { EnvConfigError } from '../../server/config/env';
-import { faultsEnabled } from '../../server/demo/faults';
+import { demoMode } from '@/server/demo/mode';
+import { EnvConfigError } from '@/server/config/env';
+import { faultsEnabled } from '@/server/demo/faults';
 
 describe('demo mode', () => {
   it('is on with PAYONCE_DEMO=1 only', () => {

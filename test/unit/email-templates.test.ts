@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { REFUND_EMAIL_TOPIC } from '../../server/checkout/refunds';
-import { ORDER_PAID_EMAIL_TOPIC } from '../../server/checkout/settle';
-import { formatBeijingLong, formatBeijingTimestamp } from '../../server/jobs/beijing-time';
-import { formatAmount, gatewayName, renderEmail, type EmailPayload } from '../../server/jobs/email-templates';
+import { REFUND_EMAIL_TOPIC } from '@/server/checkout/refunds';
+import { ORDER_PAID_EMAIL_TOPIC } from '@/server/checkout/settle';
+import { formatBeijingLong, formatBeijingTimestamp } from '@/server/jobs/beijing-time';
+import { formatAmount, gatewayName, renderEmail, type EmailPayload } from '@/server/jobs/email-templates';
 
 const order: EmailPayload = {
   orderId: '0b7c2d1e-0000-4000-8000-000000000001',

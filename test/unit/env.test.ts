@@ -8,15 +8,15 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '../../server/jobs/refund-worker';
-import { DEFAULT_ORDER_CAPS } from '../../server/checkout/orders';
-import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '../../server/config/env';
+import { DEFAULT_REFUND_BACKOFF_MS, DEFAULT_REFUND_LEASE_MS } from '@/server/jobs/refund-worker';
+import { DEFAULT_ORDER_CAPS } from '@/server/checkout/orders';
+import { EnvConfigError, parseServerEnv, SERVER_ENV_VARIABLES, type RawEnv } from '@/server/config/env';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
-import { DEFAULT_JOB_INTERVALS } from '../../server/jobs/queue';
-import { DEFAULT_EXPIRY_CLOSE_GRACE_MS } from '../../server/jobs/reconciler';
-import { MAX_TRIES_PER_GATEWAY_CALL } from '../../server/payments/gateway';
-import { DEFAULT_RATE_LIMIT_POLICY } from '../../server/http/rate-limit';
-import { DEFAULT_SESSION_MAX_AGE_SECONDS } from '../../server/http/session';
+import { DEFAULT_JOB_INTERVALS } from '@/server/jobs/queue';
+import { DEFAULT_EXPIRY_CLOSE_GRACE_MS } from '@/server/jobs/reconciler';
+import { MAX_TRIES_PER_GATEWAY_CALL } from '@/server/payments/gateway';
+import { DEFAULT_RATE_LIMIT_POLICY } from '@/server/http/rate-limit';
+import { DEFAULT_SESSION_MAX_AGE_SECONDS } from '@/server/http/session';
 
 /** `NAME=value` lines of .env.example, commented out or not. */
 function exampleEntries(): Map<string, string> {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { metricsAccess } from '../../server/metrics/access';
+import { metricsAccess } from '@/server/metrics/access';
 
 const scrape = (authorization?: string) => new Request('http://127.0.0.1/api/metrics', authorization ? { headers: { authorization } } : {});
 

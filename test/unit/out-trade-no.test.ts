@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { NEW_OUT_TRADE_NO_PATTERN, OUT_TRADE_NO_PATTERN, outTradeNoFor } from '../../server/checkout/out-trade-no';
+import { NEW_OUT_TRADE_NO_PATTERN, OUT_TRADE_NO_PATTERN, outTradeNoFor } from '@/server/checkout/out-trade-no';
 
 describe('out_trade_no', () => {
   it('passes every gateway rule at once: Alipay, WeChat Pay and 2C2P QR', () => {

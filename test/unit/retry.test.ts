@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { TRPCClientError } from '@trpc/client';
-import { backoffDelay, callWithRetry, DEFAULT_RETRY_POLICY, FinalFailureError, RetriesExhaustedError } from '../../client/retry';
+import { backoffDelay, callWithRetry, DEFAULT_RETRY_POLICY, FinalFailureError, RetriesExhaustedError } from '@/client/retry';
 
 function serverError(httpStatus: number, reason: string) {
   return new TRPCClientError('refused', {

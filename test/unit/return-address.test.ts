@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buyerOrigin, returnAddress, returnLandingPath, returnToken, verifyReturnToken } from '../../server/checkout/return-address';
+import { buyerOrigin, returnAddress, returnLandingPath, returnToken, verifyReturnToken } from '@/server/checkout/return-address';
 
 const ORDER = '2eb04333-ee78-473f-83bf-f2aaf70593bb';
 const headers = (origin: string | undefined, host: string) => new Headers({ ...(origin ? { origin } : {}), host });

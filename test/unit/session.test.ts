@@ -10,7 +10,7 @@ import {
   sessionCookieValue,
   sessionMaxAgeSeconds,
   verifySession,
-} from '../../server/http/session';
+} from '@/server/http/session';
 
 const http = { secure: false };
 const DAY = 24 * 60 * 60;

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { QueryOutcome } from '../../server/payments/gateway';
-import { chargeOrRefundFailure, closeFailure, confirmPaidByQuery, exchangeHttp, queryFailure } from '../../server/payments/transport';
+import type { QueryOutcome } from '@/server/payments/gateway';
+import { chargeOrRefundFailure, closeFailure, confirmPaidByQuery, exchangeHttp, queryFailure } from '@/server/payments/transport';
 
 /** A real HTTP server on a free port, one behaviour per path. */
 let server: Server;

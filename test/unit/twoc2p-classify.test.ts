@@ -9,9 +9,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ChargeRequest, RefundQuery, RefundRequest } from '../../server/payments/gateway';
-import type { TransportFailure } from '../../server/payments/transport';
-import { claimAmountToMinor } from '../../server/payments/twoc2p/amounts';
+import type { ChargeRequest, RefundQuery, RefundRequest } from '@/server/payments/gateway';
+import type { TransportFailure } from '@/server/payments/transport';
+import { claimAmountToMinor } from '@/server/payments/twoc2p/amounts';
 import {
   classifyCancelAnswer,
   classifyNotification,
@@ -27,10 +27,10 @@ import {
   tradeOf,
   type Inquiry,
   type SettleReason,
-} from '../../server/payments/twoc2p/classify';
-import { classifyRefundAnswer, classifyRefundStatus } from '../../server/payments/twoc2p/classify-refund';
-import { maintenanceClassOf, respClassOf, respDescOf } from '../../server/payments/twoc2p/codes';
-import { readEnvelope, type Exchange } from '../../server/payments/twoc2p/exchange';
+} from '@/server/payments/twoc2p/classify';
+import { classifyRefundAnswer, classifyRefundStatus } from '@/server/payments/twoc2p/classify-refund';
+import { maintenanceClassOf, respClassOf, respDescOf } from '@/server/payments/twoc2p/codes';
+import { readEnvelope, type Exchange } from '@/server/payments/twoc2p/exchange';
 
 type Claims = Record<string, unknown>;
 

@@ -26,15 +26,8 @@ import {
   refundStatus,
   tradeStatus,
   type Lookup,
-} from '../../server/payments/wechatpay/classify';
-import {
-  parseJson,
-  readRefund,
-  readTransaction,
-  type Json,
-  type Transaction,
-  type WechatRefund,
-} from '../../server/payments/wechatpay/wire';
+} from '@/server/payments/wechatpay/classify';
+import { parseJson, readRefund, readTransaction, type Json, type Transaction, type WechatRefund } from '@/server/payments/wechatpay/wire';
 
 // ---------------------------------------------------------------------------------------------
 // Recorded answers: the bodies as the sandbox sent them (test/payments/wechatpay-*.test.ts runs).

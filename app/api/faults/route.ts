@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { appServices } from '../../../server/app/services';
-import { FAULT_POINTS } from '../../../server/checkout/fault-points';
-import { controlRequestRefusal } from '../../../server/http/control-requests';
+import { appServices } from '@/server/app/services';
+import { FAULT_POINTS } from '@/server/checkout/fault-points';
+import { controlRequestRefusal } from '@/server/http/control-requests';
 
 /**
  * Arms faults for the failure drills (CHECKOUT_FAULTS=1 only; otherwise this route is a 404).

@@ -1,5 +1,5 @@
-import { appServices } from '../../../server/app/services';
-import { metricsAccess } from '../../../server/metrics/access';
+import { appServices } from '@/server/app/services';
+import { metricsAccess } from '@/server/metrics/access';
 
 /**
  * Prometheus scrape endpoint: guard outcomes, gateway calls, notifications, guard latency. Closed

@@ -6,7 +6,7 @@
  * resumes the saved attempt, or — with no attempt saved there — shows the order by the return link's
  * token (server/checkout/return-address.ts).
  */
-import { returnLandingPath } from '../../../server/checkout/return-address';
+import { returnLandingPath } from '@/server/checkout/return-address';
 
 function backToCheckout(request: Request): Response {
   const url = new URL(request.url);

@@ -1,5 +1,5 @@
 import type { Metadata } from 'next';
-import { BehindTheScenes } from '../../_components/BehindTheScenes';
+import { BehindTheScenes } from '@/app/_components/BehindTheScenes';
 
 export const metadata: Metadata = { title: 'PayOnce · 幕后' };
 

@@ -3,9 +3,9 @@
  * cancel, refund, trade.query, the refund query) and a notification's form, read into PayOnce's
  * terms. Pure functions of the answer and of what was asked: no I/O, no keys, no SDK.
  */
-import type { NotificationVerdict, QueryOutcome, RefundQueryOutcome, TradeStatus } from '../gateway';
-import { decimalToMinor } from '../money';
-import { stringField } from '../transport';
+import type { NotificationVerdict, QueryOutcome, RefundQueryOutcome, TradeStatus } from '@/server/payments/gateway';
+import { decimalToMinor } from '@/server/payments/money';
+import { stringField } from '@/server/payments/transport';
 
 /** A parsed answer (the SDK's `<method>_response` object), snake_case as Alipay writes it. */
 export type Fields = Record<string, unknown>;

@@ -4,7 +4,7 @@
  * what an SDK failure means for the money. No SDK type leaves this file.
  */
 import { AlipayRequestError, AlipaySdk } from 'alipay-sdk';
-import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure } from '../transport';
+import { connectionFailure, DEFAULT_GATEWAY_TIMEOUT_MS, type TransportFailure } from '@/server/payments/transport';
 import type { Fields, NotificationForm } from './classify';
 import { canonicalKeys, type AlipayKeyTexts } from './keys';
 

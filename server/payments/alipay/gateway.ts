@@ -17,8 +17,8 @@ import type {
   RefundQueryOutcome,
   RefundRequest,
   TestBuyer,
-} from '../gateway';
-import { assertNever, chargeOrRefundFailure, closeFailure, confirmPaidByQuery, queryFailure } from '../transport';
+} from '@/server/payments/gateway';
+import { assertNever, chargeOrRefundFailure, closeFailure, confirmPaidByQuery, queryFailure } from '@/server/payments/transport';
 import {
   classifyClose,
   classifyPay,

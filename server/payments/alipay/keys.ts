@@ -3,7 +3,7 @@
  * that verifies answers and notifications — read from configuration into the PEM alipay-sdk needs.
  */
 import type { KeyObject } from 'node:crypto';
-import { keyFromText } from '../rsa-keys';
+import { keyFromText } from '@/server/payments/rsa-keys';
 
 export interface AlipayKeyTexts {
   /** PEM (PKCS#1 or PKCS#8) or the bare base64 that Alipay's key tool prints. */

@@ -2,7 +2,7 @@
  * Alipay's asynchronous notifications (trade_status_sync form POSTs): checked in order — the form,
  * the RSA2 signature, then what it says (./classify) — and the reply that stops or repeats them.
  */
-import type { NotificationReply, NotificationVerdict } from '../gateway';
+import type { NotificationReply, NotificationVerdict } from '@/server/payments/gateway';
 import { classifyNotification, readNotificationForm } from './classify';
 import type { AlipayClient } from './client';
 

@@ -3,8 +3,8 @@
  * programming error fails them, and the gateway would refuse it anyway) and the biz_content of each
  * method, in Alipay's own snake_case names.
  */
-import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundQuery, RefundRequest } from '../gateway';
-import { minorToDecimal } from '../money';
+import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundQuery, RefundRequest } from '@/server/payments/gateway';
+import { minorToDecimal } from '@/server/payments/money';
 import { CURRENCY, type Fields } from './classify';
 
 /** Alipay's limit: 100,000,000.00 yuan. */

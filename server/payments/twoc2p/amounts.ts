@@ -2,7 +2,7 @@
  * Amounts as 2C2P writes them: JSON numbers in major units, D(12,5), with the currency's own exponent.
  * Outgoing amounts are exact decimal literals; incoming ones are read back without float arithmetic.
  */
-import { decimalToMinor } from '../money';
+import { decimalToMinor } from '@/server/payments/money';
 
 /** D(12,5): 12 integer digits at most. */
 export const MAX_INTEGER_DIGITS = 12;

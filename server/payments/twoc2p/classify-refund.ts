@@ -2,8 +2,8 @@
  * What the Payment Maintenance API's answers mean for a refund, as pure functions: refund (processType
  * R) and refund status (RS), each answer in, PayOnce's RefundOutcome or RefundQueryOutcome out.
  */
-import type { RefundOutcome, RefundQuery, RefundQueryOutcome, RefundRequest, RefundStatus } from '../gateway';
-import { assertNever, chargeOrRefundFailure, queryFailure, stringField } from '../transport';
+import type { RefundOutcome, RefundQuery, RefundQueryOutcome, RefundRequest, RefundStatus } from '@/server/payments/gateway';
+import { assertNever, chargeOrRefundFailure, queryFailure, stringField } from '@/server/payments/transport';
 import { claimAmountToMinor } from './amounts';
 import { maintenanceClassOf, respClassOf, respCodeOf, respDescOf, unavailableOf } from './codes';
 import type { Exchange } from './exchange';

@@ -13,8 +13,15 @@ import type {
   QueryOutcome,
   SucceededTrade,
   TradeStatus,
-} from '../gateway';
-import { assertNever, chargeOrRefundFailure, closeFailure, queryFailure, stringField, type TransportFailure } from '../transport';
+} from '@/server/payments/gateway';
+import {
+  assertNever,
+  chargeOrRefundFailure,
+  closeFailure,
+  queryFailure,
+  stringField,
+  type TransportFailure,
+} from '@/server/payments/transport';
 import { claimAmountToMinor } from './amounts';
 import { respClassOf, respCodeOf, respDescOf, unavailableOf, type Unavailable } from './codes';
 import type { Exchange } from './exchange';

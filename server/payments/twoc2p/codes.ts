@@ -3,7 +3,7 @@
  * API's two-digit ones, each sorted into the few classes the adapter decides on, and the two fields
  * every answer carries them in.
  */
-import { stringField } from '../transport';
+import { stringField } from '@/server/payments/transport';
 import type { Claims } from './jwt';
 
 /** A query that could not be answered, and why. */

@@ -3,7 +3,7 @@
  * answer, or the transport failure in their place (not sent, or in doubt). What an answer means is
  * ./classify's business.
  */
-import { exchangeHttp, type TransportFailure } from '../transport';
+import { exchangeHttp, type TransportFailure } from '@/server/payments/transport';
 import { signClaims, verifyJwt, type Claims } from './jwt';
 
 /** Where and how the adapter reaches 2C2P. */

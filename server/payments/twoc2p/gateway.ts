@@ -16,8 +16,8 @@ import type {
   RefundQueryOutcome,
   RefundRequest,
   TestBuyer,
-} from '../gateway';
-import { DEFAULT_GATEWAY_TIMEOUT_MS } from '../transport';
+} from '@/server/payments/gateway';
+import { DEFAULT_GATEWAY_TIMEOUT_MS } from '@/server/payments/transport';
 import {
   classifyCancelAnswer,
   classifyPaymentAnswer,

@@ -2,7 +2,7 @@
  * 2C2P's backend notification: `{"payload":"<JWT>"}` POSTed to backendReturnUrl. Its signature is
  * checked before any claim is read; ./classify turns the verified claims into the verdict.
  */
-import type { NotificationReply, NotificationVerdict } from '../gateway';
+import type { NotificationReply, NotificationVerdict } from '@/server/payments/gateway';
 import { classifyNotification, notificationPayloadOf } from './classify';
 import { verifyJwt } from './jwt';
 

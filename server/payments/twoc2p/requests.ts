@@ -3,8 +3,8 @@
  * checks made before any call — a request that can only be a programming error, and that the
  * gateway would refuse anyway, is never sent.
  */
-import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundQuery, RefundRequest } from '../gateway';
-import { minorToDecimal } from '../money';
+import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundQuery, RefundRequest } from '@/server/payments/gateway';
+import { minorToDecimal } from '@/server/payments/money';
 import { DecimalLiteral, exponentOf, fitsAmount } from './amounts';
 import type { Claims } from './jwt';
 

@@ -13,8 +13,8 @@ import type {
   RefundQueryOutcome,
   RefundStatus,
   TradeStatus,
-} from '../gateway';
-import { assertNever, stringField } from '../transport';
+} from '@/server/payments/gateway';
+import { assertNever, stringField } from '@/server/payments/transport';
 import { parseJson, readRefund, readTransaction, type Json, type Transaction, type WechatRefund } from './wire';
 
 /** What one query by out_trade_no found, before PayOnce's TradeStatus flattens PAYERROR away. */

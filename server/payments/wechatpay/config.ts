@@ -2,7 +2,7 @@
  * The configuration a WeChat Pay adapter is built from: the merchant's identity, its keys, WeChat's
  * key for verifying answers and notifications, and where the API is.
  */
-import type { TestBuyer } from '../gateway';
+import type { TestBuyer } from '@/server/payments/gateway';
 
 export interface WechatPayGatewayConfig {
   /** 商户号. */

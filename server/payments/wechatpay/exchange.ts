@@ -2,7 +2,7 @@
  * One call to the API v3: the signed request, sent once under the timeout, and its answer believed
  * only when WeChat's signature over it verifies. What the answer means is ./classify.
  */
-import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, stringField, type TransportFailure } from '../transport';
+import { DEFAULT_GATEWAY_TIMEOUT_MS, exchangeHttp, stringField, type TransportFailure } from '@/server/payments/transport';
 import type { WechatPayGatewayConfig } from './config';
 import { authorization, checkPlatformSignature, loadKeys, type Keys } from './signing';
 import { parseJson, type Json } from './wire';

@@ -14,8 +14,8 @@ import type {
   RefundQuery,
   RefundQueryOutcome,
   RefundRequest,
-} from '../gateway';
-import { chargeOrRefundFailure, closeFailure, queryFailure } from '../transport';
+} from '@/server/payments/gateway';
+import { chargeOrRefundFailure, closeFailure, queryFailure } from '@/server/payments/transport';
 import {
   classifyAfterRefusedClose,
   classifyBeforeClose,

@@ -4,7 +4,7 @@
  * reply WeChat expects. What a decrypted resource says is ./classify.
  */
 import { createDecipheriv } from 'node:crypto';
-import type { NotificationReply, NotificationVerdict } from '../gateway';
+import type { NotificationReply, NotificationVerdict } from '@/server/payments/gateway';
 import { classifyNotification, readEnvelope, type EncryptedResource } from './classify';
 import type { Client } from './exchange';
 import { checkPlatformSignature } from './signing';

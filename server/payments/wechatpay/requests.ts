@@ -2,7 +2,7 @@
  * What each call to WeChat Pay sends: the paths of 下单, 查询订单, 关闭订单, 申请退款 and 查询单笔退款,
  * the bodies of a charge and a refund, and the checks a charge or refund passes before anything is sent.
  */
-import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundRequest } from '../gateway';
+import type { ChargeOutcome, ChargeRequest, RefundOutcome, RefundRequest } from '@/server/payments/gateway';
 import type { WechatPayGatewayConfig } from './config';
 import type { Json } from './wire';
 

@@ -4,7 +4,7 @@
  * and the APIv3 key that notification resources are encrypted with.
  */
 import { createSign, createVerify, randomBytes, type KeyObject } from 'node:crypto';
-import { keyFromText } from '../rsa-keys';
+import { keyFromText } from '@/server/payments/rsa-keys';
 import type { WechatPayGatewayConfig } from './config';
 
 export const AUTH_SCHEMA = 'WECHATPAY2-SHA256-RSA2048';

@@ -3,7 +3,7 @@
  * TRANSACTION.* resources) and refund (申请退款, 查询单笔退款, REFUND.* resources) read from it and
  * checked for shape. What they mean for a charge, close or refund is ./classify.
  */
-import { stringField } from '../transport';
+import { stringField } from '@/server/payments/transport';
 
 export type Json = Record<string, unknown>;
 

@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import { listProducts } from '../../checkout/catalogue';
-import { CheckoutError } from '../../checkout/refusals';
-import { createOrder, getOrder } from '../../checkout/orders';
-import { payOrder } from '../../checkout/pay';
-import { orderTimeline, recentOrders } from '../../checkout/timeline';
-import { GATEWAY_IDS } from '../../payments/gateway-ids';
-import { clientAddress } from '../../http/rate-limit';
-import { BUYER_STEPS } from '../../payments/gateway';
-import { idempotentOnePhase, idempotentPhases, idempotentProcedure } from '../procedures';
-import { createTRPCRouter, publicProcedure } from '../init';
+import { listProducts } from '@/server/checkout/catalogue';
+import { CheckoutError } from '@/server/checkout/refusals';
+import { createOrder, getOrder } from '@/server/checkout/orders';
+import { payOrder } from '@/server/checkout/pay';
+import { orderTimeline, recentOrders } from '@/server/checkout/timeline';
+import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
+import { clientAddress } from '@/server/http/rate-limit';
+import { BUYER_STEPS } from '@/server/payments/gateway';
+import { idempotentOnePhase, idempotentPhases, idempotentProcedure } from '@/server/trpc/procedures';
+import { createTRPCRouter, publicProcedure } from '@/server/trpc/init';
 
 const createOrderInput = z.object({
   items: z

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { appServices } from '../../../../server/app/services';
-import { armDemoDrill, DEMO_DRILLS, DemoDrillError, lateBuyer } from '../../../../server/demo/drills';
-import { isSecureRequest, sessionSecret, verifySession } from '../../../../server/http/session';
-import { controlRequestRefusal } from '../../../../server/http/control-requests';
+import { appServices } from '@/server/app/services';
+import { armDemoDrill, DEMO_DRILLS, DemoDrillError, lateBuyer } from '@/server/demo/drills';
+import { isSecureRequest, sessionSecret, verifySession } from '@/server/http/session';
+import { controlRequestRefusal } from '@/server/http/control-requests';
 
 /**
  * The page's fault switchboard (demo mode only; a 404 otherwise). Everything is this browser's: a

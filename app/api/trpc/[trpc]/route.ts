@@ -1,6 +1,6 @@
-import { appServices } from '../../../../server/app/services';
-import { sessionSecret } from '../../../../server/http/session';
-import { createTrpcHandler } from '../../../../server/trpc/http';
+import { appServices } from '@/server/app/services';
+import { sessionSecret } from '@/server/http/session';
+import { createTrpcHandler } from '@/server/trpc/http';
 
 const handler = createTrpcHandler({ services: appServices, sessionSecret });
 

@@ -1,5 +1,5 @@
-import { appServices } from '../../../../server/app/services';
-import { handleGatewayNotification } from '../../../../server/checkout/notifications';
+import { appServices } from '@/server/app/services';
+import { handleGatewayNotification } from '@/server/checkout/notifications';
 
 /** 2C2P backend notification (backendReturnUrl): HTTP 200 only after the commit. */
 export function POST(request: Request): Promise<Response> {

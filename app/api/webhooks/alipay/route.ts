@@ -1,5 +1,5 @@
-import { appServices } from '../../../../server/app/services';
-import { handleGatewayNotification } from '../../../../server/checkout/notifications';
+import { appServices } from '@/server/app/services';
+import { handleGatewayNotification } from '@/server/checkout/notifications';
 
 /** Alipay's asynchronous notification (notify_url): answered `success` only after the commit. */
 export function POST(request: Request): Promise<Response> {

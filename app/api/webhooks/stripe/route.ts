@@ -1,5 +1,5 @@
-import { appServices } from '../../../../server/app/services';
-import { handleGatewayNotification } from '../../../../server/checkout/notifications';
+import { appServices } from '@/server/app/services';
+import { handleGatewayNotification } from '@/server/checkout/notifications';
 
 /** Stripe webhook endpoint: any 2xx acknowledges, so it answers 2xx only after the commit. */
 export function POST(request: Request): Promise<Response> {

@@ -1,5 +1,5 @@
-import { appServices } from '../../../../server/app/services';
-import { handleGatewayNotification } from '../../../../server/checkout/notifications';
+import { appServices } from '@/server/app/services';
+import { handleGatewayNotification } from '@/server/checkout/notifications';
 
 /** WeChat Pay v3 notification: 204 only after the commit; 5xx + {"code":"FAIL"} makes WeChat retry. */
 export function POST(request: Request): Promise<Response> {
