@@ -112,7 +112,7 @@ export function orderTruth(view: OrderView): OrderTruth {
     };
   }
   if (view.status === 'paying' || view.status === 'paid') return { kind: 'paying' };
-  if (view.status === 'failed' || view.status === 'expired') {
+  if (view.status === 'expired') {
     return { kind: 'closed', status: view.status, charged: view.payments.some((p) => p.status === 'succeeded') };
   }
   const latest = view.payments.filter((p) => p.role === 'payment').at(-1);

@@ -34,7 +34,7 @@ export const products = pgTable(
   (t) => [check('products_stock_non_negative', sql`${t.stock} >= 0`), check('products_price_positive', sql`${t.priceMinor} > 0`)],
 );
 
-export const ORDER_STATUSES = ['awaiting_payment', 'paying', 'paid', 'failed', 'expired'] as const;
+export const ORDER_STATUSES = ['awaiting_payment', 'paying', 'paid', 'expired'] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export const orders = pgTable(
@@ -85,6 +85,8 @@ export const orders = pgTable(
       .on(t.status, t.expiresAt)
       .where(sql`${t.status} in ('awaiting_payment', 'paying')`),
     check('orders_amount_positive', sql`${t.amountMinor} > 0`),
+    // The statuses of server/checkout/order-state.ts, and no other.
+    check('orders_status_known', sql`${t.status} in ('awaiting_payment', 'paying', 'paid', 'expired')`),
   ],
 );
 

@@ -52,8 +52,8 @@ export const TEXT = {
 } as const;
 
 export const ORDER_STATUS: Record<Lang, Record<string, string>> = {
-  zh: { awaiting_payment: '待支付', paying: '支付中', paid: '已支付', failed: '已失败', expired: '已过期' },
-  en: { awaiting_payment: 'awaiting payment', paying: 'paying', paid: 'paid', failed: 'failed', expired: 'expired' },
+  zh: { awaiting_payment: '待支付', paying: '支付中', paid: '已支付', expired: '已过期' },
+  en: { awaiting_payment: 'awaiting payment', paying: 'paying', paid: 'paid', expired: 'expired' },
 };
 
 export const GUARD: Record<Lang, Record<string, string>> = {
@@ -88,6 +88,7 @@ export const OUTCOME: Record<Lang, Record<string, string>> = {
     indeterminate: '结果未知',
     closed: '已关闭',
     already_paid: '已被支付',
+    payment_reversed: '撤销了刚完成的付款',
     answered: '已答复',
     unavailable: '暂不可用',
     pending: '处理中',
@@ -101,6 +102,7 @@ export const OUTCOME: Record<Lang, Record<string, string>> = {
     indeterminate: 'outcome unknown',
     closed: 'closed',
     already_paid: 'already paid',
+    payment_reversed: 'payment reversed',
     answered: 'answered',
     unavailable: 'unavailable',
     pending: 'pending',

@@ -11,10 +11,9 @@
  *   paying                      attempt_abandoned   awaiting_payment  the reconciler
  *   awaiting_payment            expired             expired           the expiry job
  *
- * `paid`, `expired` and `failed` are over: nothing leaves them. A charge that still lands on an order
- * that is over is not a transition — it is money that must not stay, recorded as excess and refunded
- * (./settle). No path of the checkout enters `failed` today; it stays a final state that the schema,
- * the page and the sweep of open trades know.
+ * `paid` and `expired` are over: nothing leaves them. A charge that still lands on an order that is
+ * over is not a transition — it is money that must not stay, recorded as excess and refunded
+ * (./settle). The table holds no other status (CHECK orders_status_known).
  *
  * Every transition is one conditional UPDATE (`where id = $1 and status in (from-states) and guard`)
  * inside the caller's transaction, reporting whether it matched. Actors that race — the pay request,
@@ -222,7 +221,7 @@ export function orderPaymentInProgress(): CheckoutError {
   return new CheckoutError('ORDER_PAYMENT_IN_PROGRESS', 'Another payment attempt for this order is in progress.');
 }
 
-/** The order is over (expired, failed) and takes no new attempt. */
+/** The order is over (expired) and takes no new attempt. */
 export function orderNotPayable(status: OrderStatus): CheckoutError {
   return new CheckoutError('ORDER_NOT_PAYABLE', `The order is ${status} and can no longer be paid.`);
 }

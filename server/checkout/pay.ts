@@ -174,7 +174,6 @@ async function attemptPhase(tx: Transaction, context: PayContext): Promise<Phase
       // Only the order sees two tabs or two gateways: they hold different keys.
       if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
       return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
-    case 'failed':
     case 'expired':
       throw orderNotPayable(order.status);
     case 'awaiting_payment':

@@ -37,8 +37,8 @@ export interface PaidOrder {
 /**
  * What recording a successful charge did:
  *   paid       — this charge pays the order (now, or it already did: the same charge learnt of again)
- *   refunding  — the money must not stay (the order is paid by another charge, or expired, or
- *                failed): it is recorded as `excess` with a refund that the refund worker will send.
+ *   refunding  — the money must not stay (the order is paid by another charge, or expired): it is
+ *                recorded as `excess` with a refund that the refund worker will send.
  *                `paid` is the order's own payment when the order is paid.
  */
 export type SettleOutcome =
@@ -87,7 +87,7 @@ export function refundIdFor(outTradeNo: string, sequence: number): string {
  *   - the same charge again (same gateway and gateway trade number) → what it was the first time;
  *   - the order is payable (awaiting_payment, paying) → this charge pays it: payment, order, trade,
  *     outbox email, together;
- *   - anything else (paid by another charge, expired, failed) → money that must not stay: an `excess`
+ *   - anything else (paid by another charge, expired) → money that must not stay: an `excess`
  *     payment and its refund, together. A late payment never revives an expired order: its stock went
  *     back when it expired and may already be sold, so the buyer gets the money back instead.
  */

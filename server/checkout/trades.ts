@@ -182,7 +182,7 @@ export async function markTradeOpen(tx: Transaction, orderId: string, gateway: G
     });
 }
 
-/** Orders that are over (paid, expired, failed) but still hold an open trade: the reconciler's sweep. */
+/** Orders that are over (paid, expired) but still hold an open trade: the reconciler's sweep. */
 export async function settledOrdersWithOpenTrades(services: CheckoutServices, limit: number): Promise<OrderRef[]> {
   return services.db
     .selectDistinct({ id: orders.id, outTradeNo: orders.outTradeNo, amountMinor: orders.amountMinor, currency: orders.currency })

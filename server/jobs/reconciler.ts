@@ -32,7 +32,7 @@ export interface ReconcileSummary {
   reopened: number;
   undecided: number;
   expired: number;
-  /** Trades closed on orders that were already over (paid, expired, failed). */
+  /** Trades closed on orders that were already over (paid, expired). */
   swept: number;
   /** Open trades of payable orders (the buyer's own step, a decline) found paid at the gateway and settled. */
   openTradesSettled: number;

@@ -85,7 +85,7 @@ describe('the order state machine', () => {
         'awaiting_payment --expired--> expired',
       ],
     );
-    assert.deepEqual([...FINAL_ORDER_STATUSES].sort(), ['expired', 'failed', 'paid']);
+    assert.deepEqual([...FINAL_ORDER_STATUSES].sort(), ['expired', 'paid']);
     for (const row of orderTransitionRows()) assert.ok(row.cause.length > 0, `${row.event} says who causes it`);
   });
 
