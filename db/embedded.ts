@@ -137,14 +137,11 @@ export async function ensureDatabase(adminUrl: string, database: string): Promis
   const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
     const rows = await sql`select 1 from pg_database where datname = ${database}`;
-    if (rows.length === 0) {
-      try {
-        await sql.unsafe(`create database "${database.replaceAll('"', '""')}"`);
-      } catch (error) {
-        // Two processes starting together: the other one created it first.
-        if ((error as { code?: string }).code !== '42P04') throw error;
-      }
-    }
+    if (rows.length > 0) return;
+    await sql.unsafe(`create database "${database.replaceAll('"', '""')}"`).catch((error: { code?: string }) => {
+      // Two processes starting together: the other one created it first.
+      if (error.code !== '42P04') throw error;
+    });
   } finally {
     await sql.end({ timeout: 5 });
   }

@@ -14,7 +14,7 @@ import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
 import { settleRefundFromNotification } from './refunds';
 import { executeIdempotent, KeyReusedError, refusalHeaders, RequestInProgressError, respond } from '@payonce/idempotency';
-import { type GatewayId, type NotificationReply, type RefundNotification } from '@/server/payments/gateway';
+import type { GatewayId, NotificationReply, PaymentGateway, PaymentNotification, RefundNotification } from '@/server/payments/gateway';
 import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
@@ -40,10 +40,12 @@ function refusalResponse(refusal: CheckoutError): Response {
   });
 }
 
+type Count = (result: string) => void;
+
 export async function handleGatewayNotification(services: CheckoutServices, gatewayId: GatewayId, request: Request): Promise<Response> {
   const gateway = services.gateways[gatewayId];
   if (!gateway) return refuse('GATEWAY_NOT_CONFIGURED');
-  const count = (result: string) => services.metrics?.notifications.inc({ gateway: gatewayId, result });
+  const count: Count = (result) => services.metrics?.notifications.inc({ gateway: gatewayId, result });
 
   // 1. Signature first: nothing of an unverified body is read, let alone stored. The body is read
   // only up to the limit, so an oversized one (signed or not) costs no memory and records nothing.
@@ -58,66 +60,30 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
     count('rejected');
     return refuse('INVALID_SIGNATURE', verdict.reason);
   }
-  if (verdict.kind === 'refund') {
-    if (verdict.notification.merchantId !== gateway.merchantId) {
-      count('rejected');
-      return refuse('MERCHANT_MISMATCH');
-    }
-    return handleRefundNotification(services, gatewayId, verdict.notification, count);
-  }
-  const notification = verdict.notification;
-
-  // 2. It must be for this merchant and, if it reports a payment, for this order's exact amount.
-  if (notification.merchantId !== gateway.merchantId) {
+  // 2. It must be for this merchant.
+  if (verdict.notification.merchantId !== gateway.merchantId) {
     count('rejected');
     return refuse('MERCHANT_MISMATCH');
   }
+  if (verdict.kind === 'refund') return handleRefundNotification(services, gatewayId, verdict.notification, count);
+  return handlePaymentNotification(services, gateway, verdict.notification, count);
+}
+
+/** A verified payment notification for this merchant: placed on its order, then settled once. */
+async function handlePaymentNotification(
+  services: CheckoutServices,
+  gateway: PaymentGateway,
+  notification: PaymentNotification,
+  count: Count,
+): Promise<Response> {
   if (notification.status !== 'succeeded') {
     // Only a success settles anything; other statuses are acknowledged so they stop. They never
     // touch the dedupe key, so a later success for the same trade is still processed.
     count('ignored');
     return toResponse(gateway.notificationReply(true));
   }
-  const [order] = await services.db
-    .select({
-      id: orders.id,
-      amountMinor: orders.amountMinor,
-      currency: orders.currency,
-      // A close of this order's trade at this gateway reversed a payment made at that instant (see below).
-      closeReversedPayment: sql<boolean>`exists (select 1 from ${orderTrades}
-        where ${orderTrades.orderId} = ${orders.id} and ${orderTrades.gateway} = ${gatewayId}
-          and ${orderTrades.paymentReversedAt} is not null)`,
-    })
-    .from(orders)
-    .where(eq(orders.outTradeNo, notification.outTradeNo));
-  if (!order) {
-    // Not acknowledged: a payment we cannot place must not be forgotten by the gateway either. It is
-    // recorded for a person to follow up, once however often the gateway retries.
-    await recordPaymentException(services.db, {
-      kind: 'unknown_order',
-      dedupeKey: `unknown-order:${gatewayId}:${notification.eventId}`,
-      gateway: gatewayId,
-      outTradeNo: notification.outTradeNo,
-      orderId: null,
-      details: { ...notification },
-    });
-    count('unplaced');
-    return refuse('ORDER_NOT_FOUND');
-  }
-  if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
-    // Correctly signed, so money may really have moved — for the wrong amount. Never settle it, never
-    // drop it: record it for follow-up and leave it unacknowledged so the gateway keeps it too.
-    await recordPaymentException(services.db, {
-      kind: 'amount_mismatch',
-      dedupeKey: `amount-mismatch:${gatewayId}:${notification.eventId}`,
-      gateway: gatewayId,
-      outTradeNo: notification.outTradeNo,
-      orderId: order.id,
-      details: { ...notification, orderAmountMinor: order.amountMinor, orderCurrency: order.currency },
-    });
-    count('unplaced');
-    return refuse('AMOUNT_MISMATCH');
-  }
+  const order = await placeOnOrder(services, gateway.id, notification, count);
+  if (order instanceof Response) return order;
 
   // A close of this order's trade reversed a payment made at that instant (Alipay's cancel refunds
   // it): this notification may be that payment's, whose money is on its way back. The trade's state
@@ -132,27 +98,19 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
   }
 
   // 3. Dedupe through the same core as the API, then settle and store the outcome in one transaction.
+  const { outTradeNo, gatewayTradeNo, amountMinor, currency } = notification;
   return processOnce(
     services,
-    gatewayId,
+    gateway.id,
     { orderId: order.id, eventId: notification.eventId, about: 'payment' },
-    {
-      key: notification.eventId,
-      path: `webhook.${gatewayId}`,
-      input: {
-        outTradeNo: notification.outTradeNo,
-        gatewayTradeNo: notification.gatewayTradeNo,
-        amountMinor: notification.amountMinor,
-        currency: notification.currency,
-      },
-    },
+    { key: notification.eventId, path: `webhook.${gateway.id}`, input: { outTradeNo, gatewayTradeNo, amountMinor, currency } },
     async (tx) => {
       const settled = await settleSucceededCharge(tx, {
-        gateway: gatewayId,
-        outTradeNo: notification.outTradeNo,
-        gatewayTradeNo: notification.gatewayTradeNo,
-        amountMinor: notification.amountMinor,
-        currency: notification.currency,
+        gateway: gateway.id,
+        outTradeNo,
+        gatewayTradeNo,
+        amountMinor,
+        currency,
         source: 'notification',
       });
       return settled.kind === 'paid'
@@ -164,6 +122,43 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
 }
 
 /**
+ * The order a payment notification is for, for this exact amount — or the refusal, with the payment
+ * recorded for a person to follow up: money may really have moved, so it is never dropped, and the
+ * gateway is not told it was handled, so it keeps it too.
+ */
+async function placeOnOrder(services: CheckoutServices, gatewayId: GatewayId, notification: PaymentNotification, count: Count) {
+  const [order] = await services.db
+    .select({
+      id: orders.id,
+      amountMinor: orders.amountMinor,
+      currency: orders.currency,
+      // A close of this order's trade at this gateway reversed a payment made at that instant.
+      closeReversedPayment: sql<boolean>`exists (select 1 from ${orderTrades}
+        where ${orderTrades.orderId} = ${orders.id} and ${orderTrades.gateway} = ${gatewayId}
+          and ${orderTrades.paymentReversedAt} is not null)`,
+    })
+    .from(orders)
+    .where(eq(orders.outTradeNo, notification.outTradeNo));
+  const { eventId, outTradeNo } = notification;
+  if (!order) {
+    // Recorded once however often the gateway retries.
+    const exception = { kind: 'unknown_order', dedupeKey: `unknown-order:${gatewayId}:${eventId}`, orderId: null } as const;
+    await recordPaymentException(services.db, { ...exception, gateway: gatewayId, outTradeNo, details: { ...notification } });
+    count('unplaced');
+    return refuse('ORDER_NOT_FOUND');
+  }
+  if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
+    // Correctly signed, so money may really have moved — for the wrong amount: never settled.
+    const exception = { kind: 'amount_mismatch', dedupeKey: `amount-mismatch:${gatewayId}:${eventId}`, orderId: order.id } as const;
+    const details = { ...notification, orderAmountMinor: order.amountMinor, orderCurrency: order.currency };
+    await recordPaymentException(services.db, { ...exception, gateway: gatewayId, outTradeNo, details });
+    count('unplaced');
+    return refuse('AMOUNT_MISMATCH');
+  }
+  return order;
+}
+
+/**
  * A refund notification (WeChat Pay REFUND.*, Stripe refund.*, Alipay's refund trade_status_sync):
  * settles our refund row if it is one of ours, through the same dedupe as payments. A refund that is
  * not ours (another system on the same merchant account) is acknowledged and ignored.
@@ -172,7 +167,7 @@ async function handleRefundNotification(
   services: CheckoutServices,
   gatewayId: GatewayId,
   notification: RefundNotification,
-  count: (result: string) => void,
+  count: Count,
 ): Promise<Response> {
   if (notification.status === 'other') {
     count('ignored');
@@ -208,7 +203,7 @@ async function processOnce(
   event: { orderId: string | null; eventId: string; about: 'payment' | 'refund' },
   request: { key: string; path: string; input: unknown },
   effects: (tx: Transaction) => Promise<unknown>,
-  count: (result: string) => void,
+  count: Count,
 ): Promise<Response> {
   const gateway = services.gateways[gatewayId]!;
   try {

@@ -100,7 +100,15 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       `Charged ${charge.amountMinor} ${charge.currency}, but the order is ${order.amountMinor} ${order.currency}.`,
     );
   }
+  const known = await knownCharge(tx, order, charge);
+  if (known) return known;
+  await markTradePaid(tx, order, charge);
+  if (!orderMayTake('charge_succeeded', order.status)) return recordExcessCharge(tx, order, charge);
+  return recordPayment(tx, order, charge);
+}
 
+/** The same charge, learnt of a second time: what it did then, with nothing changed. */
+async function knownCharge(tx: Transaction, order: LockedOrder, charge: SucceededCharge): Promise<SettleOutcome | undefined> {
   const [known] = await tx
     .select({ id: payments.id, role: payments.role })
     .from(payments)
@@ -112,19 +120,19 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
         eq(payments.status, 'succeeded'),
       ),
     );
-  if (known) {
-    // The same charge, learnt of a second time: change nothing.
-    const paid = await paidOrderView(tx, order.id);
-    if (known.role === 'payment') {
-      if (!paid) throw new Error(`order ${order.id} has a payment but no paid view`);
-      return { kind: 'paid', paid };
-    }
-    const [refund] = await tx.select({ refundId: refunds.refundId }).from(refunds).where(eq(refunds.paymentId, known.id));
-    if (!refund) throw new Error(`excess payment ${known.id} has no refund`);
-    return { kind: 'refunding', orderId: order.id, orderStatus: order.status, refundId: refund.refundId, paid };
+  if (!known) return undefined;
+  const paid = await paidOrderView(tx, order.id);
+  if (known.role === 'payment') {
+    if (!paid) throw new Error(`order ${order.id} has a payment but no paid view`);
+    return { kind: 'paid', paid };
   }
+  const [refund] = await tx.select({ refundId: refunds.refundId }).from(refunds).where(eq(refunds.paymentId, known.id));
+  if (!refund) throw new Error(`excess payment ${known.id} has no refund`);
+  return { kind: 'refunding', orderId: order.id, orderStatus: order.status, refundId: refund.refundId, paid };
+}
 
-  // Whatever happens next, this trade can take no more money: it is paid.
+/** Whatever happens next, this trade can take no more money: it is paid. */
+async function markTradePaid(tx: Transaction, order: LockedOrder, charge: SucceededCharge): Promise<void> {
   await tx
     .insert(orderTrades)
     .values({ orderId: order.id, gateway: charge.gateway, status: 'paid', openedAttempt: Math.max(order.paymentAttempt, 1) })
@@ -132,22 +140,15 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       target: [orderTrades.orderId, orderTrades.gateway],
       set: { status: 'paid', closedAt: sql`now()`, updatedAt: sql`now()` },
     });
+}
 
-  if (!orderMayTake('charge_succeeded', order.status)) {
-    return recordExcessCharge(tx, order, charge);
-  }
-
-  await tx.insert(payments).values({
-    orderId: order.id,
-    gateway: charge.gateway,
-    outTradeNo: charge.outTradeNo,
-    attempt: Math.max(order.paymentAttempt, 1),
-    amountMinor: charge.amountMinor,
-    currency: charge.currency,
-    status: 'succeeded',
-    gatewayTradeNo: charge.gatewayTradeNo,
-    source: charge.source,
-  });
+/** The charge pays the order: the payment row, the order paid, the confirmation email, the journal. */
+async function recordPayment(tx: Transaction, order: LockedOrder, charge: SucceededCharge): Promise<SettleOutcome> {
+  const attempt = Math.max(order.paymentAttempt, 1);
+  const { gateway, outTradeNo, gatewayTradeNo, amountMinor, currency, source } = charge;
+  await tx
+    .insert(payments)
+    .values({ orderId: order.id, gateway, outTradeNo, attempt, amountMinor, currency, status: 'succeeded', gatewayTradeNo, source });
   const paidRow = await requireOrderTransition(tx, order.id, 'charge_succeeded', {});
   // One confirmation email per paid order, however many paths settle it: the unique dedupe key
   // turns every later insert into a no-op. `paidAt` is the order's own paid_at, so the email tells
@@ -158,36 +159,17 @@ export async function settleSucceededCharge(tx: Transaction, charge: SucceededCh
       topic: ORDER_PAID_EMAIL_TOPIC,
       dedupeKey: `order-paid-email:${order.id}`,
       payload: {
-        orderId: order.id,
-        customerId: order.customerId,
-        outTradeNo: order.outTradeNo,
-        amountMinor: order.amountMinor,
-        currency: order.currency,
-        gateway: charge.gateway,
+        ...{ orderId: order.id, customerId: order.customerId, outTradeNo: order.outTradeNo },
+        ...{ amountMinor: order.amountMinor, currency: order.currency, gateway },
         ...(paidRow.paidAt ? { paidAt: paidRow.paidAt.toISOString() } : {}),
       },
     })
     .onConflictDoNothing();
-  await journal(tx, {
-    orderId: order.id,
-    kind: 'payment.succeeded',
-    data: { ...journaledCharge(charge), attempt: Math.max(order.paymentAttempt, 1) },
-  });
+  await journal(tx, { orderId: order.id, kind: 'payment.succeeded', data: { ...journaledCharge(charge), attempt } });
   await journal(tx, { orderId: order.id, kind: 'email.queued', data: { email: 'order_paid' } });
-
   return {
     kind: 'paid',
-    paid: {
-      orderId: order.id,
-      status: 'paid',
-      payment: {
-        gateway: charge.gateway,
-        outTradeNo: charge.outTradeNo,
-        amountMinor: charge.amountMinor,
-        currency: charge.currency,
-        gatewayTradeNo: charge.gatewayTradeNo,
-      },
-    },
+    paid: { orderId: order.id, status: 'paid', payment: { gateway, outTradeNo, amountMinor, currency, gatewayTradeNo } },
   };
 }
 

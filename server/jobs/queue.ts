@@ -44,17 +44,15 @@ export interface RunningJobs {
 
 type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process';
 
+type Job = { name: JobName; everySeconds: number; run: () => Promise<string | undefined> };
+
 export async function startJobs(
   services: CheckoutServices,
   options: { connectionString: string; intervals?: Partial<JobIntervals>; policy?: JobPolicy; log?: (message: string) => void },
 ): Promise<RunningJobs> {
-  const intervals: JobIntervals = {
-    reconcileSeconds: options.intervals?.reconcileSeconds ?? DEFAULT_JOB_INTERVALS.reconcileSeconds,
-    outboxSeconds: options.intervals?.outboxSeconds ?? DEFAULT_JOB_INTERVALS.outboxSeconds,
-    keyCleanupSeconds: options.intervals?.keyCleanupSeconds ?? DEFAULT_JOB_INTERVALS.keyCleanupSeconds,
-    refundSeconds: options.intervals?.refundSeconds ?? DEFAULT_JOB_INTERVALS.refundSeconds,
-  };
-  const policy = options.policy ?? {};
+  // An interval left undefined keeps its default.
+  const given = Object.entries(options.intervals ?? {}).filter(([, seconds]) => seconds !== undefined);
+  const intervals: JobIntervals = { ...DEFAULT_JOB_INTERVALS, ...Object.fromEntries(given) };
   const log = options.log ?? ((message: string) => console.log(`[jobs] ${message}`));
   const boss = new PgBoss({
     connectionString: options.connectionString,
@@ -65,8 +63,17 @@ export async function startJobs(
   });
   boss.on('error', (error) => log(`queue error: ${error.message}`));
   await boss.start();
+  for (const job of jobsOf(services, intervals, options.policy ?? {})) await schedule(boss, job, log);
+  return {
+    async stop() {
+      await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+    },
+  };
+}
 
-  const jobs: { name: JobName; everySeconds: number; run: () => Promise<string | undefined> }[] = [
+/** The app's jobs, each with its pace and what it reports when it did something. */
+function jobsOf(services: CheckoutServices, intervals: JobIntervals, policy: JobPolicy): Job[] {
+  return [
     {
       name: 'payments.reconcile',
       everySeconds: intervals.reconcileSeconds,
@@ -105,32 +112,27 @@ export async function startJobs(
       },
     },
   ];
+}
 
-  for (const job of jobs) {
-    // `short`: at most one job waiting, however many instances seed or re-enqueue it, while a new run
-    // may start even if an earlier one is still marked active — as it is after its instance was
-    // killed mid-job, until it expires (30 s) and is retried. The jobs are safe to overlap.
-    await boss.createQueue(job.name, { name: job.name, policy: 'short', expireInSeconds: 30, retryLimit: 1, retryDelay: 1 });
-    const next = () =>
-      boss.send(job.name, {}, { startAfter: job.everySeconds }).catch((error: Error) => {
-        log(`could not schedule ${job.name}: ${error.message}`);
-        return null;
-      });
-    await boss.work(job.name, { pollingIntervalSeconds: Math.max(0.5, Math.min(2, job.everySeconds / 2)) }, async () => {
-      try {
-        const report = await job.run();
-        if (report) log(`${job.name}: ${report}`);
-      } finally {
-        await next();
-      }
+/** One job as a chain in pg-boss: each run schedules the next, whichever instance runs it. */
+async function schedule(boss: PgBoss, job: Job, log: (message: string) => void): Promise<void> {
+  // `short`: at most one job waiting, however many instances seed or re-enqueue it, while a new run
+  // may start even if an earlier one is still marked active — as it is after its instance was
+  // killed mid-job, until it expires (30 s) and is retried. The jobs are safe to overlap.
+  await boss.createQueue(job.name, { name: job.name, policy: 'short', expireInSeconds: 30, retryLimit: 1, retryDelay: 1 });
+  const next = () =>
+    boss.send(job.name, {}, { startAfter: job.everySeconds }).catch((error: Error) => {
+      log(`could not schedule ${job.name}: ${error.message}`);
+      return null;
     });
-    // Seed the chain; with the short policy a seed from every instance still leaves one job waiting.
-    await boss.send(job.name, {});
-  }
-
-  return {
-    async stop() {
-      await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
-    },
-  };
+  await boss.work(job.name, { pollingIntervalSeconds: Math.max(0.5, Math.min(2, job.everySeconds / 2)) }, async () => {
+    try {
+      const report = await job.run();
+      if (report) log(`${job.name}: ${report}`);
+    } finally {
+      await next();
+    }
+  });
+  // Seed the chain; with the short policy a seed from every instance still leaves one job waiting.
+  await boss.send(job.name, {});
 }
