@@ -130,7 +130,7 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     // PAYERROR says only "the payment failed"; trade_state_desc says why (see wechatReason).
     PAYERROR: 'unknown',
   },
-  // server/payments/stripe/: error.decline_code || error.code, and its own checks.
+  // server/payments/stripe/classify.ts (classifyPay) and failure.ts (classifyError): error.decline_code || error.code, and its own checks.
   stripe: {
     insufficient_funds: 'insufficient_funds',
     generic_decline: 'card_declined',

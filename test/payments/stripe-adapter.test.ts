@@ -9,11 +9,11 @@ import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
-import { createStripeGateway, type StripeGatewayConfig } from '../../server/payments/stripe';
-import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '../../server/payments/gateway';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { createStripeModule, stripeModule } from '../../sandbox/stripe';
-import { waitFor, startServer, readLedger } from '../support/harness';
+import { createStripeGateway, type StripeGatewayConfig } from '@/server/payments/stripe';
+import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '@/server/payments/gateway';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { createStripeModule, stripeModule } from '@/sandbox/stripe';
+import { waitFor, startServer, readLedger } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {

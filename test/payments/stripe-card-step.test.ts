@@ -10,12 +10,12 @@ import assert from 'node:assert/strict';
 import { createHmac, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { createStripeGateway, type StripeGatewayConfig } from '../../server/payments/stripe';
-import type { BuyerAction, ChargeOutcome, ChargeRequest, PaymentGateway } from '../../server/payments/gateway';
-import { startSandbox, type RunningSandbox } from '../../sandbox/server';
-import { stripeModule } from '../../sandbox/stripe';
-import { readLedger, startServer, waitFor } from '../support/harness';
-import type { Ledger } from '../../soak/invariants';
+import { createStripeGateway, type StripeGatewayConfig } from '@/server/payments/stripe';
+import type { BuyerAction, ChargeOutcome, ChargeRequest, PaymentGateway } from '@/server/payments/gateway';
+import { startSandbox, type RunningSandbox } from '@/sandbox/server';
+import { stripeModule } from '@/sandbox/stripe';
+import { readLedger, startServer, waitFor } from '@/test/support/harness';
+import type { Ledger } from '@/soak/invariants';
 
 const DATABASE_URL = process.env.DATABASE_URL;
 if (!DATABASE_URL) {
