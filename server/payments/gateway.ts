@@ -263,3 +263,31 @@ export interface PaymentGateway {
   /** The reply that tells the gateway to stop (ack) or to deliver again later (nack). */
   notificationReply(ack: boolean): NotificationReply;
 }
+
+/** What a gateway is, besides what it does: its identity and the buyer steps it offers. */
+export type GatewayTraits = Pick<PaymentGateway, 'id' | 'merchantId' | 'oneTradePerOrder' | 'buyerSteps' | 'hasTestBuyers'>;
+
+/** A gateway's operations as functions of its own context (its configuration, client and keys). */
+export interface GatewayOperations<C> {
+  charge(context: C, request: ChargeRequest): Promise<ChargeOutcome>;
+  query(context: C, outTradeNo: string): Promise<QueryOutcome>;
+  close(context: C, request: CloseRequest): Promise<CloseOutcome>;
+  refund(context: C, request: RefundRequest): Promise<RefundOutcome>;
+  queryRefund(context: C, request: RefundQuery): Promise<RefundQueryOutcome>;
+  verifyNotification(context: C, request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict>;
+  notificationReply(ack: boolean): NotificationReply;
+}
+
+/** An adapter as the checkout sees it: its traits, and its operations bound to its context. */
+export function gatewayOf<C>(traits: GatewayTraits, context: C, operations: GatewayOperations<C>): PaymentGateway {
+  return {
+    ...traits,
+    charge: (request) => operations.charge(context, request),
+    query: (outTradeNo) => operations.query(context, outTradeNo),
+    close: (request) => operations.close(context, request),
+    refund: (request) => operations.refund(context, request),
+    queryRefund: (request) => operations.queryRefund(context, request),
+    verifyNotification: (request) => operations.verifyNotification(context, request),
+    notificationReply: operations.notificationReply,
+  };
+}

@@ -6,7 +6,7 @@
  * through their official SDKs and use only the classification here.
  */
 
-import type { ChargeOutcome, QueryOutcome } from './gateway';
+import type { ChargeOutcome, QueryOutcome, RefundOutcome, RefundStatus } from './gateway';
 
 /**
  * Per-request timeout unless configured (GATEWAY_TIMEOUT_MS). It must stay well inside the
@@ -167,4 +167,23 @@ export async function confirmPaidByQuery(
   }
   const message = found.kind === 'answered' ? `trade is ${found.trade.kind} for another amount or state` : found.message;
   return { kind: 'indeterminate', code, message };
+}
+
+/**
+ * The refund a refund call's answer carries, as that call's outcome: final success or failure as it
+ * is, not final yet as pending (under `pendingId`, the gateway's id for it when it gave one), and an
+ * answer that holds no refund at all as `indeterminate` under `missing` — settled by queryRefund.
+ */
+export function refundOutcomeOf(status: RefundStatus, pendingId: string | null, missing: { code: string; message: string }): RefundOutcome {
+  switch (status.kind) {
+    case 'succeeded':
+    case 'failed':
+      return status;
+    case 'pending':
+      return { kind: 'pending', gatewayRefundId: pendingId };
+    case 'not_found':
+      return { kind: 'indeterminate', ...missing };
+    default:
+      return assertNever(status);
+  }
 }

@@ -283,6 +283,14 @@ function isTradeNotExist(response: Fields): boolean {
   return stringField(response, 'code') === '40004' && stringField(response, 'sub_code') === 'ACQ.TRADE_NOT_EXIST';
 }
 
+/** trade_status as a query tells it; a partly refunded trade stays TRADE_SUCCESS (paid). */
+const TRADE_STATES: Readonly<Record<string, 'pending' | 'closed' | 'paid'>> = {
+  WAIT_BUYER_PAY: 'pending',
+  TRADE_CLOSED: 'closed',
+  TRADE_SUCCESS: 'paid',
+  TRADE_FINISHED: 'paid',
+};
+
 /**
  * trade.query in PayOnce's terms. A fully refunded trade is TRADE_CLOSED and reads `closed` (it can
  * neither take nor keep money); a partly refunded one stays TRADE_SUCCESS and is `succeeded` for its
@@ -292,17 +300,10 @@ export function classifyTradeQuery(response: Fields): QueryOutcome {
   if (isTradeNotExist(response)) return { kind: 'answered', trade: { kind: 'not_found' } };
   if (stringField(response, 'code') !== '10000') return queryUnavailable(response, 'trade.query failed');
   const status = stringField(response, 'trade_status');
-  switch (status) {
-    case 'WAIT_BUYER_PAY':
-      return { kind: 'answered', trade: { kind: 'pending' } };
-    case 'TRADE_CLOSED':
-      return { kind: 'answered', trade: { kind: 'closed' } };
-    case 'TRADE_SUCCESS':
-    case 'TRADE_FINISHED':
-      return paidTrade(response);
-    default:
-      return { kind: 'unavailable', code: 'UNKNOWN_TRADE_STATUS', message: `trade_status ${status ?? '(none)'}` };
-  }
+  const state = status !== undefined && Object.hasOwn(TRADE_STATES, status) ? TRADE_STATES[status] : undefined;
+  if (state === 'paid') return paidTrade(response);
+  if (state) return { kind: 'answered', trade: { kind: state } };
+  return { kind: 'unavailable', code: 'UNKNOWN_TRADE_STATUS', message: `trade_status ${status ?? '(none)'}` };
 }
 
 function paidTrade(response: Fields): QueryOutcome {

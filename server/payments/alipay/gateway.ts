@@ -5,19 +5,8 @@
  * and maps what it means onto PayOnce's outcomes. The protocol as this adapter speaks it — why a
  * repeat is confirmed by a query, why close() queries first — is in docs/gateways.md.
  */
-import type {
-  ChargeOutcome,
-  ChargeRequest,
-  CloseOutcome,
-  CloseRequest,
-  PaymentGateway,
-  QueryOutcome,
-  RefundOutcome,
-  RefundQuery,
-  RefundQueryOutcome,
-  RefundRequest,
-  TestBuyer,
-} from '@/server/payments/gateway';
+import type * as Gateway from '@/server/payments/gateway';
+import { gatewayOf } from '@/server/payments/gateway';
 import { assertNever, chargeOrRefundFailure, closeFailure, confirmPaidByQuery, queryFailure } from '@/server/payments/transport';
 import {
   classifyClose,
@@ -52,7 +41,7 @@ export interface AlipayGatewayConfig {
   /** The OpenAPI 2.0 gateway, e.g. https://openapi.alipay.com/gateway.do or the sandbox's. */
   gatewayUrl: string;
   /** Sandbox payment codes standing in for the buyer's barcode. */
-  testBuyerAuthCodes: Record<TestBuyer, string>;
+  testBuyerAuthCodes: Record<Gateway.TestBuyer, string>;
   /** Per-request timeout; default 5000 ms. */
   timeoutMs?: number;
 }
@@ -64,9 +53,9 @@ interface Adapter {
 }
 
 /** Throws when a configured key is not an RSA key. */
-export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway {
+export function createAlipayGateway(config: AlipayGatewayConfig): Gateway.PaymentGateway {
   const adapter: Adapter = { config, client: createAlipayClient(config) };
-  return {
+  const traits: Gateway.GatewayTraits = {
     id: 'alipay',
     merchantId: config.appId,
     // Alipay keeps one trade per out_trade_no: a new attempt reopens the WAIT_BUYER_PAY trade.
@@ -75,17 +64,12 @@ export function createAlipayGateway(config: AlipayGatewayConfig): PaymentGateway
     // leave the shop and come back.
     buyerSteps: ['qr', 'redirect'],
     hasTestBuyers: Object.values(config.testBuyerAuthCodes).some(Boolean),
-    charge: (request) => charge(adapter, request),
-    query: (outTradeNo) => query(adapter, outTradeNo),
-    close: (request) => close(adapter, request),
-    refund: (request) => refund(adapter, request),
-    queryRefund: (request) => queryRefund(adapter, request),
-    verifyNotification: (request) => verifyNotification(adapter.client, request),
-    notificationReply,
   };
+  const verify = (on: Adapter, request: { headers: Headers; rawBody: string }) => verifyNotification(on.client, request);
+  return gatewayOf(traits, adapter, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
 }
 
-async function query(adapter: Adapter, outTradeNo: string): Promise<QueryOutcome> {
+async function query(adapter: Adapter, outTradeNo: string): Promise<Gateway.QueryOutcome> {
   const exchange = await adapter.client.call('alipay.trade.query', { bizContent: tradeBizContent(outTradeNo) });
   if (exchange.kind !== 'answered') return queryFailure(exchange);
   return classifyTradeQuery(exchange.response);
@@ -94,7 +78,7 @@ async function query(adapter: Adapter, outTradeNo: string): Promise<QueryOutcome
 // ---------------------------------------------------------------------------------------------
 // Charging
 
-async function charge(adapter: Adapter, request: ChargeRequest): Promise<ChargeOutcome> {
+async function charge(adapter: Adapter, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const refusal = chargeRefusal(request);
   if (refusal) return refusal;
   if (!request.buyer) return openForBuyer(adapter, request);
@@ -107,13 +91,13 @@ async function charge(adapter: Adapter, request: ChargeRequest): Promise<ChargeO
  * The trade already paid (a retry whose answer was lost, or the buyer paid by their own step):
  * succeeded only if the trade says so, for this amount.
  */
-function confirmPaid(adapter: Adapter, request: ChargeRequest): Promise<ChargeOutcome> {
+function confirmPaid(adapter: Adapter, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const expected = { amountMinor: request.amountMinor, currency: CURRENCY };
   return confirmPaidByQuery(() => query(adapter, request.outTradeNo), expected, 'ACQ.TRADE_HAS_SUCCESS');
 }
 
 /** alipay.trade.pay (scene bar_code) with the buyer's payment code. */
-async function payWithCode(adapter: Adapter, request: ChargeRequest, authCode: string): Promise<ChargeOutcome> {
+async function payWithCode(adapter: Adapter, request: Gateway.ChargeRequest, authCode: string): Promise<Gateway.ChargeOutcome> {
   const exchange = await adapter.client.call('alipay.trade.pay', {
     notifyUrl: request.notifyUrl,
     bizContent: payBizContent(request, authCode),
@@ -138,7 +122,7 @@ async function payWithCode(adapter: Adapter, request: ChargeRequest, authCode: s
   }
 }
 
-async function openForBuyer(adapter: Adapter, request: ChargeRequest): Promise<ChargeOutcome> {
+async function openForBuyer(adapter: Adapter, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const step = request.buyerStep ?? 'qr';
   switch (step) {
     case 'qr':
@@ -158,7 +142,7 @@ async function openForBuyer(adapter: Adapter, request: ChargeRequest): Promise<C
  * the same code, and whatever the buyer may already have paid is found by the notification or by
  * close()'s query.
  */
-async function precreate(adapter: Adapter, request: ChargeRequest): Promise<ChargeOutcome> {
+async function precreate(adapter: Adapter, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const exchange = await adapter.client.call('alipay.trade.precreate', {
     notifyUrl: request.notifyUrl,
     bizContent: precreateBizContent(request),
@@ -184,7 +168,7 @@ async function precreate(adapter: Adapter, request: ChargeRequest): Promise<Char
  * that a trade the buyer already paid (or one that was closed) is answered as such instead of
  * sending the buyer to a cashier that would refuse them.
  */
-async function pagePay(adapter: Adapter, request: ChargeRequest): Promise<ChargeOutcome> {
+async function pagePay(adapter: Adapter, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   if (!request.returnUrl) return { kind: 'declined', code: 'NO_RETURN_URL', message: 'the redirect step needs a returnUrl' };
   const found = await query(adapter, request.outTradeNo);
   if (found.kind === 'answered') {
@@ -208,7 +192,7 @@ async function pagePay(adapter: Adapter, request: ChargeRequest): Promise<Charge
  * Query first: trade.close refuses a paid trade with the same ACQ.TRADE_STATUS_ERROR as a closed
  * one, and trade.cancel refunds a paid trade, so the trade's state picks the call.
  */
-async function close(adapter: Adapter, request: CloseRequest): Promise<CloseOutcome> {
+async function close(adapter: Adapter, request: Gateway.CloseRequest): Promise<Gateway.CloseOutcome> {
   const found = await query(adapter, request.outTradeNo);
   if (found.kind === 'unavailable') return { kind: 'indeterminate', code: found.code, message: found.message };
   const { trade } = found;
@@ -232,7 +216,7 @@ async function close(adapter: Adapter, request: CloseRequest): Promise<CloseOutc
   }
 }
 
-async function closeWith(adapter: Adapter, method: CloseMethod, outTradeNo: string): Promise<CloseOutcome> {
+async function closeWith(adapter: Adapter, method: CloseMethod, outTradeNo: string): Promise<Gateway.CloseOutcome> {
   const exchange = await adapter.client.call(method, { bizContent: tradeBizContent(outTradeNo) });
   if (exchange.kind !== 'answered') return closeFailure(exchange);
   const answer = classifyClose(exchange.response, method);
@@ -257,7 +241,11 @@ async function closeWith(adapter: Adapter, method: CloseMethod, outTradeNo: stri
 }
 
 /** A second look after close/cancel said the trade was not where the first query left it. */
-async function settleClose(adapter: Adapter, outTradeNo: string, refusal: { code: string; message: string }): Promise<CloseOutcome> {
+async function settleClose(
+  adapter: Adapter,
+  outTradeNo: string,
+  refusal: { code: string; message: string },
+): Promise<Gateway.CloseOutcome> {
   const found = await query(adapter, outTradeNo);
   if (found.kind === 'answered') {
     if (found.trade.kind === 'succeeded') {
@@ -272,7 +260,7 @@ async function settleClose(adapter: Adapter, outTradeNo: string, refusal: { code
 // ---------------------------------------------------------------------------------------------
 // Refunding
 
-async function refund(adapter: Adapter, request: RefundRequest): Promise<RefundOutcome> {
+async function refund(adapter: Adapter, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const refusal = refundRefusal(request);
   if (refusal) return refusal;
   const exchange = await adapter.client.call('alipay.trade.refund', { bizContent: refundBizContent(request) });
@@ -303,7 +291,7 @@ async function refund(adapter: Adapter, request: RefundRequest): Promise<RefundO
  * fund_change "N": most often this refundId's refund answered again (a retry after a lost answer).
  * Alipay's rule is to confirm with the refund query, which also gives its amount.
  */
-async function confirmRefund(adapter: Adapter, request: RefundRequest): Promise<RefundOutcome> {
+async function confirmRefund(adapter: Adapter, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const found = await queryRefund(adapter, request);
   if (found.kind === 'unavailable') return { kind: 'pending', gatewayRefundId: null };
   switch (found.refund.kind) {
@@ -320,7 +308,7 @@ async function confirmRefund(adapter: Adapter, request: RefundRequest): Promise<
   }
 }
 
-async function queryRefund(adapter: Adapter, request: RefundQuery): Promise<RefundQueryOutcome> {
+async function queryRefund(adapter: Adapter, request: Gateway.RefundQuery): Promise<Gateway.RefundQueryOutcome> {
   const exchange = await adapter.client.call('alipay.trade.fastpay.refund.query', { bizContent: refundQueryBizContent(request) });
   if (exchange.kind !== 'answered') return queryFailure(exchange);
   return classifyRefundQuery(exchange.response, request);

@@ -18,7 +18,7 @@ import type {
   SucceededTrade,
   TradeStatus,
 } from '@/server/payments/gateway';
-import { assertNever } from '@/server/payments/transport';
+import { assertNever, refundOutcomeOf } from '@/server/payments/transport';
 import type { CardStepConfig } from './config';
 import type { Called } from './failure';
 
@@ -192,27 +192,29 @@ export function classifyTrade(intents: readonly Stripe.PaymentIntent[], complete
   return { kind: 'answered', trade };
 }
 
+/**
+ * What each PaymentIntent status says of an order that has no succeeded one: still payable, final,
+ * or in motion — money may still move (a bank confirms, a capture, the buyer finishing 3-D Secure),
+ * which is no answer the reconciler may reopen the order on: ask again later.
+ */
+const UNPAID_STATES = {
+  requires_payment_method: 'open',
+  requires_confirmation: 'open',
+  canceled: 'final',
+  succeeded: 'final',
+  processing: 'in_motion',
+  requires_capture: 'in_motion',
+  requires_action: 'in_motion',
+  unknown: 'unknown',
+} as const satisfies Record<KnownStatus | 'unknown', 'open' | 'final' | 'in_motion' | 'unknown'>;
+
 /** One PaymentIntent of an order that has no succeeded one: still payable, final, or in motion. */
 function unpaidState(intent: Stripe.PaymentIntent): { kind: 'open' | 'final' } | { kind: 'unavailable'; code: string; message: string } {
   const status = knownStatus(intent);
-  switch (status) {
-    case 'processing':
-    case 'requires_capture':
-    case 'requires_action':
-      // Money may still move (a bank confirms, a capture, the buyer finishing 3-D Secure): not an
-      // answer the reconciler may reopen the order on. Ask again later.
-      return { kind: 'unavailable', code: `PAYMENT_${status.toUpperCase()}`, message: stateOf(intent) };
-    case 'unknown':
-      return { kind: 'unavailable', code: 'UNKNOWN_STATUS', message: stateOf(intent) };
-    case 'requires_payment_method':
-    case 'requires_confirmation':
-      return { kind: 'open' };
-    case 'canceled':
-    case 'succeeded':
-      return { kind: 'final' };
-    default:
-      return assertNever(status);
-  }
+  const state = UNPAID_STATES[status];
+  if (state === 'open' || state === 'final') return { kind: state };
+  const code = state === 'unknown' ? 'UNKNOWN_STATUS' : `PAYMENT_${status.toUpperCase()}`;
+  return { kind: 'unavailable', code, message: stateOf(intent) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -354,19 +356,10 @@ export function classifyRefund(refunded: Stripe.Refund, request: RefundRequest):
       message: `Refund ${refunded.id} is ${refunded.amount} of ${String(refunded.payment_intent)}, asked ${request.amountMinor} of ${request.gatewayTradeNo}`,
     };
   }
-  const status = classifyRefundStatus(refunded);
-  switch (status.kind) {
-    case 'succeeded':
-      return { kind: 'succeeded', gatewayRefundId: refunded.id, amountMinor: refunded.amount };
-    case 'pending':
-      return { kind: 'pending', gatewayRefundId: refunded.id };
-    case 'failed':
-      return { kind: 'failed', code: status.code, message: status.message };
-    case 'not_found':
-      return { kind: 'indeterminate', code: 'REFUND_NOT_FOUND', message: 'Stripe answered without a refund' };
-    default:
-      return assertNever(status);
-  }
+  return refundOutcomeOf(classifyRefundStatus(refunded), refunded.id, {
+    code: 'REFUND_NOT_FOUND',
+    message: 'Stripe answered without a refund',
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,17 +6,8 @@
  * speaks it".
  */
 import type Stripe from 'stripe';
-import type {
-  BuyerStep,
-  ChargeOutcome,
-  ChargeRequest,
-  CloseOutcome,
-  CloseRequest,
-  PaymentGateway,
-  QueryOutcome,
-  RefundOutcome,
-  RefundRequest,
-} from '@/server/payments/gateway';
+import type * as Gateway from '@/server/payments/gateway';
+import { gatewayOf } from '@/server/payments/gateway';
 import { confirmPaidByQuery } from '@/server/payments/transport';
 import { call, createStripeClient } from './call';
 import {
@@ -39,27 +30,22 @@ import { findIntents, findRefund, MAX_RECENT_PAGES } from './lookup';
 import { notificationReply, verifyNotification } from './notifications';
 import { guardOptions, planCharge, planRefund } from './requests';
 
-export function createStripeGateway(config: StripeGatewayConfig): PaymentGateway {
-  const buyerSteps: readonly BuyerStep[] = config.cardStep ? ['card'] : [];
+export function createStripeGateway(config: StripeGatewayConfig): Gateway.PaymentGateway {
+  const buyerSteps: readonly Gateway.BuyerStep[] = config.cardStep ? ['card'] : [];
   const ctx: StripeContext = { stripe: createStripeClient(config), config, buyerSteps };
-  return {
+  const traits: Gateway.GatewayTraits = {
     id: 'stripe',
     merchantId: config.accountId,
     // Every attempt is a PaymentIntent of its own: the previous one is closed before a new one opens.
     oneTradePerOrder: false,
     buyerSteps,
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
-    charge: (request) => charge(ctx, request),
-    query: (outTradeNo) => query(ctx, outTradeNo),
-    close: (request) => close(ctx, request),
-    refund: (request) => refund(ctx, request),
-    queryRefund: (request) => findRefund(ctx.stripe, request),
-    verifyNotification: (request) => verifyNotification(ctx, request),
-    notificationReply,
   };
+  const queryRefund = (on: StripeContext, request: Gateway.RefundQuery) => findRefund(on.stripe, request);
+  return gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification, notificationReply });
 }
 
-async function charge(ctx: StripeContext, request: ChargeRequest): Promise<ChargeOutcome> {
+async function charge(ctx: StripeContext, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const plan = planCharge(request, ctx.config, ctx.buyerSteps);
   if (plan.kind === 'refused') return plan.outcome;
   // "Already paid": a PaymentIntent of this order that succeeded (a lost answer, an expired key, an
@@ -80,16 +66,16 @@ async function charge(ctx: StripeContext, request: ChargeRequest): Promise<Charg
 async function cardStepOutcome(
   ctx: StripeContext,
   created: Stripe.Response<Stripe.PaymentIntent>,
-  request: ChargeRequest,
+  request: Gateway.ChargeRequest,
   cardStep: CardStepConfig,
-): Promise<ChargeOutcome> {
+): Promise<Gateway.ChargeOutcome> {
   if (created.lastResponse?.headers?.['idempotent-replayed'] !== 'true') return classifyCardStep(created, request, cardStep);
   const current = await call(() => ctx.stripe.paymentIntents.retrieve(created.id));
   if (!current.ok) return classifyUnreadReplay(created.id, current.failure);
   return classifyCardStep(current.value, request, cardStep);
 }
 
-async function chargeFailed(ctx: StripeContext, request: ChargeRequest, failure: Failure): Promise<ChargeOutcome> {
+async function chargeFailed(ctx: StripeContext, request: Gateway.ChargeRequest, failure: Failure): Promise<Gateway.ChargeOutcome> {
   if (failure.kind !== 'idempotency_conflict') return classifyChargeFailure(failure);
   // This attempt's key already ran with other parameters (another buyer, amount or notify URL): what
   // it did is only known from the order's PaymentIntents — a payment of this amount, in this currency.
@@ -98,7 +84,7 @@ async function chargeFailed(ctx: StripeContext, request: ChargeRequest, failure:
   return confirmPaidByQuery(found, { amountMinor: request.amountMinor, currency }, failure.code);
 }
 
-async function query(ctx: StripeContext, outTradeNo: string): Promise<QueryOutcome> {
+async function query(ctx: StripeContext, outTradeNo: string): Promise<Gateway.QueryOutcome> {
   const found = await findIntents(ctx.stripe, outTradeNo, MAX_RECENT_PAGES);
   if (!found.ok) return { kind: 'unavailable', code: found.failure.code, message: found.failure.message };
   return classifyTrade(found.value.intents, found.value.complete);
@@ -109,7 +95,7 @@ async function query(ctx: StripeContext, outTradeNo: string): Promise<QueryOutco
  * time; succeeded ones are reported, never canceled. The look-up is query()'s: search plus the
  * strongly consistent list of the recent window.
  */
-async function close(ctx: StripeContext, request: CloseRequest): Promise<CloseOutcome> {
+async function close(ctx: StripeContext, request: Gateway.CloseRequest): Promise<Gateway.CloseOutcome> {
   const found = await findIntents(ctx.stripe, request.outTradeNo, MAX_RECENT_PAGES, {}, request.openedAt);
   if (!found.ok) return { kind: 'indeterminate', code: found.failure.code, message: found.failure.message };
   const settled: Settled[] = [];
@@ -130,7 +116,7 @@ async function cancelIntent(ctx: StripeContext, intentId: string): Promise<Settl
   return classifyCancel(intentId, canceled);
 }
 
-async function refund(ctx: StripeContext, request: RefundRequest): Promise<RefundOutcome> {
+async function refund(ctx: StripeContext, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const plan = planRefund(request);
   if (plan.kind === 'refused') return plan.outcome;
   const lookUp = () =>

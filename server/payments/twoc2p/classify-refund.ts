@@ -3,7 +3,7 @@
  * R) and refund status (RS), each answer in, PayOnce's RefundOutcome or RefundQueryOutcome out.
  */
 import type { RefundOutcome, RefundQuery, RefundQueryOutcome, RefundRequest, RefundStatus } from '@/server/payments/gateway';
-import { assertNever, chargeOrRefundFailure, queryFailure, stringField } from '@/server/payments/transport';
+import { assertNever, chargeOrRefundFailure, queryFailure, refundOutcomeOf, stringField } from '@/server/payments/transport';
 import { claimAmountToMinor } from './amounts';
 import { maintenanceClassOf, respClassOf, respCodeOf, respDescOf, unavailableOf } from './codes';
 import type { Exchange } from './exchange';
@@ -91,18 +91,10 @@ function signedRefundAnswer(claims: Claims, request: RefundRequest): RefundOutco
 function refundSuccess(claims: Claims, request: RefundRequest): RefundOutcome {
   const record = refundRecord(claims, { outTradeNo: request.outTradeNo, refundId: request.refundId, currency: request.currency });
   if (!record) return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a matching refund record' };
-  switch (record.kind) {
-    case 'succeeded':
-      return { kind: 'succeeded', gatewayRefundId: record.gatewayRefundId, amountMinor: record.amountMinor };
-    case 'pending':
-      return { kind: 'pending', gatewayRefundId: stringField(claims, 'refundReferenceNo') ?? null };
-    case 'failed':
-      return { kind: 'failed', code: record.code, message: record.message };
-    case 'not_found':
-      return { kind: 'indeterminate', code: 'MALFORMED_RESPONSE', message: 'refund success without a refund' };
-    default:
-      return assertNever(record);
-  }
+  return refundOutcomeOf(record, stringField(claims, 'refundReferenceNo') ?? null, {
+    code: 'MALFORMED_RESPONSE',
+    message: 'refund success without a refund',
+  });
 }
 
 export function classifyRefundStatus(exchange: Exchange, request: RefundQuery): RefundQueryOutcome {

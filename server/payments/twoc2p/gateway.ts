@@ -4,19 +4,8 @@
  * How the protocol is spoken — the three calls of a charge, close, refunds, what is [unverified] —
  * is told in docs/gateways.md, "2C2P: the protocol as this adapter speaks it".
  */
-import type {
-  ChargeOutcome,
-  ChargeRequest,
-  CloseOutcome,
-  CloseRequest,
-  PaymentGateway,
-  QueryOutcome,
-  RefundOutcome,
-  RefundQuery,
-  RefundQueryOutcome,
-  RefundRequest,
-  TestBuyer,
-} from '@/server/payments/gateway';
+import type * as Gateway from '@/server/payments/gateway';
+import { gatewayOf } from '@/server/payments/gateway';
 import { DEFAULT_GATEWAY_TIMEOUT_MS } from '@/server/payments/transport';
 import {
   classifyCancelAnswer,
@@ -58,7 +47,7 @@ export interface TwoC2pGatewayConfig {
   /** The API base including the version, e.g. https://sandbox-pgw.2c2p.com/payment/4.3. */
   baseUrl: string;
   /** Sandbox card numbers standing in for the buyer's card. */
-  testBuyers: Record<TestBuyer, string>;
+  testBuyers: Record<Gateway.TestBuyer, string>;
   /** Per-request timeout; default 5000 ms. */
   timeoutMs?: number;
 }
@@ -66,10 +55,10 @@ export interface TwoC2pGatewayConfig {
 /** What every method needs: how to reach 2C2P, as whom, and the sandbox's test cards. */
 interface TwoC2p extends Connection {
   merchantId: string;
-  testBuyers: Record<TestBuyer, string>;
+  testBuyers: Record<Gateway.TestBuyer, string>;
 }
 
-export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway {
+export function createTwoC2pGateway(config: TwoC2pGatewayConfig): Gateway.PaymentGateway {
   if (!config.merchantId) throw new Error('2C2P merchantId is required');
   if (!config.secretKey) throw new Error('2C2P secretKey is required');
   const key = jwtKey(config.secretKey);
@@ -80,7 +69,7 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     baseUrl: config.baseUrl.replace(/\/+$/, ''),
     timeoutMs: config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS,
   };
-  return {
+  const traits: Gateway.GatewayTraits = {
     id: GATEWAY_ID,
     merchantId: config.merchantId,
     // One invoiceNo per order: a new attempt asks for a new payment token on the same invoice.
@@ -88,14 +77,9 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): PaymentGateway
     // The hosted payment page: the buyer enters the card on 2C2P's page and comes back to returnUrl.
     buyerSteps: ['redirect'],
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
-    charge: (request) => charge(ctx, request),
-    query: (outTradeNo) => query(ctx, outTradeNo),
-    close: (request) => close(ctx, request),
-    refund: (request) => refund(ctx, request),
-    queryRefund: (request) => queryRefund(ctx, request),
-    verifyNotification: (request) => verifyNotification(key, request),
-    notificationReply,
   };
+  const verify = (on: TwoC2p, request: { headers: Headers; rawBody: string }) => verifyNotification(on.key, request);
+  return gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,14 +89,14 @@ async function inquire(ctx: TwoC2p, invoiceNo: string): Promise<Inquiry> {
   return inquiryOf(await postJwt(ctx, 'paymentInquiry', inquiryClaims(ctx.merchantId, invoiceNo)));
 }
 
-async function query(ctx: TwoC2p, outTradeNo: string): Promise<QueryOutcome> {
+async function query(ctx: TwoC2p, outTradeNo: string): Promise<Gateway.QueryOutcome> {
   return tradeOf(await inquire(ctx, outTradeNo), outTradeNo);
 }
 
 // ---------------------------------------------------------------------------------------------
 // charge
 
-async function charge(ctx: TwoC2p, request: ChargeRequest): Promise<ChargeOutcome> {
+async function charge(ctx: TwoC2p, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const refusal = chargeRefusal(request);
   if (refusal) return refusal;
   if (request.buyer === undefined) return chargeByHostedPage(ctx, request);
@@ -122,7 +106,7 @@ async function charge(ctx: TwoC2p, request: ChargeRequest): Promise<ChargeOutcom
 }
 
 /** A test buyer's card: paymentToken, Do Payment, then the signed inquiry decides. */
-async function chargeByTestCard(ctx: TwoC2p, request: ChargeRequest, cardNo: string): Promise<ChargeOutcome> {
+async function chargeByTestCard(ctx: TwoC2p, request: Gateway.ChargeRequest, cardNo: string): Promise<Gateway.ChargeOutcome> {
   const issued = await requestPaymentToken(ctx, request, testCardTokenClaims(ctx.merchantId, request));
   if (issued.kind === 'outcome') return issued.outcome;
   const paid = classifyPaymentAnswer(await post(ctx, 'payment', doPaymentBody(issued.paymentToken, cardNo, new Date())));
@@ -135,7 +119,7 @@ async function chargeByTestCard(ctx: TwoC2p, request: ChargeRequest, cardNo: str
  * Payment (the page is where the card is entered, 3-D Secure included). The page sends the buyer back
  * to returnUrl and 2C2P posts the signed result to notifyUrl; query() reads it from paymentInquiry.
  */
-async function chargeByHostedPage(ctx: TwoC2p, request: ChargeRequest): Promise<ChargeOutcome> {
+async function chargeByHostedPage(ctx: TwoC2p, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const issued = await requestPaymentToken(ctx, request, hostedPageTokenClaims(ctx.merchantId, request));
   if (issued.kind === 'outcome') return issued.outcome;
   const page = hostedPageOf(issued.webPaymentUrl);
@@ -146,7 +130,7 @@ async function chargeByHostedPage(ctx: TwoC2p, request: ChargeRequest): Promise<
 /** paymentToken: opens (or reopens) the invoice; 9015 is settled by the signed inquiry. */
 async function requestPaymentToken(
   ctx: TwoC2p,
-  request: ChargeRequest,
+  request: Gateway.ChargeRequest,
   claims: Claims,
 ): Promise<Exclude<TokenAnswer, { kind: 'existing_invoice' }>> {
   const answer = classifyTokenAnswer(await postJwt(ctx, 'paymentToken', claims));
@@ -154,7 +138,7 @@ async function requestPaymentToken(
   return { kind: 'outcome', outcome: await settle(ctx, request, { step: 'existing_invoice', code: answer.code, message: answer.message }) };
 }
 
-async function settle(ctx: TwoC2p, request: ChargeRequest, why: SettleReason): Promise<ChargeOutcome> {
+async function settle(ctx: TwoC2p, request: Gateway.ChargeRequest, why: SettleReason): Promise<Gateway.ChargeOutcome> {
   return settleCharge(await inquire(ctx, request.outTradeNo), request, why);
 }
 
@@ -162,7 +146,7 @@ async function settle(ctx: TwoC2p, request: ChargeRequest, why: SettleReason): P
 // close
 
 /** The inquiry first (paid, cancelled or never created: nothing to cancel), then cancelTransaction. */
-async function close(ctx: TwoC2p, request: CloseRequest): Promise<CloseOutcome> {
+async function close(ctx: TwoC2p, request: Gateway.CloseRequest): Promise<Gateway.CloseOutcome> {
   const before = closeVerdictOf(await query(ctx, request.outTradeNo));
   if (before.kind !== 'open') return before.outcome;
   const cancel = classifyCancelAnswer(
@@ -177,12 +161,12 @@ async function close(ctx: TwoC2p, request: CloseRequest): Promise<CloseOutcome> 
 // ---------------------------------------------------------------------------------------------
 // refund and refund status
 
-async function refund(ctx: TwoC2p, request: RefundRequest): Promise<RefundOutcome> {
+async function refund(ctx: TwoC2p, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const refusal = refundRefusal(request);
   if (refusal) return refusal;
   return classifyRefundAnswer(await postJwt(ctx, 'refund', refundClaims(ctx.merchantId, request)), request);
 }
 
-async function queryRefund(ctx: TwoC2p, request: RefundQuery): Promise<RefundQueryOutcome> {
+async function queryRefund(ctx: TwoC2p, request: Gateway.RefundQuery): Promise<Gateway.RefundQueryOutcome> {
   return classifyRefundStatus(await postJwt(ctx, 'refundStatusInquiry', refundStatusClaims(ctx.merchantId, request)), request);
 }

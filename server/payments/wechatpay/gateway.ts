@@ -4,17 +4,8 @@
  * ./classify for the outcome. How this adapter speaks the protocol — charges, idempotency, trust,
  * close and refund — is told in docs/gateways.md ("WeChat Pay: the protocol as this adapter speaks it").
  */
-import type {
-  ChargeOutcome,
-  ChargeRequest,
-  CloseOutcome,
-  CloseRequest,
-  PaymentGateway,
-  RefundOutcome,
-  RefundQuery,
-  RefundQueryOutcome,
-  RefundRequest,
-} from '@/server/payments/gateway';
+import type * as Gateway from '@/server/payments/gateway';
+import { gatewayOf } from '@/server/payments/gateway';
 import { chargeOrRefundFailure, closeFailure, queryFailure } from '@/server/payments/transport';
 import {
   classifyAfterRefusedClose,
@@ -51,23 +42,19 @@ interface Context extends Client {
   pollWindowMs: number;
 }
 
-export function createWechatPayGateway(config: WechatPayGatewayConfig): PaymentGateway {
+export function createWechatPayGateway(config: WechatPayGatewayConfig): Gateway.PaymentGateway {
   const context: Context = { ...createClient(config), pollWindowMs: config.pollWindowMs ?? DEFAULT_POLL_WINDOW_MS };
-  return {
+  const traits: Gateway.GatewayTraits = {
     id: 'wechatpay',
     merchantId: config.mchid,
     // Every attempt of an order is the same WeChat order (same out_trade_no, reopened after a decline).
     oneTradePerOrder: true,
     buyerSteps: ['qr'],
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
-    charge: (request) => charge(context, request),
-    query: async (outTradeNo) => queryOutcome(await lookup(context, outTradeNo)),
-    close: (request) => close(context, request),
-    refund: (request) => refund(context, request),
-    queryRefund: (request) => queryRefund(context, request),
-    verifyNotification: async (request) => verifyNotification(context, request),
-    notificationReply,
   };
+  const query = async (on: Context, outTradeNo: string) => queryOutcome(await lookup(on, outTradeNo));
+  const verify = async (on: Context, request: { headers: Headers; rawBody: string }) => verifyNotification(on, request);
+  return gatewayOf(traits, context, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
 }
 
 /** 查询订单 by out_trade_no. */
@@ -81,7 +68,7 @@ async function lookup(client: Client, outTradeNo: string): Promise<Lookup> {
  * Native下单. Without a test buyer the order waits for the buyer to scan its code_url; with one, the
  * order is queried until the test buyer has paid or failed to.
  */
-async function charge(context: Context, request: ChargeRequest): Promise<ChargeOutcome> {
+async function charge(context: Context, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const invalid = invalidCharge(request);
   if (invalid) return invalid;
   const exchange = await call(context, 'POST', CREATE_PATH, chargePayload(context.config, request));
@@ -105,7 +92,7 @@ async function charge(context: Context, request: ChargeRequest): Promise<ChargeO
 }
 
 /** Queries the order just created until someone has paid or failed to, for up to pollWindowMs. */
-async function awaitPayment(context: Context, request: ChargeRequest): Promise<ChargeOutcome> {
+async function awaitPayment(context: Context, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
   const deadline = Date.now() + context.pollWindowMs;
   for (let round = 0; ; round += 1) {
     const polled = classifyPolled(await lookup(context, request.outTradeNo), request);
@@ -123,7 +110,7 @@ async function awaitPayment(context: Context, request: ChargeRequest): Promise<C
  * must not be sent while the buyer is entering a password (USERPAYING: the payment's outcome is
  * seconds away, and closing under it is exactly the race this is meant to avoid).
  */
-async function close(client: Client, request: CloseRequest): Promise<CloseOutcome> {
+async function close(client: Client, request: Gateway.CloseRequest): Promise<Gateway.CloseOutcome> {
   const before = classifyBeforeClose(await lookup(client, request.outTradeNo));
   if (before.kind !== 'open') return before;
   const exchange = await call(client, 'POST', closePath(request.outTradeNo), { mchid: client.config.mchid });
@@ -139,7 +126,7 @@ async function close(client: Client, request: CloseRequest): Promise<CloseOutcom
  * makes a repeat safe, so transport failures are classified exactly as for charge. WeChat answers
  * PROCESSING (`pending`) until the refund is final.
  */
-async function refund(client: Client, request: RefundRequest): Promise<RefundOutcome> {
+async function refund(client: Client, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const invalid = invalidRefund(request);
   if (invalid) return invalid;
   const exchange = await call(client, 'POST', REFUND_PATH, refundPayload(request));
@@ -151,7 +138,7 @@ async function refund(client: Client, request: RefundRequest): Promise<RefundOut
 }
 
 /** 查询单笔退款 by out_refund_no = our refundId. */
-async function queryRefund(client: Client, request: RefundQuery): Promise<RefundQueryOutcome> {
+async function queryRefund(client: Client, request: Gateway.RefundQuery): Promise<Gateway.RefundQueryOutcome> {
   const exchange = await call(client, 'GET', refundQueryPath(request.refundId));
   if (exchange.kind !== 'answered') return queryFailure(unanswered(exchange));
   return classifyRefundQuery(exchange.status, exchange.body, request);
