@@ -186,72 +186,13 @@ describe('charge', () => {
     );
   });
 
-  it('turns 50 concurrent charges of one attempt into exactly one charge', async () => {
-    const outTradeNo = newOutTradeNo();
-    const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
-    assert.deepEqual(
-      outcomes.filter((o) => o.kind !== 'succeeded'),
-      [],
-    );
-    assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : o.kind))).size, 1);
-    assert.deepEqual(
-      (await ledger(outTradeNo)).charges.map((c) => [c.status, c.amountMinor]),
-      [['succeeded', 4200]],
-    );
-  });
-
-  it('refuses to send what cannot be right', async () => {
-    for (const overrides of [
-      { currency: 'yuan' },
-      { amountMinor: 0 },
-      { amountMinor: 12.5 },
-      { amountMinor: 100_000_000 },
-      { attempt: 0 },
-    ]) {
-      const outcome = await gateway.charge(chargeRequest(newOutTradeNo(), overrides));
-      assert.equal(outcome.kind, 'declined', JSON.stringify(overrides));
-    }
+  it('sends a currency Stripe does not know, which Stripe refuses for good (declined)', async () => {
     const unknownCurrency = await gateway.charge(chargeRequest(newOutTradeNo(), { currency: 'XYZ' }));
     assert.ok(unknownCurrency.kind === 'declined'); // Stripe's own invalid_request_error: terminal
-  });
-
-  it('is retryable (not charged) with a wrong secret key', async () => {
-    const outTradeNo = newOutTradeNo();
-    const outcome = await createStripeGateway(config({ secretKey: 'sk_live_wrong' })).charge(chargeRequest(outTradeNo));
-    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
-    assert.equal(outcome.code, 'authentication_error');
-    assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 });
 
 describe('charge transport failures', () => {
-  it('is retryable when the connection is refused (after the SDK’s own retries)', async () => {
-    const server = await startServer(() => {});
-    await server.close(); // nothing listens on that port now
-    const outcome = await gatewayAt(server.url).charge(chargeRequest(newOutTradeNo()));
-    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
-    assert.equal(outcome.code, 'ECONNREFUSED');
-  });
-
-  it('is retryable on 429 and 503, indeterminate on 500 (Stripe may have executed it)', async () => {
-    const cases: [number, Record<string, string>, string, string][] = [
-      [429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests' }, 'retryable', 'rate_limit'],
-      [503, { type: 'api_error', message: 'Service unavailable' }, 'retryable', 'HTTP_503'],
-      [500, { type: 'api_error', message: 'An unknown error occurred' }, 'indeterminate', 'HTTP_500'],
-    ];
-    for (const [status, error, kind, code] of cases) {
-      const server = await startServer(answering(status, error, { 'stripe-should-retry': 'false' }));
-      try {
-        const outcome = await gatewayAt(server.url).charge(chargeRequest(newOutTradeNo()));
-        assert.equal(outcome.kind, kind, `${status}: ${JSON.stringify(outcome)}`);
-        assert.ok(outcome.kind === 'retryable' || outcome.kind === 'indeterminate');
-        assert.equal(outcome.code, code);
-      } finally {
-        await server.close();
-      }
-    }
-  });
-
   it('is indeterminate when the key stays in use (409 after the SDK’s retries)', async () => {
     let posts = 0;
     const server = await startServer((req, res) => {
@@ -263,31 +204,6 @@ describe('charge transport failures', () => {
       assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
       assert.equal(outcome.code, 'idempotency_key_in_use');
       assert.equal(posts, 2);
-    } finally {
-      await server.close();
-    }
-  });
-
-  it('is indeterminate on a timeout after sending', async () => {
-    const server = await startServer(() => {}); // reads the request, never answers
-    try {
-      const outcome = await gatewayAt(server.url, { timeoutMs: 150, maxNetworkRetries: 0 }).charge(chargeRequest(newOutTradeNo()));
-      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
-      assert.equal(outcome.code, 'ETIMEDOUT');
-    } finally {
-      await server.close();
-    }
-  });
-
-  it('is indeterminate when the connection drops after sending', async () => {
-    const server = await startServer((req, res) => {
-      if (req.method === 'POST') req.socket.destroy();
-      else answering(503, { type: 'api_error', message: 'search unavailable' })(req, res);
-    });
-    try {
-      const outcome = await gatewayAt(server.url, { maxNetworkRetries: 0 }).charge(chargeRequest(newOutTradeNo()));
-      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
-      assert.equal(outcome.code, 'ECONNRESET');
     } finally {
       await server.close();
     }
@@ -311,45 +227,6 @@ describe('charge transport failures', () => {
     const outcome = await gatewayAt(server.url, { maxNetworkRetries: 1 }).charge(chargeRequest(newOutTradeNo()));
     assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
     assert.equal(outcome.code, 'ECONNREFUSED_AFTER_EARLIER_TRY');
-  });
-});
-
-describe('query', () => {
-  it('maps not found, pending, succeeded and closed', async () => {
-    const outTradeNo = newOutTradeNo();
-    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'not_found' } });
-    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
-    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
-    assert.ok(paid.kind === 'succeeded');
-    assert.deepEqual(await gateway.query(outTradeNo), {
-      kind: 'answered',
-      trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 1230, currency: 'CNY' },
-    });
-
-    const closing = newOutTradeNo();
-    await gateway.charge(chargeRequest(closing, { buyer: 'account_restricted' }));
-    const [intent] = (
-      (await (
-        await fetch(`${sandbox.url}/v1/payment_intents/search?query=${encodeURIComponent(`metadata['out_trade_no']:'${closing}'`)}`, {
-          headers: { authorization: `Bearer ${creds.secretKey}` },
-        })
-      ).json()) as { data: { id: string }[] }
-    ).data;
-    assert.ok(intent);
-    const canceled = await fetch(`${sandbox.url}/v1/payment_intents/${intent.id}/cancel`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${creds.secretKey}`, 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'cancellation_reason=abandoned',
-    });
-    assert.equal(canceled.status, 200);
-    assert.deepEqual(await gateway.query(closing), { kind: 'answered', trade: { kind: 'closed' } });
-  });
-
-  it('is unavailable when Stripe cannot be reached', async () => {
-    const outcome = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).query(newOutTradeNo());
-    assert.ok(outcome.kind === 'unavailable');
-    assert.equal(outcome.code, 'ECONNREFUSED');
   });
 });
 
@@ -578,15 +455,6 @@ describe('notifications', () => {
     const forged = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': sign('whsec_wrong') }), rawBody: body });
     assert.equal(forged.kind, 'rejected');
   });
-
-  it('replies exactly what Stripe expects', () => {
-    assert.deepEqual(gateway.notificationReply(true), {
-      status: 200,
-      headers: { 'content-type': 'application/json' },
-      body: '{"received":true}',
-    });
-    assert.equal(gateway.notificationReply(false).status, 503);
-  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -800,12 +668,6 @@ describe('close', () => {
       await lagging.close();
     }
   });
-
-  it('is indeterminate when Stripe cannot be reached', async () => {
-    const outcome = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).close(closeRequest(newOutTradeNo()));
-    assert.ok(outcome.kind === 'indeterminate');
-    assert.equal(outcome.code, 'ECONNREFUSED');
-  });
 });
 
 describe('refund and queryRefund', () => {
@@ -859,68 +721,6 @@ describe('refund and queryRefund', () => {
     );
   });
 
-  it('fails for good when the refund exceeds what is left, or the trade is unpaid or unknown', async () => {
-    const { outTradeNo, gatewayTradeNo } = await paidOrder();
-    const tooMuch = await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1231 }));
-    assert.ok(tooMuch.kind === 'failed', JSON.stringify(tooMuch));
-    assert.equal(tooMuch.code, 'amount_too_large');
-    assert.equal((await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 1000 }))).kind, 'succeeded');
-    const rest = await gateway.refund(refundRequest(outTradeNo, gatewayTradeNo, { amountMinor: 231 }));
-    assert.ok(rest.kind === 'failed');
-    assert.equal(rest.code, 'amount_too_large');
-
-    const unpaidOrder = newOutTradeNo();
-    await gateway.charge(chargeRequest(unpaidOrder, { buyer: 'insufficient_funds' }));
-    const [unpaid] = await intentsOf(unpaidOrder);
-    assert.ok(unpaid);
-    const notPaid = await gateway.refund(refundRequest(unpaidOrder, unpaid.id));
-    assert.ok(notPaid.kind === 'failed', JSON.stringify(notPaid));
-    const unknown = await gateway.refund(refundRequest(unpaidOrder, 'pi_doesnotexist'));
-    assert.ok(unknown.kind === 'failed');
-    assert.equal(unknown.code, 'resource_missing');
-    for (const overrides of [{ refundId: 'has-hyphen' }, { refundId: 'x'.repeat(33) }, { amountMinor: 0 }, { gatewayTradeNo: 'ch_1' }]) {
-      assert.equal((await gateway.refund(refundRequest(unpaidOrder, unpaid.id, overrides))).kind, 'failed', JSON.stringify(overrides));
-    }
-    assert.deepEqual((await ledger(unpaidOrder)).refunds, []);
-    assert.deepEqual(
-      (await ledger(outTradeNo)).refunds.map((r) => r.amountMinor),
-      [1000],
-    );
-  });
-
-  it('is indeterminate when the answer is lost; queryRefund finds it, and the same refundId again refunds nothing more', async () => {
-    const { outTradeNo, gatewayTradeNo } = await paidOrder();
-    const request = refundRequest(outTradeNo, gatewayTradeNo);
-    // 1. Never sent: not found.
-    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), {
-      kind: 'answered',
-      refund: { kind: 'not_found' },
-    });
-    // 2. Processed, answer lost — twice, as stripe-node retries a closed connection once even with
-    //    retries off (under the same key, so that retry is a replay, and the replay is lost too).
-    await armFault('refund', 'drop_after_charge', 2);
-    try {
-      const lost = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).refund(request);
-      assert.ok(lost.kind === 'indeterminate', JSON.stringify(lost));
-      assert.equal(lost.code, 'ECONNRESET');
-    } finally {
-      await clearFaults();
-    }
-    // 3. The look-up settles it.
-    const found = await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId });
-    assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
-    // 4. The same refundId again: the stored answer, no second refund.
-    assert.deepEqual(await gateway.refund(request), {
-      kind: 'succeeded',
-      gatewayRefundId: found.refund.gatewayRefundId,
-      amountMinor: 1230,
-    });
-    assert.deepEqual(
-      (await ledger(outTradeNo)).refunds.map((r) => r.refundId),
-      [request.refundId],
-    );
-  });
-
   it('recovers a lost answer by itself with the SDK’s retries under the same key', async () => {
     const { outTradeNo, gatewayTradeNo } = await paidOrder();
     const request = refundRequest(outTradeNo, gatewayTradeNo);
@@ -931,32 +731,5 @@ describe('refund and queryRefund', () => {
       await clearFaults();
     }
     assert.equal((await ledger(outTradeNo)).refunds.length, 1);
-  });
-
-  it('is indeterminate on a 5xx (Stripe may have executed it) and retryable when never sent', async () => {
-    const { outTradeNo, gatewayTradeNo } = await paidOrder();
-    const request = refundRequest(outTradeNo, gatewayTradeNo);
-    await armFault('refund', 'fail_before_charge');
-    try {
-      const failed = await gatewayAt(sandbox.url, { maxNetworkRetries: 0 }).refund(request);
-      assert.ok(failed.kind === 'indeterminate', JSON.stringify(failed));
-    } finally {
-      await clearFaults();
-    }
-    assert.deepEqual((await ledger(outTradeNo)).refunds, []);
-    assert.deepEqual(await gateway.queryRefund({ outTradeNo, gatewayTradeNo, refundId: request.refundId }), {
-      kind: 'answered',
-      refund: { kind: 'not_found' },
-    });
-    const refused = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).refund(request);
-    assert.ok(refused.kind === 'retryable');
-    assert.equal(refused.code, 'ECONNREFUSED');
-    const unreachable = await gatewayAt('http://127.0.0.1:9', { maxNetworkRetries: 0 }).queryRefund({
-      outTradeNo,
-      gatewayTradeNo,
-      refundId: request.refundId,
-    });
-    assert.equal(unreachable.kind, 'unavailable');
-    assert.equal((await gateway.refund(request)).kind, 'succeeded');
   });
 });

