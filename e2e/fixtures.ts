@@ -35,3 +35,6 @@ export const test = base.extend<{ checkout: CheckoutPage; ledger: SandboxLedger 
 });
 
 export { expect };
+
+/** DRILL_MATRIX=full: every drill and walk on every gateway, pair and screen, instead of each once. */
+export const FULL_MATRIX = process.env.DRILL_MATRIX === 'full';

@@ -8,7 +8,7 @@
  * (DRILL_MATRIX=full walks all eight) — and the ledger must show one charge.
  */
 import type { Page } from '@playwright/test';
-import { expect, test } from './fixtures';
+import { expect, FULL_MATRIX, test } from './fixtures';
 import { CheckoutPage } from './pages/checkout-page';
 
 const SANDBOX = process.env.PSP_SANDBOX_URL ?? 'http://127.0.0.1:4110';
@@ -50,8 +50,7 @@ const GATEWAY_PAGES = [
 ] as const;
 
 /** Whether a walk runs: all eight with DRILL_MATRIX=full, else those where the three indices sum to an even number. */
-const walks = (viewport: number, host: number, gateway: number) =>
-  process.env.DRILL_MATRIX === 'full' || (viewport + host + gateway) % 2 === 0;
+const walks = (viewport: number, host: number, gateway: number) => FULL_MATRIX || (viewport + host + gateway) % 2 === 0;
 
 for (const [viewportIndex, viewport] of VIEWPORTS.entries()) {
   test.describe(viewport.name, () => {

@@ -4,6 +4,7 @@
  */
 import { test as base, expect, type APIRequestContext, type Page } from '@playwright/test';
 import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
+import { FULL_MATRIX } from '@/e2e/fixtures';
 import { CheckoutPage } from '@/e2e/pages/checkout-page';
 import { expireNow, openGroundTruth, orderState, type GroundTruthSql, type OrderState } from './ground-truth';
 
@@ -26,7 +27,7 @@ export const DRILL_GATEWAYS: DrillGateway[] = (process.env.DRILL_GATEWAYS ?? GAT
  * every gateway of DRILL_GATEWAYS.
  */
 export function drillRunsOn(drill: number, gateway: DrillGateway): boolean {
-  if (process.env.DRILL_MATRIX === 'full') return true;
+  if (FULL_MATRIX) return true;
   return DRILL_GATEWAYS[drill % DRILL_GATEWAYS.length] === gateway;
 }
 

@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { APIRequestContext, Page } from '@playwright/test';
+import { FULL_MATRIX } from '@/e2e/fixtures';
 import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, expect, test, type Drill, type DrillGateway } from './drill';
 
 const SECOND_APP = process.env.DRILL_SECOND_APP_URL ?? 'http://127.0.0.1:3201';
@@ -32,7 +33,7 @@ const PAIRS = DRILL_GATEWAYS.map((a, i) => [a, DRILL_GATEWAYS[(i + 1) % DRILL_GA
  */
 const DRILL_PAIRS: readonly (readonly number[])[] = [[0], [1], [3], [0, 1, 2]];
 const pairRuns = (drill: number, first: DrillGateway, second: DrillGateway): boolean =>
-  process.env.DRILL_MATRIX === 'full' ||
+  FULL_MATRIX ||
   DRILL_PAIRS[drill]!.some((index) => PAIRS.length > index && PAIRS[index]![0] === first && PAIRS[index]![1] === second) ||
   // Fewer gateways than pairs named above (DRILL_GATEWAYS narrowed): every drill on the first pair.
   (PAIRS.length <= Math.max(...DRILL_PAIRS[drill]!) && PAIRS[0]![0] === first && PAIRS[0]![1] === second);
