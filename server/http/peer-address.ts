@@ -6,7 +6,7 @@
  * own address into a header of ours on every request, overwriting whatever a client sent under that
  * name, before Next reads the request: a value no client can choose. Behind a proxy every request
  * comes from the proxy's address, so deployments behind one set TRUST_PROXY and the limits count the
- * forwarded address instead (./index.ts clientAddress).
+ * forwarded address instead (./rate-limit.ts clientAddress).
  */
 import http from 'node:http';
 

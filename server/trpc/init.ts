@@ -25,7 +25,7 @@ export function createTRPCContext(opts: CreateContextOptions) {
   const sessionOptions = { secure: opts.secureCookies };
   let customerId = verifySession(opts.sessionSecret, opts.headers.get('cookie'), sessionOptions);
   // A missing, forged, expired or old-format session alike: a new customer, and mutations answer
-  // 401 SESSION_REQUIRED until the retry carries the new cookie (see ./idempotency.ts).
+  // 401 SESSION_REQUIRED until the retry carries the new cookie (see @payonce/idempotency/trpc).
   const sessionIssued = !customerId;
   if (!customerId) {
     const session = issueSession(opts.sessionSecret, sessionOptions);

@@ -1,6 +1,6 @@
 /**
  * The checkout's mutations: every one is guarded by the idempotency core through the tRPC adapter
- * (./idempotency.ts), scoped to the customer's session, rate-limited before the claim, journaled into
+ * (@payonce/idempotency/trpc), scoped to the customer's session, rate-limited before the claim, journaled into
  * the order's 幕后 timeline, and open to the failure drills' faults.
  *
  * Usage: `idempotentProcedure(inputSchema).mutation(idempotent(async ({ ctx, input, key }) => …))`.
