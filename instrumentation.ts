@@ -26,6 +26,20 @@ export async function register(): Promise<void> {
   }
   const { runMigrations } = await import('./db/migrate');
   await runMigrations(env.DATABASE_URL);
+  // `next start` with NEXT_MANUAL_SIG_HANDLE (the start scripts set it) leaves SIGTERM to the app:
+  // drain, then stop the jobs and close the pool (server/http/drain.ts).
+  if (process.env.NEXT_MANUAL_SIG_HANDLE) {
+    const { exitGracefullyOnSignals } = await import('./server/http/drain');
+    const { closeDatabase } = await import('./db/client');
+    const { stopAppJobs } = await import('./server/app/jobs');
+    exitGracefullyOnSignals({
+      graceMs: env.SHUTDOWN_GRACE_MS,
+      close: [
+        { name: 'background jobs', run: stopAppJobs },
+        { name: 'database pool', run: closeDatabase },
+      ],
+    });
+  }
   if (env.PAYONCE_JOBS === 'off') return;
   const { startAppJobs } = await import('./server/app/jobs');
   await startAppJobs();

@@ -211,6 +211,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       ...gatewayEnv,
       NEXT_TELEMETRY_DISABLED: '1',
       ...(options.distDir ? { NEXT_DIST_DIR: options.distDir } : {}),
+      // `next start` leaves SIGTERM to the app, which drains before it exits (server/http/drain.ts).
+      ...(options.mode === 'prod' ? { NEXT_MANUAL_SIG_HANDLE: 'true' } : {}),
       ...options.appEnv,
     };
     const distDir = options.distDir ?? '.next';

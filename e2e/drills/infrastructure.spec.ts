@@ -2,11 +2,11 @@
  * Failures around the app rather than in it: a storm of duplicate notifications arriving at once and
  * out of order, and retries of one key spread across two app instances behind a load balancer —
  * which share one database through PgBouncer in transaction-pooling mode when pgbouncer is installed
- * (playwright.config.ts, docs/scaling.md).
+ * (playwright.config.ts, docs/scaling.md) — and an instance evicted with SIGTERM mid-payment.
  */
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import { DRILL_GATEWAYS, GATEWAY_LABELS, expect, test } from './drill';
+import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, drillRunsOn, expect, test } from './drill';
 
 const SECOND_APP = process.env.DRILL_SECOND_APP_URL ?? 'http://127.0.0.1:3201';
 /** The drills' PgBouncer admin console, or '' when the stack runs without one. */
@@ -38,6 +38,45 @@ async function pgbouncerCounters(): Promise<{ transactions: number; poolMode: st
 
 for (const gateway of DRILL_GATEWAYS) {
   test.describe(`${gateway}`, () => {
+    if (drillRunsOn(0, gateway))
+      test(`eviction: SIGTERM while the payment is at the gateway; it finishes, new requests get 503, one charge (${gateway})`, async ({
+        checkout,
+        drill,
+        page,
+        request,
+      }) => {
+        const pays: string[] = [];
+        page.on('response', (response) => {
+          if (response.url().includes('checkout.pay'))
+            pays.push(`${response.status()}${response.headers()['idempotency-replayed'] ? ' replayed' : ''}`);
+        });
+        await test.step('1. the pod is told to leave just before the charge; the charge then takes a moment', async () => {
+          await drill.armAppFault({ point: 'before_gateway_call', action: { kind: 'terminate' }, gateway });
+          await drill.armAppFault({ point: 'after_gateway_call', action: { kind: 'delay', ms: drillMs(6000) }, gateway });
+          await checkout.open();
+          await checkout.chooseGateway(GATEWAY_LABELS[gateway]);
+          await checkout.pay();
+        });
+        await test.step('2. while it drains: not ready, and a new request is refused with 503 + Retry-After', async () => {
+          await expect.poll(async () => (await request.get('/api/health')).status(), { message: 'health while draining' }).toBe(503);
+          const refused = await request.get('/api/trpc/checkout.products');
+          expect(refused.status()).toBe(503);
+          expect(refused.headers()['retry-after']).toBe('1');
+          expect(JSON.stringify(await refused.json())).toContain('SHUTTING_DOWN');
+        });
+        await test.step('3. the payment in flight finishes: 支付成功 at the first answer, charged once', async () => {
+          await expect(checkout.status).toContainText('支付成功');
+          // The request in flight was answered, not cut off; a retry of the same key (the page asking
+          // again while the instance refused its order queries) is the stored answer, replayed.
+          expect(pays[0], `the pay answers: ${pays.join(', ')}`).toBe('201');
+          expect(pays.slice(1).every((answer) => answer === '201 replayed' || answer === '503')).toBe(true);
+          await drill.expectChargedExactlyOnce(await checkout.paidOutTradeNo(), gateway);
+        });
+        await test.step('4. the instance exits and the supervisor starts it again', async () => {
+          await drill.waitForApp();
+        });
+      });
+
     test(`notification storm: 25 duplicates at once, out of order, make one email (${gateway})`, async ({ checkout, drill, request }) => {
       await test.step('1. the gateway sends its notification 25 times, each copy after a random delay', async () => {
         await drill.armSandboxFault({ gateway, action: 'duplicate_notifications', copies: 24 });

@@ -7,8 +7,11 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '@/db/client';
+import { isDraining } from '@/server/http/drain';
 
 export async function checkHealth(database: () => Database): Promise<Response> {
+  // Leaving (SIGTERM): not ready, so that the load balancer sends the next request elsewhere.
+  if (isDraining()) return Response.json({ status: 'draining' }, { status: 503, headers: { 'Retry-After': '1' } });
   try {
     await database().execute(sql`select 1`);
     return Response.json({ status: 'ok' });

@@ -30,3 +30,10 @@ export function startAppJobs(): Promise<RunningJobs> {
   });
   return globalForJobs.__payonceJobs;
 }
+
+/** Stops this process's workers, if it started them (a running job is waited for). */
+export async function stopAppJobs(): Promise<void> {
+  const jobs = globalForJobs.__payonceJobs;
+  globalForJobs.__payonceJobs = undefined;
+  await (await jobs)?.stop();
+}

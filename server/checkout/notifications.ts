@@ -28,9 +28,11 @@ function toResponse(reply: NotificationReply): Response {
  * A refusal that records nothing: the gateway sees the reason's status (./refusals.ts) and the reason
  * in plain text, with what was wrong when there is more to say.
  */
-function refuse(reason: CheckoutReason, detail?: string): Response {
+export function notificationRefusal(reason: CheckoutReason, detail?: string): Response {
   return refusalResponse(new CheckoutError(reason, detail ?? reason));
 }
+
+const refuse = notificationRefusal;
 
 function refusalResponse(refusal: CheckoutError): Response {
   const body = refusal.message === refusal.reason ? refusal.reason : `${refusal.reason}: ${refusal.message}`;

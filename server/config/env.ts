@@ -275,6 +275,11 @@ const variables = {
   REFUND_BACKOFF_MS: integer(2000, 1, 3_600_000, 'milliseconds'),
   /** 60 s: outlasts one refund call's every try (3 × 5 s) several times over; a crashed worker's refund waits this long. */
   REFUND_LEASE_MS: integer(60_000, 1000, 3_600_000, 'milliseconds'),
+  /**
+   * 25 s: how long a SIGTERM'd instance lets its requests in flight finish (server/http/drain.ts),
+   * inside Kubernetes' default 30 s grace; long enough for a payment's gateway call (3 × 5 s).
+   */
+  SHUTDOWN_GRACE_MS: integer(25_000, 0, 600_000, 'milliseconds'),
 
   // Rate limits
   /** 30 a minute: a whole checkout is a handful of calls, so only a script meets it. */

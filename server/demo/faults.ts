@@ -29,7 +29,12 @@ export interface SandboxFaultRequest {
 }
 
 export type FaultAction =
-  { kind: 'throw' } | { kind: 'delay'; ms: number } | { kind: 'crash' } | { kind: 'sandbox'; fault: SandboxFaultRequest };
+  | { kind: 'throw' }
+  | { kind: 'delay'; ms: number }
+  | { kind: 'crash' }
+  /** SIGTERM to this process, as a pod's eviction sends it; the request itself carries on. */
+  | { kind: 'terminate' }
+  | { kind: 'sandbox'; fault: SandboxFaultRequest };
 
 /** Told of every fault as it fires, before its action (a crash leaves no later moment). */
 export type OnFaultFired = (fault: ArmedFault, site: FaultSite) => Promise<void>;
@@ -138,6 +143,10 @@ export class FaultInjector implements FaultPoints {
             ...(notification && at.outTradeNo ? { outTradeNo: at.outTradeNo } : {}),
           });
         }
+        return;
+      case 'terminate':
+        console.error(`[faults] SIGTERM at ${point}: the process drains and exits`);
+        process.kill(process.pid, 'SIGTERM');
         return;
       case 'crash':
         console.error(`[faults] crash at ${point}: the process dies now`);

@@ -14,7 +14,9 @@ import type { CheckoutServices } from '@/server/checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { CheckoutError } from '@/server/checkout/refusals';
 import { toTRPCError } from './errors';
+import { inFlight, isDraining } from '@/server/http/drain';
 import { isSecureRequest } from '@/server/http/session';
+import { refusalHeaders } from '@payonce/idempotency';
 import { createTRPCContext, type TRPCContext } from './init';
 import { MAX_QUERY_BATCH_SIZE } from './limits';
 import { createAppRouter, type AppRouter } from './root';
@@ -31,57 +33,66 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
     const appRouter = createAppRouter();
     const url = new URL(req.url);
     const procedurePath = procedurePathOf(url);
-    const refusal = batchRefusal(appRouter, url, procedurePath);
+    const refusal = isDraining() ? SHUTTING_DOWN : batchRefusal(appRouter, url, procedurePath);
     if (refusal) return refusalResponse(appRouter, refusal, procedurePath);
-
-    let request = req;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      const body = await readBodyWithin(req, MAX_BODY_BYTES);
-      if (body.kind === 'too_large') {
-        return refusalResponse(
-          appRouter,
-          new CheckoutError('PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
-          procedurePath,
-        );
-      }
-      // tRPC's fetch adapter reads the body itself and has no size limit: it gets the bytes already
-      // read within ours.
-      request = new Request(req, { body: body.bytes });
-    }
-
-    return privateAnswer(
-      await fetchRequestHandler({
-        endpoint: TRPC_ENDPOINT,
-        req: request,
-        router: appRouter,
-        // Also enforced above, with our reason; this keeps tRPC's own guard on should the path parsing
-        // ever disagree with tRPC's.
-        maxBatchSize: MAX_QUERY_BATCH_SIZE,
-        createContext: ({ req: incoming, resHeaders }) =>
-          createTRPCContext({
-            headers: incoming.headers,
-            resHeaders,
-            services: options.services(),
-            sessionSecret: options.sessionSecret(),
-            secureCookies: isSecureRequest(incoming),
-          }),
-        onError({ error, ctx, path }) {
-          // Procedures' unexpected errors are logged by the domain-error middleware; these failed before
-          // a procedure ran (no context), and their body says only "Internal error".
-          if (error.code === 'INTERNAL_SERVER_ERROR' && !ctx) console.error(`[trpc] unexpected error on ${path}`, error.cause ?? error);
-        },
-        responseMeta({ ctx, errors }) {
-          const holder = (ctx as TRPCContext | undefined)?.response;
-          if (!holder) return {};
-          // On success the procedure's own status (201); on error tRPC derives it from the error code.
-          return {
-            ...(errors.length === 0 && holder.status ? { status: holder.status } : {}),
-            headers: new Headers(holder.headers),
-          };
-        },
-      }),
-    );
+    return inFlight(() => handle(options, appRouter, req, procedurePath));
   };
+}
+
+/** The refusal of a new request while this instance drains (../http/drain.ts): before anything is claimed. */
+const SHUTTING_DOWN = new CheckoutError(
+  'SHUTTING_DOWN',
+  'This instance is shutting down; retry the request (a mutation with the same Idempotency-Key).',
+);
+
+async function handle(options: TrpcHandlerOptions, appRouter: AppRouter, req: Request, procedurePath: string): Promise<Response> {
+  let request = req;
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    const body = await readBodyWithin(req, MAX_BODY_BYTES);
+    if (body.kind === 'too_large') {
+      return refusalResponse(
+        appRouter,
+        new CheckoutError('PAYLOAD_TOO_LARGE', `The request body is larger than ${MAX_BODY_BYTES} bytes.`),
+        procedurePath,
+      );
+    }
+    // tRPC's fetch adapter reads the body itself and has no size limit: it gets the bytes already
+    // read within ours.
+    request = new Request(req, { body: body.bytes });
+  }
+
+  return privateAnswer(
+    await fetchRequestHandler({
+      endpoint: TRPC_ENDPOINT,
+      req: request,
+      router: appRouter,
+      // Also enforced above, with our reason; this keeps tRPC's own guard on should the path parsing
+      // ever disagree with tRPC's.
+      maxBatchSize: MAX_QUERY_BATCH_SIZE,
+      createContext: ({ req: incoming, resHeaders }) =>
+        createTRPCContext({
+          headers: incoming.headers,
+          resHeaders,
+          services: options.services(),
+          sessionSecret: options.sessionSecret(),
+          secureCookies: isSecureRequest(incoming),
+        }),
+      onError({ error, ctx, path }) {
+        // Procedures' unexpected errors are logged by the domain-error middleware; these failed before
+        // a procedure ran (no context), and their body says only "Internal error".
+        if (error.code === 'INTERNAL_SERVER_ERROR' && !ctx) console.error(`[trpc] unexpected error on ${path}`, error.cause ?? error);
+      },
+      responseMeta({ ctx, errors }) {
+        const holder = (ctx as TRPCContext | undefined)?.response;
+        if (!holder) return {};
+        // On success the procedure's own status (201); on error tRPC derives it from the error code.
+        return {
+          ...(errors.length === 0 && holder.status ? { status: holder.status } : {}),
+          headers: new Headers(holder.headers),
+        };
+      },
+    }),
+  );
 }
 
 /**
@@ -144,5 +155,5 @@ function refusalResponse(appRouter: AppRouter, refusal: CheckoutError, path: str
     input: undefined,
     ctx: undefined,
   });
-  return privateAnswer(Response.json({ error: shape }, { status: getHTTPStatusCodeFromError(error) }));
+  return privateAnswer(Response.json({ error: shape }, { status: getHTTPStatusCodeFromError(error), headers: refusalHeaders(refusal) }));
 }

@@ -6,7 +6,7 @@ import { controlRequestRefusal } from '@/server/http/control-requests';
 /**
  * Arms faults for the failure drills (CHECKOUT_FAULTS=1 only; otherwise this route is a 404).
  *   GET    → the armed faults
- *   POST   { point, action: { kind: 'throw' | 'delay' | 'crash', ms? }, procedure?, gateway?, times? }
+ *   POST   { point, action: { kind: 'throw' | 'delay' | 'crash' | 'terminate', ms? }, procedure?, gateway?, times? }
  *   DELETE → disarm everything
  */
 const faultSpec = z.object({
@@ -15,6 +15,7 @@ const faultSpec = z.object({
     z.object({ kind: z.literal('throw') }),
     z.object({ kind: z.literal('delay'), ms: z.number().int().min(0).max(120_000) }),
     z.object({ kind: z.literal('crash') }),
+    z.object({ kind: z.literal('terminate') }),
   ]),
   procedure: z.string().min(1).optional(),
   gateway: z.string().min(1).optional(),

@@ -1,7 +1,4 @@
-import { appServices } from '@/server/app/services';
-import { handleGatewayNotification } from '@/server/checkout/notifications';
+import { webhookRoute } from '@/server/app/webhook-route';
 
 /** 2C2P backend notification (backendReturnUrl): HTTP 200 only after the commit. */
-export function POST(request: Request): Promise<Response> {
-  return handleGatewayNotification(appServices(), '2c2p', request);
-}
+export const POST = webhookRoute('2c2p');

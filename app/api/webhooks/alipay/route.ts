@@ -1,7 +1,4 @@
-import { appServices } from '@/server/app/services';
-import { handleGatewayNotification } from '@/server/checkout/notifications';
+import { webhookRoute } from '@/server/app/webhook-route';
 
 /** Alipay's asynchronous notification (notify_url): answered `success` only after the commit. */
-export function POST(request: Request): Promise<Response> {
-  return handleGatewayNotification(appServices(), 'alipay', request);
-}
+export const POST = webhookRoute('alipay');

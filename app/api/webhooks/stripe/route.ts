@@ -1,7 +1,4 @@
-import { appServices } from '@/server/app/services';
-import { handleGatewayNotification } from '@/server/checkout/notifications';
+import { webhookRoute } from '@/server/app/webhook-route';
 
 /** Stripe webhook endpoint: any 2xx acknowledges, so it answers 2xx only after the commit. */
-export function POST(request: Request): Promise<Response> {
-  return handleGatewayNotification(appServices(), 'stripe', request);
-}
+export const POST = webhookRoute('stripe');
