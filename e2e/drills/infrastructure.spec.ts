@@ -7,8 +7,15 @@
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { DRILL_GATEWAYS, GATEWAY_LABELS, drillMs, drillRunsOn, expect, test } from './drill';
+import { Shopper } from './shopper';
 
 const SECOND_APP = process.env.DRILL_SECOND_APP_URL ?? 'http://127.0.0.1:3201';
+/** The instance the drills evict; the load balancer of ./shopper.ts sends a refused call to the other. */
+const FIRST_APP = SECOND_APP.replace(/:(\d+)$/, (_, port: string) => `:${Number(port) - 1}`);
+/** Every point of a payment's request where SIGTERM may find it (server/checkout/fault-points.ts). */
+const PAYMENT_PHASES = ['before_claim', 'after_claim', 'before_gateway_call', 'after_gateway_call', 'after_commit'] as const;
+/** Any 5xx but the documented 503 (refused while draining, or a gateway unavailable): none may be seen. */
+const undocumented5xx = (seen: number[]) => seen.filter((status) => status >= 500 && status !== 503);
 /** The drills' PgBouncer admin console, or '' when the stack runs without one. */
 const PGBOUNCER_ADMIN_URL = process.env.DRILL_PGBOUNCER_ADMIN_URL ?? '';
 
@@ -75,6 +82,53 @@ for (const gateway of DRILL_GATEWAYS) {
         await test.step('4. the instance exits and the supervisor starts it again', async () => {
           await drill.waitForApp();
         });
+      });
+
+    if (drillRunsOn(1, gateway))
+      test(`eviction at every phase of a payment: the payment finishes, charged once (${gateway})`, async ({ drill }) => {
+        for (const point of PAYMENT_PHASES) {
+          await test.step(`SIGTERM at ${point}`, async () => {
+            await drill.armAppFault({ point, action: { kind: 'terminate' }, gateway });
+            const shopper = await Shopper.start([FIRST_APP, SECOND_APP]);
+            try {
+              const { outTradeNo, paid } = await shopper.buy(gateway);
+              // Answered by the instance it reached, at the first try: not cut off as by a crash,
+              // which would have left the retry waiting out the dead request's lease.
+              expect(paid.statuses, `the pay call's answers (all: ${shopper.seen.join(', ')})`).toEqual([201]);
+              expect(undocumented5xx(shopper.seen)).toEqual([]);
+              await drill.expectChargedExactlyOnce(outTradeNo, gateway);
+            } finally {
+              await shopper.dispose();
+            }
+            await drill.waitForApp();
+          });
+        }
+      });
+
+    if (drillRunsOn(2, gateway))
+      test(`eviction under load: 16 shoppers at once through two instances, one evicted; every order paid once (${gateway})`, async ({
+        drill,
+      }) => {
+        // The first payment to reach the charge on the first instance evicts it; the rest of the
+        // shoppers are mid-request there, or arrive while it drains, or after it is gone.
+        await drill.armAppFault({ point: 'before_gateway_call', action: { kind: 'terminate' }, gateway });
+        const shoppers = await Promise.all(Array.from({ length: 16 }, () => Shopper.start([FIRST_APP, SECOND_APP])));
+        try {
+          // Arriving over a few seconds, as a flash of traffic does: some before, some during the drain.
+          const arrive = (i: number) => new Promise((resolve) => setTimeout(resolve, i * 200));
+          const bought = await Promise.all(shoppers.map(async (shopper, i) => (await arrive(i), shopper.buy(gateway, i % 2))));
+          const seen = shoppers.flatMap((shopper) => shopper.seen);
+          expect(
+            bought.map((b) => b.paid.status),
+            `every pay answered 201 (all answers seen: ${seen.join(', ')})`,
+          ).toEqual(bought.map(() => 201));
+          expect(undocumented5xx(seen)).toEqual([]);
+          expect(seen.filter((status) => status === 503 || status === 0).length, 'the eviction was felt').toBeGreaterThan(0);
+          for (const { outTradeNo } of bought) await drill.expectChargedExactlyOnce(outTradeNo, gateway);
+        } finally {
+          await Promise.all(shoppers.map((shopper) => shopper.dispose()));
+        }
+        await drill.waitForApp();
       });
 
     test(`notification storm: 25 duplicates at once, out of order, make one email (${gateway})`, async ({ checkout, drill, request }) => {

@@ -5,7 +5,7 @@
  * gateway delivers it again, to an instance that stays.
  */
 import { handleGatewayNotification, notificationRefusal } from '@/server/checkout/notifications';
-import { inFlight, isDraining } from '@/server/http/drain';
+import { isDraining } from '@/server/http/drain';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId } from '@/server/payments/gateway';
 import { appServices } from './services';
@@ -13,6 +13,6 @@ import { appServices } from './services';
 export function webhookRoute(gateway: GatewayId, services: () => CheckoutServices = appServices): (request: Request) => Promise<Response> {
   return async (request) => {
     if (isDraining()) return notificationRefusal('SHUTTING_DOWN', 'this instance is shutting down; deliver again');
-    return inFlight(() => handleGatewayNotification(services(), gateway, request));
+    return handleGatewayNotification(services(), gateway, request);
   };
 }

@@ -12,10 +12,12 @@
  *
  * `next start` handles SIGTERM itself (it closes the listening socket at once) unless
  * NEXT_MANUAL_SIG_HANDLE is set; the app's start scripts set it, and instrumentation.ts then
- * installs this. The tRPC endpoint (../trpc/http.ts) and the webhooks (../app/webhook-route.ts)
- * refuse new work while draining and count what they let in. State lives on globalThis: instrumentation and the route handlers are separate
+ * installs this, and counts every HTTP response until it is written (countHttpResponses). The tRPC
+ * endpoint (../trpc/http.ts) and the webhooks (../app/webhook-route.ts) refuse new work while draining. State lives on globalThis: instrumentation and the route handlers are separate
  * module instances of one process.
  */
+
+import http from 'node:http';
 
 interface DrainState {
   draining: boolean;
@@ -41,16 +43,41 @@ export function requestsInFlight(): number {
   return state().inFlight;
 }
 
-/** Runs one request's work, counted as in flight until it settles. */
+/** Runs work that must finish before the process exits, counted as in flight until it settles. */
 export async function inFlight<T>(work: () => Promise<T>): Promise<T> {
-  const current = state();
-  current.inFlight++;
+  const done = begin();
   try {
     return await work();
   } finally {
+    done();
+  }
+}
+
+function begin(): () => void {
+  const current = state();
+  current.inFlight++;
+  return () => {
     current.inFlight--;
     for (const notify of current.onIdle) notify();
-  }
+  };
+}
+
+/**
+ * Counts every HTTP response of every server in this process as in flight from its request until
+ * its last byte is handed to the socket ('close' of the response): a Route Handler's promise settles
+ * before its response is written, and an exit in between would cut the answer off. Installed once per
+ * process, where each server emits 'request' (as ./peer-address.ts stamps requests; Next's server is
+ * created before instrumentation runs).
+ */
+export function countHttpResponses(): void {
+  const marker = globalThis as { __payonceCountResponses?: boolean };
+  if (marker.__payonceCountResponses) return;
+  marker.__payonceCountResponses = true;
+  const emit = http.Server.prototype.emit;
+  http.Server.prototype.emit = function emitCounted(this: http.Server, event: string | symbol, ...args: unknown[]) {
+    if (event === 'request' && args[1] instanceof http.ServerResponse) args[1].once('close', begin());
+    return Reflect.apply(emit, this, [event, ...args]) as boolean;
+  } as typeof emit;
 }
 
 /** Until no request is in flight, or `graceMs` has passed: which came first. */
@@ -108,6 +135,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** SIGTERM (and SIGINT) start the drain once; the process exits when it is done. */
 export function exitGracefullyOnSignals(options: DrainOptions): void {
+  countHttpResponses();
   let leaving = false;
   const leave = (signal: NodeJS.Signals) => {
     if (leaving) return;

@@ -14,7 +14,7 @@ import type { CheckoutServices } from '@/server/checkout/services';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { CheckoutError } from '@/server/checkout/refusals';
 import { toTRPCError } from './errors';
-import { inFlight, isDraining } from '@/server/http/drain';
+import { isDraining } from '@/server/http/drain';
 import { isSecureRequest } from '@/server/http/session';
 import { refusalHeaders } from '@payonce/idempotency';
 import { createTRPCContext, type TRPCContext } from './init';
@@ -35,7 +35,7 @@ export function createTrpcHandler(options: TrpcHandlerOptions) {
     const procedurePath = procedurePathOf(url);
     const refusal = isDraining() ? SHUTTING_DOWN : batchRefusal(appRouter, url, procedurePath);
     if (refusal) return refusalResponse(appRouter, refusal, procedurePath);
-    return inFlight(() => handle(options, appRouter, req, procedurePath));
+    return handle(options, appRouter, req, procedurePath);
   };
 }
 

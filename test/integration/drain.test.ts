@@ -11,11 +11,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { checkHealth } from '@/server/app/health';
 import { webhookRoute } from '@/server/app/webhook-route';
-import { drain, inFlight, requestsInFlight } from '@/server/http/drain';
+import { countHttpResponses, drain, inFlight, requestsInFlight } from '@/server/http/drain';
 import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 let stack: TestStack;
 before(async () => {
+  countHttpResponses(); // as instrumentation.ts does with SIGTERM handling: before any server answers
   stack = await startTestStack({ faults: true });
 });
 after(async () => {
@@ -64,7 +65,7 @@ describe('draining on SIGTERM', { concurrency: false }, () => {
     const report = await drained;
     assert.deepEqual([report.requests, report.cutOff], ['drained', 0]);
     const [row] = await stack.sql<{ status: string }[]>`select status from orders where id = ${order.orderId}`;
-    assert.equal(row?.status, 'paid', 'the drain waited for the payment in flight to commit');
+    assert.equal(row?.status, 'paid', 'the drain waited for the payment in flight');
     const paid = await paying;
     assert.equal(paid.status, 201, paid.text);
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
