@@ -128,7 +128,9 @@ export async function drain(options: DrainOptions): Promise<DrainReport> {
     );
     log(`${name}: ${closed}`);
   }
-  return { requests, cutOff, ms: Math.round(performance.now() - started) };
+  const ms = Math.round(performance.now() - started);
+  log(`drained in ${ms} ms`);
+  return { requests, cutOff, ms };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
