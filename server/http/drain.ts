@@ -17,7 +17,7 @@
  * module instances of one process.
  */
 
-import http from 'node:http';
+import { onEveryRequest } from './every-request';
 
 interface DrainState {
   draining: boolean;
@@ -65,19 +65,10 @@ function begin(): () => void {
 /**
  * Counts every HTTP response of every server in this process as in flight from its request until
  * its last byte is handed to the socket ('close' of the response): a Route Handler's promise settles
- * before its response is written, and an exit in between would cut the answer off. Installed once per
- * process, where each server emits 'request' (as ./peer-address.ts stamps requests; Next's server is
- * created before instrumentation runs).
+ * before its response is written, and an exit in between would cut the answer off.
  */
 export function countHttpResponses(): void {
-  const marker = globalThis as { __payonceCountResponses?: boolean };
-  if (marker.__payonceCountResponses) return;
-  marker.__payonceCountResponses = true;
-  const emit = http.Server.prototype.emit;
-  http.Server.prototype.emit = function emitCounted(this: http.Server, event: string | symbol, ...args: unknown[]) {
-    if (event === 'request' && args[1] instanceof http.ServerResponse) args[1].once('close', begin());
-    return Reflect.apply(emit, this, [event, ...args]) as boolean;
-  } as typeof emit;
+  onEveryRequest('drain', (_request, response) => response.once('close', begin()));
 }
 
 /** Until no request is in flight, or `graceMs` has passed: which came first. */

@@ -8,7 +8,8 @@
  * comes from the proxy's address, so deployments behind one set TRUST_PROXY and the limits count the
  * forwarded address instead (./rate-limit.ts clientAddress).
  */
-import http from 'node:http';
+import type http from 'node:http';
+import { onEveryRequest } from './every-request';
 
 export const PEER_ADDRESS_HEADER = 'x-payonce-peer-address';
 
@@ -17,23 +18,7 @@ export function stampPeerAddress(req: http.IncomingMessage): void {
   req.headers[PEER_ADDRESS_HEADER] = req.socket?.remoteAddress ?? '';
 }
 
-/**
- * Stamps every request of every HTTP server in this process, the one Next created included: Next
- * offers no hook that sees the socket, and its server exists before instrumentation runs, so the
- * stamp goes where each server's 'request' event is emitted. Installed once per process.
- *
- * LIBRARY BEHAVIOUR RELIED ON: Next's server is a node:http Server that emits 'request' with the
- * IncomingMessage whose `headers` become the Route Handler's Request headers
- * (test/hostile/rate-limits.test.ts, "a forged peer-address header is overwritten", over `next start`
- * in e2e/security-headers.spec.ts).
- */
+/** Stamps every request of every HTTP server in this process, Next's included (./every-request.ts). */
 export function installPeerAddressStamp(): void {
-  const marker = globalThis as { __payoncePeerAddressStamp?: boolean };
-  if (marker.__payoncePeerAddressStamp) return;
-  marker.__payoncePeerAddressStamp = true;
-  const emit = http.Server.prototype.emit;
-  http.Server.prototype.emit = function emitWithPeerAddress(this: http.Server, event: string | symbol, ...args: unknown[]) {
-    if (event === 'request' && args[0] instanceof http.IncomingMessage) stampPeerAddress(args[0]);
-    return Reflect.apply(emit, this, [event, ...args]) as boolean;
-  } as typeof emit;
+  onEveryRequest('peer-address', (request) => stampPeerAddress(request));
 }

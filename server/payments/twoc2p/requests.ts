@@ -41,6 +41,17 @@ function amountLiteral(amountMinor: number, currency: string): DecimalLiteral {
   return new DecimalLiteral(minorToDecimal(amountMinor, exponentOf(currency)));
 }
 
+/** What every paymentToken of an order names: the merchant, the invoice (the order) and its amount. */
+function invoiceClaims(merchantId: string, request: ChargeRequest): Claims {
+  return {
+    merchantID: merchantId,
+    invoiceNo: request.outTradeNo,
+    description: request.subject,
+    amount: amountLiteral(request.amountMinor, request.currency),
+    currencyCode: request.currency,
+  };
+}
+
 /**
  * paymentToken for a test buyer's card, paid server-to-server by Do Payment. The idempotencyID is per
  * attempt: a retry of this attempt replays the same token; the next attempt (after a decline) gets a
@@ -48,11 +59,7 @@ function amountLiteral(amountMinor: number, currency: string): DecimalLiteral {
  */
 export function testCardTokenClaims(merchantId: string, request: ChargeRequest): Claims {
   return {
-    merchantID: merchantId,
-    invoiceNo: request.outTradeNo,
-    description: request.subject,
-    amount: amountLiteral(request.amountMinor, request.currency),
-    currencyCode: request.currency,
+    ...invoiceClaims(merchantId, request),
     idempotencyID: `${request.outTradeNo}-${request.attempt}`,
     paymentChannel: ['CC'],
     // Server-to-server: no buyer is there to pass a 3-D Secure challenge.
@@ -70,11 +77,7 @@ export function testCardTokenClaims(merchantId: string, request: ChargeRequest):
  */
 export function hostedPageTokenClaims(merchantId: string, request: ChargeRequest): Claims {
   return {
-    merchantID: merchantId,
-    invoiceNo: request.outTradeNo,
-    description: request.subject,
-    amount: amountLiteral(request.amountMinor, request.currency),
-    currencyCode: request.currency,
+    ...invoiceClaims(merchantId, request),
     idempotencyID: `${request.outTradeNo}-${request.attempt}W`,
     // Cards: what query() and the notification are read for (tranRef, approval) and what the sandbox
     // emulates; other channels would leave the invoice pending on a third party's page.
