@@ -15,7 +15,7 @@ const globalForJobs = globalThis as unknown as { __payonceJobs?: Promise<Running
 export function startAppJobs(): Promise<RunningJobs> {
   const env = serverEnv();
   globalForJobs.__payonceJobs ??= startJobs(appServices(), {
-    connectionString: databaseUrl(),
+    connectionString: databaseUrl(env.DATABASE_URL),
     intervals: {
       reconcileSeconds: env.JOBS_RECONCILE_SECONDS,
       outboxSeconds: env.JOBS_OUTBOX_SECONDS,

@@ -6,7 +6,8 @@
  * throws, delays, crashes and PSP-sandbox faults at these points over /api/faults.
  *
  *   before_claim        the request arrived, nothing is claimed yet
- *   after_claim         the key is claimed, nothing else has happened
+ *   after_claim         the key is claimed, nothing else has happened (also a gateway's notification:
+ *                       procedure `webhook.<gateway>`, inside its transaction)
  *   before_gateway_call the attempt is started, the gateway is about to be called
  *   after_gateway_call  the gateway answered (money may have moved), nothing is committed
  *   after_commit        everything is committed, the response has not been sent

@@ -211,7 +211,17 @@ async function processOnce(
   try {
     const result = await executeIdempotent(
       services.idempotencyStore,
-      { scope: `webhook:${gatewayId}`, ...request },
+      {
+        scope: `webhook:${gatewayId}`,
+        ...request,
+        // The failure drills' seam (./fault-points.ts): the notification's key is claimed, its effects not yet run.
+        afterClaim: () =>
+          services.faults?.hit('after_claim', {
+            procedure: `webhook.${gatewayId}`,
+            gateway: gatewayId,
+            ...(event.orderId ? { orderId: event.orderId } : {}),
+          }) ?? Promise.resolve(),
+      },
       {
         // One phase: a copy arriving while the first is in this transaction waits on its key's insert
         // and is answered as a duplicate once it commits.

@@ -40,6 +40,8 @@ export const REFUSALS = {
   PAYLOAD_TOO_LARGE: { httpStatus: 413 },
   BATCH_NOT_ALLOWED: { httpStatus: 400 },
   BATCH_TOO_LARGE: { httpStatus: 400 },
+  // PostgreSQL is unreachable or not the primary for a moment (a restart, a failover: db/failures.ts)
+  DATABASE_UNAVAILABLE: { httpStatus: 503, retryAfterSeconds: 1 },
   // This instance is shutting down (server/http/drain.ts): retry, on another instance or this one restarted
   SHUTTING_DOWN: { httpStatus: 503, retryAfterSeconds: 1 },
   // A failure drill's injected fault (server/demo/faults.ts)

@@ -16,6 +16,7 @@
  * NEXT_DIST_DIR in next.config.mjs, which Next loads before any TypeScript.
  */
 import { z } from 'zod';
+import { postgresUrlParts } from '@/db/url';
 
 /**
  * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
@@ -101,6 +102,11 @@ function url(protocols: readonly string[], example: string) {
 
 const HTTP = ['http:', 'https:'];
 
+/** A postgres(ql):// URL, with one host or libpq's comma-separated list of them (db/url.ts). */
+function postgresUrl(example: string) {
+  return optional(`a postgres or postgresql URL such as ${example}`, (raw) => (postgresUrlParts(raw) ? raw.trim() : undefined));
+}
+
 /** A comma-separated list of http(s) origins (scheme, host and port; no path). */
 function origins(example: string) {
   return optional(`comma-separated http or https origins such as ${example}`, (raw) => {
@@ -167,7 +173,8 @@ const SECRETS = new Set([
 const variables = {
   // Database
   /** No default: `npm run dev` and the tests set it; unset, `next start` serves errors until it is. */
-  DATABASE_URL: url(['postgres:', 'postgresql:'], 'postgres://user:password@db.example.com:5432/payonce'),
+  /** One host, or several for a highly available PostgreSQL (host1:5432,host2:5432/payonce?target_session_attrs=primary, docs/scaling.md). */
+  DATABASE_URL: postgresUrl('postgres://user:password@db.example.com:5432/payonce'),
   /** postgres.js's own default; instances × DB_POOL_MAX must stay under the server's max_connections (100 by default), or a pooler's max_client_conn. */
   DB_POOL_MAX: integer(10, 1, 1000, 'connections'),
   /**

@@ -9,6 +9,7 @@
  * hold the chain up.
  */
 import PgBoss from 'pg-boss';
+import { openQueueDatabase } from './queue-database';
 import type { CheckoutServices } from '@/server/checkout/services';
 import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
@@ -48,25 +49,33 @@ type Job = { name: JobName; everySeconds: number; run: () => Promise<string | un
 
 export async function startJobs(
   services: CheckoutServices,
-  options: { connectionString: string; intervals?: Partial<JobIntervals>; policy?: JobPolicy; log?: (message: string) => void },
+  options: {
+    connectionString: string;
+    intervals?: Partial<JobIntervals>;
+    policy?: JobPolicy;
+    log?: (message: string) => void;
+  },
 ): Promise<RunningJobs> {
   // An interval left undefined keeps its default.
   const given = Object.entries(options.intervals ?? {}).filter(([, seconds]) => seconds !== undefined);
   const intervals: JobIntervals = { ...DEFAULT_JOB_INTERVALS, ...Object.fromEntries(given) };
   const log = options.log ?? ((message: string) => console.log(`[jobs] ${message}`));
-  const boss = new PgBoss({
-    connectionString: options.connectionString,
-    schema: 'pgboss',
-    // Its own small pool: background work must never starve the request path of connections.
-    max: 3,
-    application_name: 'payonce-jobs',
-  });
+  // Its own small pool: background work must never starve the request path of connections.
+  const database = openQueueDatabase(options.connectionString, { max: 3 });
+  const boss = new PgBoss({ db: database.db, schema: 'pgboss' });
   boss.on('error', (error) => log(`queue error: ${error.message}`));
-  await boss.start();
-  for (const job of jobsOf(services, intervals, options.policy ?? {})) await schedule(boss, job, log);
+  try {
+    await boss.start();
+    for (const job of jobsOf(services, intervals, options.policy ?? {})) await schedule(boss, job, log);
+  } catch (error) {
+    await boss.stop({ graceful: false, wait: true, timeout: 1_000 }).catch(() => {});
+    await database.close();
+    throw error;
+  }
   return {
     async stop() {
       await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+      await database.close();
     },
   };
 }

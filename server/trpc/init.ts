@@ -6,7 +6,9 @@
  */
 import { initTRPC, TRPCError } from '@trpc/server';
 import { buyerOrigin, returnAddress, verifyReturnToken } from '@/server/checkout/return-address';
+import { CheckoutError } from '@/server/checkout/refusals';
 import type { CheckoutServices } from '@/server/checkout/services';
+import { databaseUnavailability } from '@/db/failures';
 import { issueSession, verifySession } from '@/server/http/session';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 import { refusalHeaders, refusalOf } from '@payonce/idempotency';
@@ -64,14 +66,25 @@ export const middleware = t.middleware;
  * Turns the checkout's and the guard's errors into the HTTP status the contract promises, and keeps
  * any Retry-After they carry.
  */
-const domainErrors = t.middleware(async ({ ctx, next }) => {
+const domainErrors = t.middleware(async ({ ctx, next, path }) => {
   const result = await next();
   if (result.ok) return result;
-  const mapped = toTRPCError(result.error) ?? result.error;
+  const mapped = toTRPCError(databaseRefusal(result.error, path)) ?? result.error;
   const refusal = refusalOf(mapped.cause);
   if (refusal) Object.assign(ctx.response.headers, refusalHeaders(refusal));
   if (mapped.code === 'INTERNAL_SERVER_ERROR') console.error('[trpc] unexpected error', mapped.cause ?? mapped);
   throw mapped satisfies TRPCError;
 });
+
+/**
+ * A database that cannot be reached, or is not the primary (a restart, a failover), is a wait, not a
+ * failure: 503 + Retry-After, which the page retries with the same key (db/failures.ts).
+ */
+function databaseRefusal(error: TRPCError, path: string): TRPCError | CheckoutError {
+  const failure = databaseUnavailability(error.cause);
+  if (!failure) return error;
+  console.warn(`[trpc] ${path}: database unavailable (${failure.message}); answered 503`);
+  return new CheckoutError('DATABASE_UNAVAILABLE', 'The database is unavailable for a moment; retry with the same Idempotency-Key.');
+}
 
 export const publicProcedure = t.procedure.use(domainErrors);

@@ -14,7 +14,7 @@ import { MAX_BODY_BYTES } from '@payonce/idempotency/fetch';
 import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
 import { INTERNAL_ERROR_MESSAGE } from '@/server/trpc/errors';
 import { MAX_QUERY_BATCH_SIZE } from '@/server/trpc/limits';
-import { startTestStack, type TestStack } from '@/test/support/stack';
+import { startTestStack, type TestStack, requireDatabaseUrl } from '@/test/support/stack';
 import { footprint } from './support';
 
 let stack: TestStack;
@@ -277,10 +277,13 @@ describe('what a failure says', () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
     const key = randomUUID();
-    // A real failure with internal details in its text: the database the checkout reads from is
-    // unreachable (port 1) while the idempotency store still works, so the key is claimed, the pay
-    // phase fails and the key is released.
-    const broken = openDatabase('postgres://payonce:secret@127.0.0.1:1/payonce_internal', { max: 1 });
+    // A real failure with internal details in its text: the database the checkout reads from does not
+    // exist (an unreachable one is a 503, DATABASE_UNAVAILABLE: test/integration/database-outage.test.ts)
+    // while the idempotency store still works, so the key is claimed, the pay phase fails and the key
+    // is released.
+    const missing = new URL(requireDatabaseUrl());
+    missing.pathname = '/payonce_internal_missing';
+    const broken = openDatabase(missing.toString(), { max: 1 });
     const working = stack.services.db;
     const logged: unknown[] = [];
     const consoleError = console.error;
@@ -297,9 +300,9 @@ describe('what a failure says', () => {
     assert.equal(response.status, 500, response.text);
     assert.equal(response.json.error.message, INTERNAL_ERROR_MESSAGE);
     assert.equal(response.json.error.data.reason, 'INTERNAL_ERROR');
-    assert.doesNotMatch(response.text, /ECONNREFUSED|127\.0\.0\.1|payonce_internal|secret|Failed query/);
+    assert.doesNotMatch(response.text, /does not exist|127\.0\.0\.1|payonce_internal|Failed query/);
     assert.ok(
-      logged.some((args) => /ECONNREFUSED/.test(String((args as unknown[]).map((a) => (a as Error)?.cause ?? a).join(' ')))),
+      logged.some((args) => /payonce_internal_missing/.test(String((args as unknown[]).map((a) => (a as Error)?.cause ?? a).join(' ')))),
       'the real error is logged on the server',
     );
 

@@ -139,7 +139,7 @@ export interface TestStack {
   customer(): ApiCustomer;
   ledger(outTradeNo?: string): Promise<Ledger>;
   /** Arms a fault on the sandbox (POST /sandbox/faults). */
-  sandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number }): Promise<void>;
+  sandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number; outTradeNo?: string }): Promise<void>;
   succeededCharges(outTradeNo: string): Promise<LedgerCharge[]>;
   close(): Promise<void>;
 }
@@ -154,6 +154,8 @@ export async function startTestStack(
     rateLimits?: RateLimitPolicy;
     /** Off unless given: tests create many orders per customer and leave them unpaid. */
     orderCaps?: OrderCaps;
+    /** Where the app's own pool connects (e.g. through test/support/db-proxy.ts); the sandbox and `sql` stay on DATABASE_URL. */
+    appDatabaseUrl?: string;
   } = {},
 ): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
@@ -165,7 +167,8 @@ export async function startTestStack(
   const gatewayEnv: Record<string, string> = sandboxCredentialsToEnv(credentials);
   if (options.gatewayTimeoutMs) gatewayEnv.GATEWAY_TIMEOUT_MS = String(options.gatewayTimeoutMs);
 
-  const handle = openDatabase(databaseUrl, { max: 20 });
+  const handle = openDatabase(options.appDatabaseUrl ?? databaseUrl, { max: 20 });
+  const sql = options.appDatabaseUrl ? postgres(databaseUrl, { max: 4, onnotice: () => {} }) : handle.sql;
   const store = createCheckoutIdempotencyStore(handle.sql);
   const metrics = options.metrics ? createMetrics() : undefined;
   const gateways = gatewaysFromEnv(gatewayEnv);
@@ -205,7 +208,7 @@ export async function startTestStack(
     appUrl: app.url,
     sandboxUrl: sandbox.url,
     db: handle.db,
-    sql: handle.sql,
+    sql,
     services,
     store,
     ...(faults ? { faults } : {}),
@@ -224,6 +227,7 @@ export async function startTestStack(
       await app.close();
       await sandbox.close();
       await handle.sql.end({ timeout: 5 });
+      if (sql !== handle.sql) await sql.end({ timeout: 5 });
     },
   };
 }

@@ -185,6 +185,16 @@ describe('serverEnv schema', () => {
     );
   });
 
+  it('takes a highly available PostgreSQL by all its hosts, and refuses a broken host list', () => {
+    const ha = 'postgres://u:p@db1:5432,db2:6432/payonce?target_session_attrs=primary';
+    assert.equal(parseServerEnv({ DATABASE_URL: ha }).DATABASE_URL, ha);
+    assert.match(
+      refusal({ DATABASE_URL: 'postgres://u:p@db1:5432,,db2/payonce' }),
+      /^DATABASE_URL .* expected a postgres or postgresql URL/,
+    );
+    assert.match(refusal({ DATABASE_URL: 'postgres://u:p@db1:5432,db2:99999/payonce' }), /^DATABASE_URL .* expected a postgres/);
+  });
+
   it('never prints a secret', () => {
     const line = refusal({ DATABASE_URL: 'mysql://root:hunter2@db/payonce' });
     assert.match(line, /^DATABASE_URL \(\d+ characters, not shown\) is not valid: expected a postgres or postgresql URL/);
