@@ -9,6 +9,8 @@
 import { drizzle, type PostgresJsDatabase, type PostgresJsQueryResultHKT } from 'drizzle-orm/postgres-js';
 import type { PgDatabase } from 'drizzle-orm/pg-core';
 import postgres from 'postgres';
+import { poolerSafeSocket, type SocketFactory } from './pooler-socket';
+import { postgresUrlParts } from './url';
 import { drizzleTransactionHandle, withPreparedStatements } from '@payonce/idempotency/drizzle';
 
 export type Database = PostgresJsDatabase;
@@ -90,13 +92,25 @@ export function openDatabase(url: string, options: { max?: number; pooling?: Dat
     // then parsed unnamed and described before it runs: one more round trip, on the same server
     // connection (Parse, Describe and Flush, no Sync, so the pooler keeps it linked). Statements without
     // parameters still go in one message and still pipeline.
+    // And a socket that never sends a statement's description behind an unanswered query
+    // (./pooler-socket.ts): PgBouncer 1.18 would answer it to nobody.
     ...(pooling === 'transaction' ? { prepare: false } : {}),
     // NOTICE messages (e.g. "relation already exists, skipping") are noise in the app's log.
     onnotice: () => {},
     connection: { application_name: 'payonce' },
     ...globalForDb.__payonceDbOptions,
+    ...(pooling === 'transaction' ? poolerSocketFor(url, globalForDb.__payonceDbOptions?.socket as SocketFactory | undefined) : {}),
   });
   return { db: drizzle(withPreparedStatements(sql), { casing: 'snake_case' }), sql, url };
+}
+
+/**
+ * The pooler-safe socket, over TCP without TLS (the socket is the one postgres.js would open itself;
+ * over TLS it would wrap a socket of its own). One host: a transaction pooler is one address.
+ */
+function poolerSocketFor(url: string, inner: SocketFactory | undefined): { socket?: SocketFactory } {
+  const sslmode = postgresUrlParts(url)?.firstHostUrl.searchParams.get('sslmode');
+  return !sslmode || sslmode === 'disable' ? { socket: poolerSafeSocket(inner) } : {};
 }
 
 /** The process-wide database, opened on first use. */

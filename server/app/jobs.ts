@@ -16,6 +16,7 @@ export function startAppJobs(): Promise<RunningJobs> {
   const env = serverEnv();
   globalForJobs.__payonceJobs ??= startJobs(appServices(), {
     connectionString: databaseUrl(env.DATABASE_URL),
+    pooling: env.DATABASE_POOLING,
     intervals: {
       reconcileSeconds: env.JOBS_RECONCILE_SECONDS,
       outboxSeconds: env.JOBS_OUTBOX_SECONDS,

@@ -11,6 +11,13 @@
  * pg-boss calls `executeSql(text, values)` and reads `rows`: its schema migrations are multi-statement
  * texts without parameters, with their own BEGIN and COMMIT (sent with the simple protocol on a
  * reserved connection), its job statements single statements with positional parameters.
+ *
+ * Behind a transaction pooler (DATABASE_POOLING=transaction: PgBouncer before 1.21) there are no
+ * named statements, and postgres.js then describes a statement with parameters before it binds it
+ * (Parse, Describe, Flush: no Sync). Outside a transaction the pooler may hand the server connection
+ * to another client between the two, and the description's answer arrives for nobody ("got packet
+ * from server when not linked"): the query never completes. So there each statement with parameters
+ * runs in a transaction of its own, which keeps one server connection from BEGIN to COMMIT.
  */
 import postgres from 'postgres';
 
@@ -24,12 +31,12 @@ export interface OpenQueueDatabase {
   close(): Promise<void>;
 }
 
-export function openQueueDatabase(url: string, options: { max: number }): OpenQueueDatabase {
+export function openQueueDatabase(url: string, options: { max: number; pooling: 'session' | 'transaction' }): OpenQueueDatabase {
+  const pooled = options.pooling === 'transaction';
   const sql = postgres(url, {
     max: options.max,
-    // Unnamed statements, as node-postgres sends them: a queue's few statements a second gain nothing
-    // from named ones, and a transaction pooler (PgBouncer before 1.21) cannot keep them.
-    prepare: false,
+    // Named statements, prepared once per connection, unless a transaction pooler cannot keep them.
+    prepare: !pooled,
     onnotice: () => {},
     connection: { application_name: 'payonce-jobs' },
   });
@@ -48,7 +55,8 @@ export function openQueueDatabase(url: string, options: { max: number }): OpenQu
         }
         // node-postgres sends undefined as NULL; postgres.js refuses it.
         const params = values.map((value) => (value === undefined ? null : value)) as postgres.ParameterOrJSON<never>[];
-        return { rows: [...(await sql.unsafe(text, params))] };
+        const rows = pooled ? await sql.begin((tx) => tx.unsafe(text, params)) : await sql.unsafe(text, params, { prepare: true });
+        return { rows: [...rows] };
       },
     },
     close: () => sql.end({ timeout: 5 }),

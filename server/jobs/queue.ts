@@ -51,6 +51,8 @@ export async function startJobs(
   services: CheckoutServices,
   options: {
     connectionString: string;
+    /** `transaction` behind a transaction pooler (DATABASE_POOLING, db/client.ts). */
+    pooling?: 'session' | 'transaction';
     intervals?: Partial<JobIntervals>;
     policy?: JobPolicy;
     log?: (message: string) => void;
@@ -61,7 +63,7 @@ export async function startJobs(
   const intervals: JobIntervals = { ...DEFAULT_JOB_INTERVALS, ...Object.fromEntries(given) };
   const log = options.log ?? ((message: string) => console.log(`[jobs] ${message}`));
   // Its own small pool: background work must never starve the request path of connections.
-  const database = openQueueDatabase(options.connectionString, { max: 3 });
+  const database = openQueueDatabase(options.connectionString, { max: 3, pooling: options.pooling ?? 'session' });
   const boss = new PgBoss({ db: database.db, schema: 'pgboss' });
   boss.on('error', (error) => log(`queue error: ${error.message}`));
   try {

@@ -10,7 +10,9 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { sql as drizzleSql } from 'drizzle-orm';
+import { setTimeout as sleep } from 'node:timers/promises';
 import PgBoss from 'pg-boss';
+import { openQueueDatabase } from '@/server/jobs/queue-database';
 import postgres from 'postgres';
 import { configureConnections, openDatabase, type DatabaseHandle, type Transaction } from '@/db/client';
 import { runMigrations } from '@/db/migrate';
@@ -271,20 +273,54 @@ describe('through PgBouncer in transaction-pooling mode', { skip }, () => {
     assert.equal(wire.roundTrips - before, 4);
   });
 
-  it('runs pg-boss (no LISTEN/NOTIFY, transaction-scoped locks only) through it', async () => {
-    const boss = new PgBoss({ connectionString: bouncer.url, schema: 'pgboss_pgbouncer_test', max: 3 });
+  it('answers every query when the pool is exhausted: no query queued behind another on one connection', async () => {
+    // More queries at once than the pool has connections: postgres.js would queue the next query on a
+    // busy connection and send it before the first one's answer (pipelining). Behind a transaction
+    // pooler the first one's ReadyForQuery hands the server connection back, and a description asked
+    // for by the next is answered to nobody ("got packet from server when not linked"): that query
+    // never completes. DATABASE_POOLING=transaction turns pipelining off (db/client.ts).
+    const small = openDatabase(bouncer.url, { max: 2, pooling: 'transaction' });
+    try {
+      const asked = Array.from({ length: 300 }, (_, i) => i);
+      const answers = Promise.all(
+        asked.map(async (i) => {
+          // A statement without parameters (sent whole, and followed at once by the next query on its
+          // connection), then one with a parameter (described first: Parse, Describe, Flush).
+          if (i % 2 === 0) await small.sql`select pg_sleep(0.001)`;
+          const [row] = await small.sql<{ n: number }[]>`select ${i}::int as n`;
+          return row!.n;
+        }),
+      );
+      const got = await Promise.race([answers, sleep(30_000).then(() => assert.fail('queries were left unanswered after 30 s'))]);
+      assert.deepEqual(got, asked);
+    } finally {
+      await small.sql.end({ timeout: 1 });
+    }
+  });
+
+  it("runs pg-boss (no LISTEN/NOTIFY, transaction-scoped locks only) through it, on the app's queue connection", async () => {
+    // As server/jobs/queue.ts opens it with DATABASE_POOLING=transaction: each statement with
+    // parameters in a transaction of its own, or its description could be answered to nobody.
+    const database = openQueueDatabase(bouncer.url, { max: 3, pooling: 'transaction' });
+    const boss = new PgBoss({ db: database.db, schema: 'pgboss_pgbouncer_test' });
     boss.on('error', () => {});
     await boss.start();
     try {
       const queue = 'pgbouncer.test';
       await boss.createQueue(queue);
-      const done = new Promise<unknown>((resolve) => {
-        void boss.work(queue, { pollingIntervalSeconds: 0.5 }, async ([job]) => resolve(job?.data));
+      const seen: unknown[] = [];
+      const done = new Promise<void>((resolve) => {
+        void boss.work(queue, { pollingIntervalSeconds: 0.5, batchSize: 5 }, async (jobs) => {
+          for (const job of jobs) seen.push(job.data);
+          if (seen.length === 20) resolve();
+        });
       });
-      await boss.send(queue, { hello: 'pgbouncer' });
-      assert.deepEqual(await done, { hello: 'pgbouncer' });
+      for (let i = 0; i < 20; i++) await boss.send(queue, { hello: 'pgbouncer', i });
+      await Promise.race([done, sleep(20_000).then(() => assert.fail(`only ${seen.length} of 20 jobs were worked within 20 s`))]);
+      assert.deepEqual(new Set(seen.map((d) => (d as { i: number }).i)).size, 20);
     } finally {
       await boss.stop({ graceful: false, wait: true });
+      await database.close();
       await direct`drop schema if exists pgboss_pgbouncer_test cascade`;
     }
   });
