@@ -35,7 +35,7 @@ const PACKAGE_FILES = {
  * server/checkout/fault-points.ts), never by being imported.
  */
 const LABORATORY = {
-  regex: folder('sandbox', 'bench', 'soak', 'e2e', 'test'),
+  regex: folder('sandbox', 'bench', 'soak', 'failover', 'flashsale', 'e2e', 'test'),
   message: 'The product imports nothing of its laboratory: attach through a seam (server/app/extension.ts, checkout/fault-points.ts).',
 };
 const PRODUCT = ['app/**', 'server/**', 'db/**', 'client/**', 'instrumentation.ts', 'proxy.ts', 'drizzle.config.ts'];

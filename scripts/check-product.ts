@@ -1,6 +1,6 @@
 /**
  * `npm run check:product`: the product without its laboratory. Copies this repository's tracked
- * files, less sandbox/, bench/, soak/, e2e/ and test/, into an empty folder (with node_modules
+ * files, less sandbox/, bench/, soak/, failover/, flashsale/, e2e/ and test/, into an empty folder (with node_modules
  * hard-linked from here and the package's build), then there:
  *
  *   1. `next build`: Next's bundler and its type check over what is left, so nothing the product
@@ -20,7 +20,7 @@ import { createFreshDatabase } from './fresh-database';
 import { freePort, stopChild } from './processes';
 
 /** What the product must build and run without. */
-export const LABORATORY = ['sandbox/', 'bench/', 'soak/', 'e2e/', 'test/'];
+export const LABORATORY = ['sandbox/', 'bench/', 'soak/', 'failover/', 'flashsale/', 'e2e/', 'test/'];
 
 const root = path.resolve(import.meta.dirname, '..');
 

@@ -58,6 +58,12 @@ export interface StackOptions {
    * port and its clients' password (otherwise a free port and a random password).
    */
   pgbouncer?: boolean;
+  /**
+   * The app instances' database, when it is not the sandbox's: a highly available PostgreSQL
+   * (scripts/ha-postgres.ts, a multi-host URL) that fails over under the app while the PSP's ledger
+   * stays where it is. Migrated before the apps start.
+   */
+  appDatabaseUrl?: string;
   /** PgBouncer's pool sizes (scripts/pgbouncer.ts DEFAULT_POOL_SIZES otherwise). */
   pgbouncerPool?: { poolSize?: number; reservePoolSize?: number };
   log?: (line: string) => void;
@@ -158,7 +164,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 
   try {
     await runMigrations(database.url);
-    if (usePgBouncer) {
+    if (options.appDatabaseUrl) await runMigrations(options.appDatabaseUrl);
+    if (usePgBouncer && !options.appDatabaseUrl) {
       const port = process.env.STACK_PGBOUNCER_PORT ? Number(process.env.STACK_PGBOUNCER_PORT) : undefined;
       bouncer = await startPgBouncer({
         upstreamUrl: database.url,
@@ -168,7 +175,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         log: (line) => log(`[pgbouncer] ${line}`),
       });
     }
-    const appDatabaseUrl = bouncer?.url ?? database.url;
+    const appDatabaseUrl = options.appDatabaseUrl ?? bouncer?.url ?? database.url;
 
     const sandboxUrl = `http://127.0.0.1:${options.sandboxPort}`;
     const sandbox = run(

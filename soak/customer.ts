@@ -45,6 +45,8 @@ export interface CustomerOptions {
   giveUp?: AbortSignal;
   /** Told once, when the customer starts paying (after the order exists). */
   onPaying?: () => void;
+  /** Told of every answer: its status, and for a 4xx or 5xx the reason its body gives. */
+  onAnswer?: (answer: { procedure: string; status: number; reason?: string; at: number }) => void;
 }
 
 function memoryStorage(): CheckoutStorage {
@@ -55,6 +57,21 @@ function memoryStorage(): CheckoutStorage {
       state = structuredClone(next);
     },
   };
+}
+
+async function tellAnswer(response: Response, pathname: string, onAnswer: NonNullable<CustomerOptions['onAnswer']>): Promise<void> {
+  const procedure = pathname.split('/').pop() ?? pathname;
+  let reason: string | undefined;
+  if (response.status >= 400) {
+    type Body = { error?: { data?: { reason?: string } } } | undefined;
+    const body = (await response
+      .clone()
+      .json()
+      .catch(() => undefined)) as Body | Body[];
+    // A batch of queries answers an array, one entry per query.
+    reason = (Array.isArray(body) ? body.find((entry) => entry?.error) : body)?.error?.data?.reason;
+  }
+  onAnswer({ procedure, status: response.status, ...(reason ? { reason } : {}), at: Date.now() });
 }
 
 export async function runCustomer(plan: OrderPlan, options: CustomerOptions): Promise<CustomerResult> {
@@ -88,6 +105,7 @@ export async function runCustomer(plan: OrderPlan, options: CustomerOptions): Pr
     openRequests++;
     try {
       const response = await fetch(target, { ...init, headers, signal: AbortSignal.any(signals) });
+      if (options.onAnswer) await tellAnswer(response, url.pathname, options.onAnswer);
       for (const cookie of response.headers.getSetCookie()) {
         const pair = cookie.split(';')[0] ?? '';
         const eq = pair.indexOf('=');
