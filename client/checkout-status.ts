@@ -38,6 +38,8 @@ export const IDLE: Status = { tone: 'idle' };
 /** Reasons the order itself was refused (nothing created, nothing charged), and how to say them. */
 const CART_REFUSALS: Record<string, string> = {
   OUT_OF_STOCK: 'status.outOfStock',
+  SOLD_OUT: 'status.soldOut',
+  PRICE_CHANGED: 'status.priceChanged',
   TOO_MANY_OPEN_ORDERS: 'status.tooManyOpenOrders',
   STOCK_HOLD_LIMIT: 'status.stockHoldLimit',
   ADDRESS_HOLD_LIMIT: 'status.addressHoldLimit',

@@ -93,6 +93,44 @@ export function createOrder(
 
 async function orderPhase(tx: Transaction, customerId: string, items: OrderLineInput[], skus: string[], options: CreateOrderOptions) {
   await tx.insert(customers).values({ id: customerId }).onConflictDoNothing();
+  await enforceCaps(tx, customerId, items, options);
+
+  // The cart is priced and checked by a plain read, which waits on no lock: in a flash sale everyone
+  // after the last unit is told 已售罄 at once, instead of queueing on the product's row lock behind
+  // the orders still taking stock (docs/scaling.md, "A flash sale").
+  const catalogue = await readCart(tx, items, skus);
+  const lines = items.map((item) => {
+    const product = catalogue.find((row) => row.sku === item.sku)!;
+    return { ...item, name: product.name, unitPriceMinor: product.priceMinor };
+  });
+  const amountMinor = lines.reduce((sum, line) => sum + line.unitPriceMinor * line.quantity, 0);
+  const currency = catalogue[0]!.currency;
+
+  const orderId = randomUUID();
+  const outTradeNo = outTradeNoFor(orderId);
+  await tx.insert(orders).values({
+    id: orderId,
+    customerId,
+    outTradeNo,
+    amountMinor,
+    currency,
+    clientAddress: options.address ?? null,
+    ...(options.ttlSeconds ? { expiresAt: sql`now() + make_interval(secs => ${options.ttlSeconds})` } : {}),
+  });
+  await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
+  await journal(tx, {
+    orderId,
+    kind: 'order.created',
+    data: { outTradeNo, amountMinor, currency, items: items.map((item) => ({ sku: item.sku, quantity: item.quantity })) },
+  });
+  // Last, so that the product's row is locked only from here to the COMMIT that follows.
+  await takeStock(tx, lines);
+
+  const created: CreatedOrder = { orderId, outTradeNo, amountMinor, currency, status: 'awaiting_payment' };
+  return respond(201, created);
+}
+
+async function enforceCaps(tx: Transaction, customerId: string, items: OrderLineInput[], options: CreateOrderOptions): Promise<void> {
   const { caps, address } = options;
   if (caps && (caps.openOrders > 0 || caps.heldUnitsPerSku > 0)) {
     await enforceHoldCaps(
@@ -110,54 +148,62 @@ async function orderPhase(tx: Transaction, customerId: string, items: OrderLineI
       { openOrders: caps.openOrdersPerAddress, unitsPerSku: caps.heldUnitsPerSkuPerAddress },
     );
   }
+}
 
-  // Take the stock first, in one statement: a line whose product lacks stock updates no row, and
-  // the CHECK on products.stock is the backstop. Throwing below rolls the whole order back.
-  const taken = await tx.execute<{ sku: string; name: string; price_minor: number; currency: string }>(sql`
-    update products p set stock = p.stock - v.quantity
-      from jsonb_to_recordset(${JSON.stringify(items)}::jsonb) as v(sku text, quantity int)
-     where p.sku = v.sku and p.stock >= v.quantity
-    returning p.sku, p.name, p.price_minor, p.currency`);
-  if (taken.length !== items.length) {
-    const known = await tx.select({ sku: products.sku }).from(products).where(inArray(products.sku, skus));
-    const unknown = skus.filter((sku) => !known.some((row) => row.sku === sku));
-    if (unknown.length > 0) {
-      throw new CheckoutError('UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
-    }
-    throw new CheckoutError('OUT_OF_STOCK', 'Not enough stock for one of the products.');
-  }
+type CartProduct = { sku: string; name: string; priceMinor: number; currency: string; stock: number };
 
-  const currencies = new Set(taken.map((row) => row.currency));
-  const [currency] = currencies;
-  if (currencies.size !== 1 || currency === undefined) {
+/**
+ * The cart's products as they are now: UNKNOWN_SKU, MIXED_CURRENCIES, SOLD_OUT (已售罄: a product
+ * with none left) or OUT_OF_STOCK (fewer than asked) refuse the order before any lock is taken.
+ */
+async function readCart(tx: Transaction, items: OrderLineInput[], skus: string[]): Promise<CartProduct[]> {
+  const rows: CartProduct[] = await tx
+    .select({ sku: products.sku, name: products.name, priceMinor: products.priceMinor, currency: products.currency, stock: products.stock })
+    .from(products)
+    .where(inArray(products.sku, skus));
+  const unknown = skus.filter((sku) => !rows.some((row) => row.sku === sku));
+  if (unknown.length > 0) throw new CheckoutError('UNKNOWN_SKU', `Unknown product: ${unknown.join(', ')}.`);
+  if (new Set(rows.map((row) => row.currency)).size !== 1) {
     throw new CheckoutError('MIXED_CURRENCIES', 'All products of one order must share a currency.');
   }
-  const lines = items.map((item) => {
-    const product = taken.find((row) => row.sku === item.sku)!;
-    return { ...item, name: product.name, unitPriceMinor: product.price_minor };
-  });
-  const amountMinor = lines.reduce((sum, line) => sum + line.unitPriceMinor * line.quantity, 0);
+  refuseIfShort(items, rows);
+  return rows;
+}
 
-  const orderId = randomUUID();
-  const outTradeNo = outTradeNoFor(orderId);
-  await tx.insert(orders).values({
-    id: orderId,
-    customerId,
-    outTradeNo,
-    amountMinor,
-    currency,
-    clientAddress: address ?? null,
-    ...(options.ttlSeconds ? { expiresAt: sql`now() + make_interval(secs => ${options.ttlSeconds})` } : {}),
-  });
-  await tx.insert(orderItems).values(lines.map((line) => ({ orderId, ...line })));
-  await journal(tx, {
-    orderId,
-    kind: 'order.created',
-    data: { outTradeNo, amountMinor, currency, items: items.map((item) => ({ sku: item.sku, quantity: item.quantity })) },
-  });
+function refuseIfShort(items: OrderLineInput[], rows: { sku: string; stock: number }[]): void {
+  const short = items
+    .map((item) => ({ item, stock: rows.find((row) => row.sku === item.sku)?.stock ?? 0 }))
+    .filter(({ item, stock }) => stock < item.quantity);
+  const gone = short.filter(({ stock }) => stock === 0).map(({ item }) => item.sku);
+  if (gone.length > 0) throw new CheckoutError('SOLD_OUT', `Sold out: ${gone.join(', ')}.`);
+  if (short.length > 0) throw new CheckoutError('OUT_OF_STOCK', 'Not enough stock for one of the products.');
+}
 
-  const created: CreatedOrder = { orderId, outTradeNo, amountMinor, currency, status: 'awaiting_payment' };
-  return respond(201, created);
+/**
+ * Takes the stock in one statement, at the price the order was written with: a line whose product
+ * lacks stock (or whose price changed since the read) updates no row, and the CHECK on
+ * products.stock is the backstop. Throwing rolls the whole order back.
+ */
+async function takeStock(tx: Transaction, lines: { sku: string; quantity: number; unitPriceMinor: number }[]): Promise<void> {
+  const wanted = lines.map((line) => ({ sku: line.sku, quantity: line.quantity, price: line.unitPriceMinor }));
+  const taken = await tx.execute<{ sku: string }>(sql`
+    update products p set stock = p.stock - v.quantity
+      from jsonb_to_recordset(${JSON.stringify(wanted)}::jsonb) as v(sku text, quantity int, price int)
+     where p.sku = v.sku and p.stock >= v.quantity and p.price_minor = v.price
+    returning p.sku`);
+  if (taken.length === lines.length) return;
+  // The last units went to the orders that held the row's lock before this one, or the price moved.
+  const now = await tx
+    .select({ sku: products.sku, stock: products.stock, priceMinor: products.priceMinor })
+    .from(products)
+    .where(
+      inArray(
+        products.sku,
+        lines.map((line) => line.sku),
+      ),
+    );
+  refuseIfShort(lines, now);
+  throw new CheckoutError('PRICE_CHANGED', 'A price changed while the order was placed; nothing was taken. Order again.');
 }
 
 /** Whose unpaid orders a cap counts: one customer's, or every order from one client address. */

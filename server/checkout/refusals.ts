@@ -14,6 +14,10 @@ export const REFUSALS = {
   DUPLICATE_SKU: { httpStatus: 400 },
   MIXED_CURRENCIES: { httpStatus: 400 },
   OUT_OF_STOCK: { httpStatus: 409 },
+  // A product with no stock left at all (已售罄): the flash sale's answer to everyone after the last unit
+  SOLD_OUT: { httpStatus: 409 },
+  // A product's price moved between the order's read and its stock being taken: order again
+  PRICE_CHANGED: { httpStatus: 409 },
   ORDER_NOT_FOUND: { httpStatus: 404 },
   ORDER_PAYMENT_IN_PROGRESS: { httpStatus: 409, retryAfterSeconds: 2 },
   ORDER_NOT_PAYABLE: { httpStatus: 409 },

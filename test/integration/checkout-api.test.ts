@@ -62,6 +62,31 @@ describe('checkout.products and checkout.createOrder', () => {
     }
   });
 
+  it('tells a shopper 已售罄 (SOLD_OUT) when none is left, OUT_OF_STOCK when fewer than asked, and takes nothing', async () => {
+    await stack.sql`
+      insert into products (sku, name, name_en, price_minor, currency, stock)
+      values ('TEST-LAST-TWO', '最后两件', 'The last two', 1000, 'CNY', 2)
+      on conflict (sku) do update set stock = 2`;
+    const customer = stack.customer();
+    const tooMany = await customer.mutate('checkout.createOrder', { items: [{ sku: 'TEST-LAST-TWO', quantity: 3 }] });
+    assert.equal(tooMany.status, 409, tooMany.text);
+    assert.equal(tooMany.json.error.data.reason, 'OUT_OF_STOCK');
+    assert.equal(await stockOf('TEST-LAST-TWO'), 2);
+    await customer.createOrder([{ sku: 'TEST-LAST-TWO', quantity: 2 }]);
+    const late = await customer.mutate('checkout.createOrder', { items: [{ sku: 'TEST-LAST-TWO', quantity: 1 }] });
+    assert.equal(late.status, 409, late.text);
+    assert.equal(late.json.error.data.reason, 'SOLD_OUT');
+    // Two at once for the last unit: one order, one 已售罄, whichever waited on the row's lock.
+    await stack.sql`update products set stock = 1 where sku = 'TEST-LAST-TWO'`;
+    const racing = await Promise.all(
+      [stack.customer(), stack.customer()].map((c) => c.mutate('checkout.createOrder', { items: [{ sku: 'TEST-LAST-TWO', quantity: 1 }] })),
+    );
+    assert.deepEqual(racing.map((r) => r.status).sort(), [201, 409]);
+    assert.equal(racing.find((r) => r.status === 409)!.json.error.data.reason, 'SOLD_OUT');
+    assert.equal(await stockOf('TEST-LAST-TWO'), 0);
+    await stack.sql`delete from products where sku = 'TEST-LAST-TWO' and not exists (select 1 from order_items where sku = 'TEST-LAST-TWO')`;
+  });
+
   it('1. refuses a request without a key with 400 IDEMPOTENCY_KEY_MISSING and creates nothing', async () => {
     const customer = stack.customer();
     const before = await stockOf('TEA-LONGJING');

@@ -26,7 +26,7 @@ describe('client retry policy', () => {
   });
 
   it('stops at once on a 409 that will not pass by itself (out of stock, too many open orders), retries one in flight', async () => {
-    for (const reason of ['OUT_OF_STOCK', 'TOO_MANY_OPEN_ORDERS', 'STOCK_HOLD_LIMIT', 'ORDER_NOT_PAYABLE']) {
+    for (const reason of ['OUT_OF_STOCK', 'SOLD_OUT', 'TOO_MANY_OPEN_ORDERS', 'STOCK_HOLD_LIMIT', 'ORDER_NOT_PAYABLE']) {
       let calls = 0;
       await assert.rejects(
         callWithRetry(
