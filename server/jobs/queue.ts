@@ -66,16 +66,19 @@ export async function startJobs(
   const database = openQueueDatabase(options.connectionString, { max: 3, pooling: options.pooling ?? 'session' });
   const boss = new PgBoss({ db: database.db, schema: 'pgboss' });
   boss.on('error', (error) => log(`queue error: ${error.message}`));
+  const reseeds: NodeJS.Timeout[] = [];
   try {
     await boss.start();
-    for (const job of jobsOf(services, intervals, options.policy ?? {})) await schedule(boss, job, log);
+    for (const job of jobsOf(services, intervals, options.policy ?? {})) reseeds.push(await schedule(boss, job, log));
   } catch (error) {
+    for (const timer of reseeds) clearInterval(timer);
     await boss.stop({ graceful: false, wait: true, timeout: 1_000 }).catch(() => {});
     await database.close();
     throw error;
   }
   return {
     async stop() {
+      for (const timer of reseeds) clearInterval(timer);
       await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
       await database.close();
     },
@@ -125,15 +128,24 @@ function jobsOf(services: CheckoutServices, intervals: JobIntervals, policy: Job
   ];
 }
 
-/** One job as a chain in pg-boss: each run schedules the next, whichever instance runs it. */
-async function schedule(boss: PgBoss, job: Job, log: (message: string) => void): Promise<void> {
+/**
+ * One job as a chain in pg-boss: each run schedules the next, whichever instance runs it.
+ *
+ * A link can fail to be written — the database restarting or failing over just as a run finishes
+ * ("could not schedule …") — and a chain with no job waiting would never run again. So each instance
+ * also re-seeds every chain now and then (SEED_EVERY × the job's pace): with the `short` policy a
+ * seed while a job is already waiting adds nothing, so this costs one statement and never doubles a
+ * chain. The timer only writes to the queue; the work itself still runs from the database's schedule.
+ * Returns the timer, cleared when the jobs stop.
+ */
+async function schedule(boss: PgBoss, job: Job, log: (message: string) => void): Promise<NodeJS.Timeout> {
   // `short`: at most one job waiting, however many instances seed or re-enqueue it, while a new run
   // may start even if an earlier one is still marked active — as it is after its instance was
   // killed mid-job, until it expires (30 s) and is retried. The jobs are safe to overlap.
   await boss.createQueue(job.name, { name: job.name, policy: 'short', expireInSeconds: 30, retryLimit: 1, retryDelay: 1 });
   const next = () =>
     boss.send(job.name, {}, { startAfter: job.everySeconds }).catch((error: Error) => {
-      log(`could not schedule ${job.name}: ${error.message}`);
+      log(`could not schedule ${job.name}: ${error.message} (re-seeded within ${seedEverySeconds(job)} s)`);
       return null;
     });
   await boss.work(job.name, { pollingIntervalSeconds: Math.max(0.5, Math.min(2, job.everySeconds / 2)) }, async () => {
@@ -146,4 +158,10 @@ async function schedule(boss: PgBoss, job: Job, log: (message: string) => void):
   });
   // Seed the chain; with the short policy a seed from every instance still leaves one job waiting.
   await boss.send(job.name, {});
+  const reseed = setInterval(() => void next(), seedEverySeconds(job) * 1000);
+  reseed.unref();
+  return reseed;
 }
+
+/** Three of the job's periods, at least 10 s and at most 10 minutes: a broken chain waits no longer. */
+const seedEverySeconds = (job: Job) => Math.min(600, Math.max(10, job.everySeconds * 3));

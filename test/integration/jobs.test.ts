@@ -3,6 +3,7 @@
  * checked against the database and the sandbox ledger, and each safe to run twice at once.
  */
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { relayOutbox } from '@/server/jobs/outbox-relay';
 import { startJobs } from '@/server/jobs/queue';
@@ -132,6 +133,25 @@ describe('outbox relay', () => {
 });
 
 describe('the job queue', () => {
+  it('mends a chain whose next run could not be written (a database failing over as a run ended)', async () => {
+    const jobs = await startJobs(stack.services, {
+      connectionString: requireDatabaseUrl(),
+      intervals: { reconcileSeconds: 0.5, outboxSeconds: 0.5, keyCleanupSeconds: 60 },
+      log: () => {},
+    });
+    try {
+      // Every waiting reconcile run is removed for three seconds: the chain's links written meanwhile
+      // go too, as links lost to a failover would, and none is left.
+      for (const end = Date.now() + 3000; Date.now() < end; await sleep(100)) {
+        await stack.sql`delete from pgboss.job where name = 'payments.reconcile' and state in ('created', 'retry')`;
+      }
+      const order = await orderChargedButNeverRecorded();
+      await eventually(async () => ((await orderStatus(order.orderId)) === 'paid' ? true : undefined), 25_000, 'the reconciler, re-seeded');
+    } finally {
+      await jobs.stop();
+    }
+  });
+
   it('settles an order left in paying with no client retry, and mails the customer, by itself', async () => {
     const jobs = await startJobs(stack.services, {
       connectionString: requireDatabaseUrl(),
