@@ -101,9 +101,15 @@ export class SandboxFaults {
     this.#armed = [];
   }
 
-  /** How many extra copies the next scheduled notification of `gateway` gets (a consumed fault). */
-  takeNotificationCopies(gateway: string, outTradeNo?: string): number {
-    const fault = this.#consume(gateway, (action) => action === 'duplicate_notifications', undefined, outTradeNo);
+  /**
+   * How many extra copies the next scheduled notification of `gateway` gets (a consumed fault). A
+   * fault armed for no order in particular waits for a new notification's first delivery: the retry
+   * of an older one (a notification an instance refused while it drained, say) does not take it.
+   */
+  takeNotificationCopies(gateway: string, outTradeNo?: string, firstDelivery = true): number {
+    const matches = (action: SandboxFault['action'], fault: SandboxFault) =>
+      action === 'duplicate_notifications' && (firstDelivery || fault.outTradeNo !== undefined);
+    const fault = this.#consume(gateway, matches, undefined, outTradeNo);
     return fault ? (fault.copies ?? 5) : 0;
   }
 
@@ -122,13 +128,13 @@ export class SandboxFaults {
   /** Fires the first armed fault for `gateway` whose action (and operation) matches, forgetting it once spent. */
   #consume(
     gateway: string,
-    matches: (action: SandboxFault['action']) => boolean,
+    matches: (action: SandboxFault['action'], fault: SandboxFault) => boolean,
     operation?: SandboxOperation,
     outTradeNo?: string,
   ): SandboxFault | undefined {
     const fault = this.#armed.find(
       (f) =>
-        matches(f.action) &&
+        matches(f.action, f) &&
         (operation === undefined || f.operation === operation) &&
         (f.outTradeNo === undefined || f.outTradeNo === outTradeNo) &&
         (f.gateway === undefined || f.gateway === gateway) &&

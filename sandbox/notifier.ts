@@ -84,7 +84,7 @@ export interface NotifierOptions {
   deliveryTimeoutMs?: number;
   maxInFlight?: number;
   /** Extra copies to send of the next delivery of a gateway's notification (a drill's fault). */
-  extraCopies?: (gateway: string, outTradeNo: string) => number;
+  extraCopies?: (gateway: string, outTradeNo: string, firstDelivery: boolean) => number;
   /** Whether the next delivery of a gateway's notification is lost on the way (a drill's fault). */
   loseDelivery?: (gateway: string, outTradeNo: string) => boolean;
 }
@@ -117,7 +117,7 @@ export function startNotifier(options: NotifierOptions): Notifier {
     if (!gateway) return; // Another sandbox build's gateway: leave it for the lease to expire.
     const startedAt = new Date();
     const request = gateway.buildRequest(notification.fields, startedAt);
-    const copies = options.extraCopies?.(notification.gateway, notification.outTradeNo) ?? 0;
+    const copies = options.extraCopies?.(notification.gateway, notification.outTradeNo, notification.deliveries === 0) ?? 0;
     const duplicates = Array.from({ length: copies }, async () => {
       // A random delay each: the copies and the original arrive in no particular order.
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 250));

@@ -190,7 +190,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     gateways: notifiers,
     timeScale: options.timeScale,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_MS,
-    extraCopies: (gateway, outTradeNo) => faults.takeNotificationCopies(gateway, outTradeNo),
+    extraCopies: (gateway, outTradeNo, firstDelivery) => faults.takeNotificationCopies(gateway, outTradeNo, firstDelivery),
     loseDelivery: (gateway, outTradeNo) => faults.takeLostNotification(gateway, outTradeNo),
   });
   const activeNotifier = notifier;
