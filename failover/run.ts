@@ -11,7 +11,7 @@ import { startHaPostgres, type HaNode, type HaPostgres } from '@/scripts/ha-post
 import { startStack, type Stack } from '@/scripts/stack';
 import { gatewaysFromEnv } from '@/server/payments';
 import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
-import { checkInvariants, fetchLedger, pendingWork, takeBaseline, type InvariantStats } from '@/soak/invariants';
+import { checkInvariants, fetchLedger, takeBaseline, waitUntilSettled, type InvariantStats } from '@/soak/invariants';
 import { SKUS } from '@/soak/schedule';
 import { armAndWait, commitWaitingForStandby, pauseReplication, POINTS, type PointName } from './points';
 import { Shoppers, type Answer } from './shoppers';
@@ -176,7 +176,8 @@ async function drill(run: Run, report: ReplicationReport, say: (line: string) =>
   }
   say('  shoppers finishing their orders …');
   await shoppers.stop();
-  await settle(sql, baseline.at);
+  // Quiet for longer than a lease: requests that died with a primary are taken over and finish.
+  await waitUntilSettled(sql, baseline.at, { quietMs: LEASE_MS + 2000, budgetMs: 120_000 });
   const ledger = await fetchLedger(run.stack.sandboxUrl);
   const invariants = await checkInvariants({ sql, ledger, baseline, leaseMs: LEASE_MS });
   report.stats = invariants.stats;
@@ -281,21 +282,6 @@ async function takesWrites(ha: HaPostgres, node: HaNode): Promise<boolean> {
     return row!.recovery === false && row!.ro === 'off';
   } finally {
     await sql.end({ timeout: 1 });
-  }
-}
-
-/** Waits until nothing is paying or queued and nothing changed for longer than a lease. */
-async function settle(sql: postgres.Sql, since: Date): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  let last = await pendingWork(sql, since);
-  let quietSince = Date.now();
-  while (Date.now() < deadline) {
-    await sleep(1000);
-    const now = await pendingWork(sql, since);
-    if (now.fingerprint !== last.fingerprint || now.paying !== last.paying || now.queuedEmails !== last.queuedEmails)
-      quietSince = Date.now();
-    last = now;
-    if (now.paying === 0 && now.queuedEmails === 0 && Date.now() - quietSince >= LEASE_MS + 2000) return;
   }
 }
 

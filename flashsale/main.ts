@@ -25,7 +25,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { startStack, type Stack } from '@/scripts/stack';
-import { checkInvariants, fetchLedger, pendingWork, takeBaseline } from '@/soak/invariants';
+import { checkInvariants, fetchLedger, takeBaseline, waitUntilSettled } from '@/soak/invariants';
 import { printSale } from './report';
 import { runSale, stockTheSku, type SaleResult } from './sale';
 
@@ -116,7 +116,7 @@ try {
   await stockTheSku(sql, options.stock);
   const baseline = await takeBaseline(sql);
   result = await runSale({ ...options, appUrls, sandboxUrl: stack.sandboxUrl, sql, log });
-  await settle(sql, baseline.at);
+  await waitUntilSettled(sql, baseline.at, { quietMs: 0, budgetMs: 120_000 });
   const ledger = await fetchLedger(stack.sandboxUrl);
   const invariants = await checkInvariants({ sql, ledger, baseline, leaseMs: 7000 });
   result.violations.push(...invariants.violations);
@@ -134,13 +134,3 @@ try {
   await new Promise<void>((resolve) => logStream.end(resolve));
 }
 process.exit(exitCode);
-
-/** Waits until no order is paying and no email is queued (the sale's stragglers settled). */
-async function settle(db: postgres.Sql, since: Date): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const pending = await pendingWork(db, since);
-    if ((pending.paying === 0 && pending.queuedEmails === 0) || Date.now() > deadline) return;
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
-}

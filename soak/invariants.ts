@@ -475,3 +475,33 @@ export async function pendingWork(sql: postgres.Sql, since: Date): Promise<{ pay
                 from idempotency_keys where created_at >= ${since})) as fingerprint`;
   return { paying: row?.paying ?? 0, queuedEmails: row?.queued ?? 0, fingerprint: row?.fingerprint ?? '' };
 }
+
+export type PendingWork = Awaited<ReturnType<typeof pendingWork>>;
+
+/**
+ * Waits until the run has settled: nothing paying or queued, and nothing changed for `quietMs` (the
+ * requests customers abandoned still run on the server; the lease bounds them) — or until
+ * `budgetMs` has passed. `onWait` hears each second's state. Returns the last state and the time taken.
+ */
+export async function waitUntilSettled(
+  sql: postgres.Sql,
+  since: Date,
+  options: { quietMs: number; budgetMs: number; onWait?: (pending: PendingWork, elapsedMs: number, quietForMs: number) => void },
+): Promise<{ pending: PendingWork; ms: number }> {
+  const started = Date.now();
+  let pending = await pendingWork(sql, since);
+  let lastChange = Date.now();
+  for (;;) {
+    const idle = pending.paying === 0 && pending.queuedEmails === 0;
+    if (idle && Date.now() - lastChange >= options.quietMs) break;
+    if (Date.now() - started >= options.budgetMs) break;
+    options.onWait?.(pending, Date.now() - started, Date.now() - lastChange);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const now = await pendingWork(sql, since);
+    if (now.fingerprint !== pending.fingerprint || now.paying !== pending.paying || now.queuedEmails !== pending.queuedEmails) {
+      lastChange = Date.now();
+    }
+    pending = now;
+  }
+  return { pending, ms: Date.now() - started };
+}

@@ -24,7 +24,7 @@ import type { GatewayId, PaymentGateway } from '@/server/payments/gateway';
 import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import { runCustomer, type CustomerResult, type Outcome } from './customer';
 import { FaultController } from './faults';
-import { checkInvariants, fetchLedger, pendingWork, takeBaseline, VIOLATION_KINDS, type InvariantReport } from './invariants';
+import { checkInvariants, fetchLedger, takeBaseline, VIOLATION_KINDS, waitUntilSettled, type InvariantReport } from './invariants';
 import { formatDuration, ProgressBar } from './progress';
 import { buildSchedule, faultLabel, scheduleDigest, SKUS, type OrderPlan } from './schedule';
 
@@ -413,24 +413,15 @@ const settleBudget = options.settleMs + 10 * plans.length;
 // Requests that customers abandoned still run on the server: settled means nothing pending and no
 // change for longer than any request can take (the lease bounds it).
 const quietMs = LEASE_MS + 2000;
-const settleStarted = Date.now();
-let pending = await pendingWork(sql, baseline.at);
-let lastChange = Date.now();
-for (;;) {
-  const idle = pending.paying === 0 && pending.queuedEmails === 0;
-  if (idle && Date.now() - lastChange >= quietMs) break;
-  if (Date.now() - settleStarted >= settleBudget) break;
-  const status = `settling: ${pending.paying} orders paying, ${pending.queuedEmails} emails queued, quiet for ${formatDuration(Date.now() - lastChange)} · ${formatDuration(Date.now() - settleStarted)} / ${formatDuration(settleBudget)}`;
-  if (process.stderr.isTTY) process.stderr.write(`\r${status}   `);
-  else if ((Date.now() - settleStarted) % 10_000 < 1000) process.stderr.write(`${status}\n`);
-  await sleep(1000);
-  const now = await pendingWork(sql, baseline.at);
-  if (now.fingerprint !== pending.fingerprint || now.paying !== pending.paying || now.queuedEmails !== pending.queuedEmails) {
-    lastChange = Date.now();
-  }
-  pending = now;
-}
-const settleMs = Date.now() - settleStarted;
+const { pending, ms: settleMs } = await waitUntilSettled(sql, baseline.at, {
+  quietMs,
+  budgetMs: settleBudget,
+  onWait: (now, elapsedMs, quietForMs) => {
+    const status = `settling: ${now.paying} orders paying, ${now.queuedEmails} emails queued, quiet for ${formatDuration(quietForMs)} · ${formatDuration(elapsedMs)} / ${formatDuration(settleBudget)}`;
+    if (process.stderr.isTTY) process.stderr.write(`\r${status}   `);
+    else if (elapsedMs % 10_000 < 1000) process.stderr.write(`${status}\n`);
+  },
+});
 process.stderr.write(
   `${process.stderr.isTTY ? '\r' : ''}settled in ${formatDuration(settleMs)} (${pending.paying} paying, ${pending.queuedEmails} emails queued)${' '.repeat(40)}\n`,
 );
