@@ -28,6 +28,7 @@ export type DeclineReason =
   | 'amount_invalid'
   | 'no_instrument'
   | 'processing_error'
+  | 'authentication_failed'
   | 'cancelled'
   | 'unknown';
 
@@ -89,6 +90,10 @@ const TEXT: Record<DeclineReason, Record<Lang, string>> = {
   processing_error: {
     zh: '银行处理这笔付款时出错，请稍后再试，或更换支付方式。',
     en: 'The bank could not process this payment. Try again later, or use another payment method.',
+  },
+  authentication_failed: {
+    zh: '发卡行的身份验证没有完成，可以再验证一次。',
+    en: 'Your card was not authenticated (3D Secure); you can authenticate again.',
   },
   cancelled: { zh: '这笔付款已被取消，请重新支付或更换支付方式。', en: 'This payment was cancelled. Pay again or choose another method.' },
   unknown: { zh: '支付被拒绝，请更换支付方式。', en: 'The payment was declined. Please use another payment method.' },
@@ -159,6 +164,8 @@ const BY_GATEWAY: Record<GatewayId, Record<string, DeclineReason>> = {
     invalid_expiry_year_past: 'expired_card',
     incomplete_cvc: 'incorrect_cvc',
     processing_error: 'processing_error',
+    // Stripe.js: the buyer failed or closed the 3-D Secure challenge (the card step).
+    payment_intent_authentication_failure: 'authentication_failed',
     authentication_required: 'card_declined',
     payment_intent_canceled: 'cancelled',
     payment_failed: 'card_declined',

@@ -2,8 +2,9 @@
  * The sandbox's Stripe test cards: the documented test PaymentMethods (`pm_card_visa`, …) and the
  * card numbers behind them (https://docs.stripe.com/testing), with the outcome each one produces.
  *
- * No 3-D Secure cards: they would leave a PaymentIntent in `requires_action`, which the sandbox's
- * Stripe.js (stripe-js.ts) does not complete.
+ * The 3-D Secure cards ask for authentication before they are charged: a confirm leaves the
+ * PaymentIntent in `requires_action`, and the buyer completes, fails or abandons the challenge
+ * (stripe-authentication.ts). Some are declined after a successful authentication, as Stripe's are.
  */
 
 export interface CardDecline {
@@ -19,8 +20,10 @@ export interface TestCard {
   brand: 'visa' | 'mastercard' | 'amex';
   funding: 'credit' | 'debit';
   country: string;
-  /** null: the charge succeeds. */
+  /** null: the charge succeeds (after authentication, for a card that asks for it). */
   decline: CardDecline | null;
+  /** 'required': 3-D Secure on every payment (Stripe's "authentication required" test cards). */
+  authentication?: 'required';
 }
 
 const DECLINED = 'Your card was declined.';
@@ -90,6 +93,27 @@ const CARDS: readonly TestCard[] = [
       message: 'An error occurred while processing your card. Try again in a little bit.',
     },
   },
+  // 3-D Secure (https://docs.stripe.com/testing#regulatory-cards): authentication on every payment.
+  { number: '4000002760003184', brand: 'visa', funding: 'credit', country: 'DE', decline: null, authentication: 'required' },
+  { number: '4000002500003155', brand: 'visa', funding: 'credit', country: 'IE', decline: null, authentication: 'required' },
+  { number: '4000000000003220', brand: 'visa', funding: 'credit', country: 'US', decline: null, authentication: 'required' },
+  { number: '4000000000003063', brand: 'visa', funding: 'credit', country: 'US', decline: null, authentication: 'required' },
+  {
+    number: '4000008400001629',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'US',
+    decline: { code: 'card_declined', declineCode: 'generic_decline', message: DECLINED },
+    authentication: 'required',
+  },
+  {
+    number: '4000008260003178',
+    brand: 'visa',
+    funding: 'credit',
+    country: 'GB',
+    decline: { code: 'card_declined', declineCode: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+    authentication: 'required',
+  },
 ];
 
 /** Stripe's documented test PaymentMethod ids, each standing for one test card. */
@@ -106,6 +130,14 @@ const PAYMENT_METHOD_ALIASES: Readonly<Record<string, string>> = {
   pm_card_chargeDeclinedExpiredCard: '4000000000000069',
   pm_card_chargeDeclinedIncorrectCvc: '4000000000000127',
   pm_card_chargeDeclinedProcessingError: '4000000000000119',
+  pm_card_authenticationRequired: '4000002760003184',
+  // For a one-off payment 3155 asks like 3184; it differs only for cards saved for later, which the
+  // sandbox does not emulate.
+  pm_card_authenticationRequiredOnSetup: '4000002500003155',
+  pm_card_threeDSecure2Required: '4000000000003220',
+  pm_card_threeDSecureRequired: '4000000000003063',
+  pm_card_threeDSecureRequiredChargeDeclined: '4000008400001629',
+  pm_card_authenticationRequiredChargeDeclinedInsufficientFunds: '4000008260003178',
 };
 
 const BY_NUMBER = new Map(CARDS.map((card) => [card.number, card]));

@@ -6,6 +6,12 @@
  *                                     create('card') → mount(el) / on('change') / unmount() / destroy(),
  *                                     confirmCardPayment(clientSecret, { payment_method: { card } }),
  *                                     retrievePaymentIntent(clientSecret)
+ *
+ * A card that asks for 3-D Secure leaves the PaymentIntent in requires_action with next_action
+ * use_stripe_sdk: confirmCardPayment then opens the issuer's challenge (stripe-authentication.ts) in a
+ * modal over the page, as Stripe.js does, and resolves once it is over with the PaymentIntent as it
+ * is then — succeeded, or an error (payment_intent_authentication_failure when the buyer failed or
+ * closed the challenge, the card's decline after a successful one).
  *   GET /stripe-js/v3/elements/card   the card Element's iframe: labelled inputs and the test cards
  *
  * As on Stripe, the card number never touches the merchant's page: it is typed into an iframe served
@@ -31,6 +37,8 @@ const TEST_CARDS: readonly { number: string; outcome: string }[] = [
   { number: '4000000000000002', outcome: '卡被拒绝 (card_declined)' },
   { number: '4000000000009987', outcome: '账户受限：挂失卡 (account restricted: lost_card)' },
   { number: '4000000000000069', outcome: '卡已过期 (expired_card)' },
+  { number: '4000002760003184', outcome: '需要 3D Secure 验证 (authentication required)' },
+  { number: '4000008260003178', outcome: '验证后余额不足 (authenticated, then insufficient_funds)' },
 ];
 
 function script(origin: string): string {
@@ -195,10 +203,83 @@ function script(origin: string): string {
       }
       counter += 1;
       var requestId = 'req-' + counter + '-' + Math.random().toString(36).slice(2);
-      pending[requestId] = resolve;
+      pending[requestId] = function (result) {
+        var intent = result && result.paymentIntent;
+        var next = intent && intent.status === 'requires_action' ? intent.next_action : null;
+        if (next && next.type === 'use_stripe_sdk' && next.use_stripe_sdk && next.use_stripe_sdk.stripe_js) {
+          challenge(self, clientSecret, next.use_stripe_sdk.stripe_js).then(resolve);
+        } else {
+          resolve(result);
+        }
+      };
       card._post({ type: 'confirm', requestId: requestId, clientSecret: clientSecret });
     });
   };
+
+  // The issuer's 3-D Secure challenge in a modal over the page. Closing it abandons the challenge
+  // (the frame answers it as a cancel); either way the result is the PaymentIntent as it is after.
+  function challenge(stripe, clientSecret, url) {
+    return new Promise(function (resolve) {
+      var frameOrigin = new URL(url, ORIGIN).origin;
+      var overlay = document.createElement('div');
+      overlay.setAttribute('role', 'dialog');
+      overlay.setAttribute('aria-modal', 'true');
+      overlay.setAttribute('aria-label', '3D Secure 验证 (3D Secure authentication)');
+      overlay.style.cssText = 'position:fixed;inset:0;z-index:2147483647;background:rgba(26,31,54,.55);display:flex;align-items:center;justify-content:center;';
+      var box = document.createElement('div');
+      box.style.cssText = 'position:relative;background:#fff;border-radius:8px;width:min(420px,94vw);height:min(520px,90vh);overflow:hidden;box-shadow:0 8px 32px rgba(0,0,0,.3);';
+      var frame = document.createElement('iframe');
+      frame.title = '3D Secure 验证 (3D Secure authentication)';
+      frame.src = url;
+      frame.style.cssText = 'border:0;width:100%;height:100%;display:block;';
+      var close = document.createElement('button');
+      close.type = 'button';
+      close.textContent = '×';
+      close.setAttribute('aria-label', '关闭验证窗口 (Close)');
+      close.style.cssText = 'position:absolute;top:6px;right:8px;border:0;background:transparent;font-size:24px;line-height:1;cursor:pointer;color:#697386;';
+      box.appendChild(frame);
+      box.appendChild(close);
+      overlay.appendChild(box);
+      document.body.appendChild(overlay);
+      var done = false;
+      function finish() {
+        if (done) return;
+        done = true;
+        window.removeEventListener('message', onMessage);
+        if (overlay.parentNode) overlay.parentNode.removeChild(overlay);
+        stripe.retrievePaymentIntent(clientSecret).then(function (read) {
+          if (read.error) return resolve({ error: read.error });
+          var intent = read.paymentIntent;
+          if (intent.status === 'succeeded' || intent.status === 'processing' || intent.status === 'requires_capture') {
+            return resolve({ paymentIntent: intent });
+          }
+          var error = {};
+          var last = intent.last_payment_error || {
+            type: 'invalid_request_error',
+            code: 'payment_intent_authentication_failure',
+            message: 'The provided PaymentMethod has failed authentication.',
+          };
+          Object.keys(last).forEach(function (k) { error[k] = last[k]; });
+          error.payment_intent = intent;
+          resolve({ error: error });
+        }, function (err) {
+          resolve({ error: { type: 'api_connection_error', message: '网络错误，请重试 (' + String(err && err.message) + ')' } });
+        });
+      }
+      function onMessage(event) {
+        if (event.origin !== frameOrigin || event.source !== frame.contentWindow) return;
+        var data = event.data;
+        if (data && data.tag === TAG && data.type === 'challenge-done') finish();
+      }
+      window.addEventListener('message', onMessage);
+      close.addEventListener('click', function () {
+        close.disabled = true;
+        if (frame.contentWindow) frame.contentWindow.postMessage({ tag: TAG, type: 'abandon' }, frameOrigin);
+        // A frame that never answers (its page failed to load) must not hold the buyer forever.
+        setTimeout(finish, 5000);
+      });
+    });
+  }
   Stripe.prototype.retrievePaymentIntent = function (clientSecret) {
     var match = typeof clientSecret === 'string' ? CLIENT_SECRET.exec(clientSecret) : null;
     if (!match) return Promise.reject(IntegrationError('Invalid value for retrievePaymentIntent: value should be a client secret of the form \${id}_secret_\${secret}.'));

@@ -113,12 +113,13 @@ export const OUT_TRADE_NO_KEY = 'out_trade_no';
 export type PaymentIntentStatus =
   'requires_payment_method' | 'requires_confirmation' | 'requires_action' | 'processing' | 'requires_capture' | 'canceled' | 'succeeded';
 
+/** A decline (card_error, with the charge) or a failed 3-D Secure authentication (no charge made). */
 export interface LastPaymentError {
-  type: 'card_error';
+  type: 'card_error' | 'invalid_request_error';
   code: string;
-  decline_code: string;
+  decline_code?: string;
   message: string;
-  charge: string;
+  charge?: string;
   doc_url: string;
   payment_method: PaymentMethodObject;
 }

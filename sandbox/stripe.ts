@@ -97,6 +97,8 @@ import {
   unixNow,
   type EventDataObject,
   type EventType,
+  type LastPaymentError,
+  type PaymentMethodObject,
   type NewPaymentIntent,
   type PaymentIntentObject,
   type PaymentIntentStatus,
@@ -106,6 +108,7 @@ import {
   type StripeErrorBody,
 } from './stripe-objects';
 import { parseSearchQuery, SearchQueryError, type SearchClause } from './stripe-search';
+import { handleChallenge, newChallenge, type ChallengeOutcome, type ChallengeResult, type ChallengeView } from './stripe-authentication';
 import { handleStripeJs, STRIPE_JS_PATH } from './stripe-js';
 import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
 
@@ -207,6 +210,20 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_webhook_endpoints (
 );
 CREATE INDEX IF NOT EXISTS stripe_webhook_endpoints_by_account
   ON psp_sandbox.stripe_webhook_endpoints (account_id, seq DESC);
+
+-- 3-D Secure challenges: one per confirm of a card that asks for authentication. Only the newest
+-- pending one of a PaymentIntent can settle it; a later confirm supersedes the earlier challenge.
+CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_authentications (
+  id              text PRIMARY KEY,
+  account_id      text NOT NULL,
+  payment_intent  text NOT NULL,
+  status          text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed', 'canceled', 'superseded')),
+  return_url      text,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  settled_at      timestamptz
+);
+CREATE INDEX IF NOT EXISTS stripe_authentications_by_intent
+  ON psp_sandbox.stripe_authentications (payment_intent) WHERE status = 'pending';
 
 -- Stripe's idempotency layer: one stored response per (secret key, Idempotency-Key), kept 24 h.
 CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_idempotency_keys (
@@ -310,6 +327,8 @@ interface ApiCall {
   idempotencyKey: string | null;
   /** Made with a publishable key (Stripe.js): answers show the client-side view of a PaymentIntent. */
   publishable: boolean;
+  /** The sandbox as the caller reached it: where a 3-D Secure challenge is served. */
+  baseUrl: string;
 }
 
 interface ApiAnswer {
@@ -551,6 +570,7 @@ interface CreateInput {
   card: ResolvedCard | null;
   confirm: boolean;
   returnUrl: string | null;
+  useStripeSdk: boolean;
 }
 
 const CREATE_PARAMS = [
@@ -566,6 +586,7 @@ const CREATE_PARAMS = [
   'confirm',
   'return_url',
   'receipt_email',
+  'use_stripe_sdk',
 ] as const;
 
 /** The API version that removed `payment_method_types` as a parameter (changelog 2026-09-30.endive). */
@@ -679,28 +700,32 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
     card,
     confirm,
     returnUrl,
+    useStripeSdk: param(() => readBoolean(params.use_stripe_sdk, 'use_stripe_sdk')) ?? false,
   };
 }
 
 interface ConfirmInput {
   card: ResolvedCard | null;
   returnUrl: string | null;
+  /** The caller handles next actions itself (Stripe.js, the mobile SDKs): next_action use_stripe_sdk. */
+  useStripeSdk: boolean;
   /** What a publishable-key caller proves it may act on this PaymentIntent with. */
   clientSecret: string | null;
 }
 
 /** What Stripe.js adds to a confirm besides the card; accepted from publishable-key callers only. */
-const STRIPE_JS_CONFIRM_PARAMS = ['client_secret', 'expected_payment_method_type', 'use_stripe_sdk'];
+const STRIPE_JS_CONFIRM_PARAMS = ['client_secret', 'expected_payment_method_type'];
 
 function validateConfirm(params: FormHash, publishable: boolean): ConfirmInput {
-  const allowed = ['payment_method', 'payment_method_data', 'return_url', 'receipt_email'];
+  const allowed = ['payment_method', 'payment_method_data', 'return_url', 'receipt_email', 'use_stripe_sdk'];
   param(() => rejectUnknown(params, publishable ? [...allowed, ...STRIPE_JS_CONFIRM_PARAMS] : allowed));
   const clientSecret = publishable ? requireClientSecret(params) : null;
   const returnUrl = param(() => readString(params.return_url, 'return_url')) || null;
   if (returnUrl !== null && !isAbsoluteHttpUrl(returnUrl))
     throw invalidRequest('Not a valid URL', { param: 'return_url', code: 'url_invalid' });
   param(() => readString(params.receipt_email, 'receipt_email'));
-  return { card: readCard(params), returnUrl, clientSecret };
+  const useStripeSdk = param(() => readBoolean(params.use_stripe_sdk, 'use_stripe_sdk')) ?? false;
+  return { card: readCard(params), returnUrl, useStripeSdk, clientSecret };
 }
 
 /** [unverified] wording: Stripe refuses a publishable-key call on a PaymentIntent without its client secret. */
@@ -910,6 +935,9 @@ async function chargeIntent(
     buyerId: resolved.alias ?? `card_${resolved.card.number.slice(-4)}`,
   };
 
+  // A charge ends any challenge still open on this PaymentIntent (a buyer who gave another card).
+  await supersedeChallenges(tx, intent.id);
+  intent.next_action = null;
   let inSharedLedger = true;
   if (decline) {
     await recordCharge(tx, { ...ledgerEntry, status: 'declined', declineCode: decline.declineCode });
@@ -969,11 +997,160 @@ async function chargeIntent(
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// 3-D Secure (https://docs.stripe.com/payments/3d-secure): a card that asks for authentication is
+// not charged by confirm. The PaymentIntent waits in requires_action with a next_action naming the
+// challenge; the buyer completes it (the card is charged then, and may still be declined), fails it
+// or abandons it (requires_payment_method with payment_intent_authentication_failure).
+
+/** How the caller will show the challenge: a redirect back to its return_url, or its own SDK. */
+interface ChallengeRoute {
+  returnUrl: string | null;
+  useStripeSdk: boolean;
+}
+
+/** Confirms with a card: charged now, or held for authentication when the card asks for it. */
+async function confirmCard(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  resolved: ResolvedCard,
+  route: ChallengeRoute,
+): Promise<Executed> {
+  if (resolved.card.authentication === 'required') return requireAuthentication(ctx, tx, call, intent, resolved, route);
+  return chargeIntent(ctx, tx, call, intent, resolved);
+}
+
+/** Ends every pending challenge of a PaymentIntent: only the newest confirm's challenge may settle it. */
+async function supersedeChallenges(tx: Tx, intentId: string): Promise<void> {
+  await tx`
+    UPDATE psp_sandbox.stripe_authentications SET status = 'superseded', settled_at = now()
+     WHERE payment_intent = ${intentId} AND status = 'pending'`;
+}
+
+async function requireAuthentication(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  resolved: ResolvedCard,
+  route: ChallengeRoute,
+): Promise<Executed> {
+  await supersedeChallenges(tx, intent.id);
+  // Without a return_url there is nowhere to redirect to: Stripe answers use_stripe_sdk then too.
+  const useSdk = route.useStripeSdk || route.returnUrl === null;
+  const challenge = newChallenge(call.baseUrl);
+  await tx`
+    INSERT INTO psp_sandbox.stripe_authentications (id, account_id, payment_intent, status, return_url)
+    VALUES (${challenge.id}, ${ctx.identity.accountId}, ${intent.id}, 'pending', ${useSdk ? null : route.returnUrl})`;
+  intent.status = 'requires_action';
+  intent.payment_method = paymentMethodObject(newId('pm'), resolved.card, unixNow()).id;
+  intent.last_payment_error = null;
+  intent.next_action = useSdk
+    ? {
+        type: 'use_stripe_sdk',
+        use_stripe_sdk: { type: 'three_d_secure_redirect', stripe_js: challenge.embeddedUrl, source: challenge.sourceId },
+      }
+    : { type: 'redirect_to_url', redirect_to_url: { url: challenge.pageUrl, return_url: route.returnUrl } };
+  // The card stays with the PaymentIntent: completing the challenge charges it.
+  await saveIntent(tx, intent, resolved);
+  return { answer: { status: 200, body: viewOf(call, intent) }, wake: false };
+}
+
+/** Stripe's error when authentication fails or is abandoned (the PaymentIntent can be paid again). */
+function authenticationFailure(paymentMethod: PaymentMethodObject): LastPaymentError {
+  return {
+    type: 'invalid_request_error',
+    code: 'payment_intent_authentication_failure',
+    message:
+      'The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again.',
+    doc_url: 'https://docs.stripe.com/error-codes/payment-intent-authentication-failure',
+    payment_method: paymentMethod,
+  };
+}
+
+/**
+ * The buyer's answer to one challenge, under the PaymentIntent's lock: only a pending challenge of a
+ * PaymentIntent still in requires_action settles anything, so a stale window (superseded by a newer
+ * confirm, or the PaymentIntent canceled or paid meanwhile) changes nothing.
+ */
+async function settleChallenge(base: StripeContext, challengeId: string, outcome: ChallengeOutcome): Promise<ChallengeResult | undefined> {
+  let wake = false;
+  const result = await base.sql.begin(async (tx): Promise<ChallengeResult | undefined> => {
+    const [challenge] = await tx<{ account_id: string; payment_intent: string; return_url: string | null }[]>`
+      SELECT account_id, payment_intent, return_url FROM psp_sandbox.stripe_authentications WHERE id = ${challengeId}`;
+    if (!challenge) return undefined;
+    const identity = await accountById(tx, challenge.account_id);
+    if (!identity) return undefined;
+    const ctx: StripeContext = { ...base, identity };
+    const row = await lockIntent(ctx, tx, challenge.payment_intent);
+    const intent = row.object;
+    const [pending] = await tx<{ status: string }[]>`
+      SELECT status FROM psp_sandbox.stripe_authentications WHERE id = ${challengeId} FOR UPDATE`;
+    const view = { intent, returnUrl: challenge.return_url };
+    if (pending?.status !== 'pending' || intent.status !== 'requires_action') return { settled: false, ...view };
+    const call: ApiCall = {
+      requestId: newRequestId(),
+      apiVersion: ACCOUNT_API_VERSION,
+      scope: '',
+      idempotencyKey: null,
+      publishable: false,
+      baseUrl: '',
+    };
+    const card = row.card_number ? cardByNumber(row.card_number) : undefined;
+    // requireAuthentication keeps the card with the PaymentIntent for as long as it waits.
+    if (!card) throw new Error(`PaymentIntent ${intent.id} awaits authentication without a card`);
+    if (outcome === 'complete') {
+      await tx`UPDATE psp_sandbox.stripe_authentications SET status = 'succeeded', settled_at = now() WHERE id = ${challengeId}`;
+      const executed = await chargeIntent(ctx, tx, call, intent, { card, alias: row.card_alias });
+      wake = executed.wake;
+      return { settled: true, ...view };
+    }
+    await tx`
+      UPDATE psp_sandbox.stripe_authentications SET status = ${outcome === 'cancel' ? 'canceled' : 'failed'}, settled_at = now()
+       WHERE id = ${challengeId}`;
+    const paymentMethod = paymentMethodObject(intent.payment_method ?? newId('pm'), card, unixNow());
+    intent.last_payment_error = authenticationFailure(paymentMethod);
+    intent.status = 'requires_payment_method';
+    intent.payment_method = null;
+    intent.next_action = null;
+    await saveIntent(tx, intent, null);
+    wake = await emitEvent(ctx, tx, call, intent, 'payment_intent.payment_failed');
+    return { settled: true, ...view };
+  });
+  if (wake) base.wakeNotifier();
+  return result;
+}
+
+/** What the challenge page shows before the buyer answers; undefined for an unknown challenge. */
+async function readChallenge(base: StripeContext, challengeId: string): Promise<ChallengeView | undefined> {
+  const [row] = await base.sql<{ status: string; object: PaymentIntentObject; card_number: string | null }[]>`
+    SELECT a.status, i.object, i.card_number
+      FROM psp_sandbox.stripe_authentications a
+      JOIN psp_sandbox.stripe_payment_intents i ON i.id = a.payment_intent
+     WHERE a.id = ${challengeId}`;
+  if (!row) return undefined;
+  return {
+    pending: row.status === 'pending' && row.object.status === 'requires_action',
+    intent: row.object,
+    amountText: formatAmount(row.object.amount, row.object.currency),
+    last4: row.card_number?.slice(-4) ?? null,
+  };
+}
+
+async function accountById(tx: Tx, accountId: string): Promise<StripeIdentity | undefined> {
+  const [row] = await tx<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+    SELECT account_id, secret_key, publishable_key, webhook_secret FROM psp_sandbox.stripe_accounts WHERE account_id = ${accountId}`;
+  if (!row) return undefined;
+  return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+}
+
 async function executeCreate(ctx: StripeContext, tx: Tx, call: ApiCall, input: CreateInput): Promise<Executed> {
   const intent = paymentIntentObject(input.intent, unixNow());
   await insertIntent(tx, ctx.identity.accountId, intent, input.card);
   if (!input.confirm || !input.card) return { answer: { status: 200, body: intent }, wake: false };
-  return chargeIntent(ctx, tx, call, intent, input.card);
+  return confirmCard(ctx, tx, call, intent, input.card, { returnUrl: input.returnUrl, useStripeSdk: input.useStripeSdk });
 }
 
 const CONFIRMABLE: ReadonlySet<PaymentIntentStatus> = new Set(['requires_payment_method', 'requires_confirmation', 'requires_action']);
@@ -1050,7 +1227,7 @@ async function executeConfirm(ctx: StripeContext, tx: Tx, call: ApiCall, id: str
   if (intent.automatic_payment_methods?.allow_redirects === 'always' && input.returnUrl === null) {
     return { answer: invalidRequest(RETURN_URL_MESSAGE, { param: 'return_url' }).answer(), wake: false };
   }
-  return chargeIntent(ctx, tx, call, intent, resolved);
+  return confirmCard(ctx, tx, call, intent, resolved, { returnUrl: input.returnUrl, useStripeSdk: input.useStripeSdk });
 }
 
 async function executeCancel(ctx: StripeContext, tx: Tx, call: ApiCall, id: string, input: { reason: string | null }): Promise<Executed> {
@@ -1061,6 +1238,8 @@ async function executeCancel(ctx: StripeContext, tx: Tx, call: ApiCall, id: stri
   intent.status = 'canceled';
   intent.canceled_at = unixNow();
   intent.cancellation_reason = input.reason;
+  intent.next_action = null;
+  await supersedeChallenges(tx, intent.id);
   await saveIntent(tx, intent, null);
   const wake = await emitEvent(ctx, tx, call, intent, 'payment_intent.canceled');
   return { answer: { status: 200, body: intent }, wake };
@@ -1774,6 +1953,7 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
     // Stripe ignores Idempotency-Key on GET and DELETE ("it has no effect").
     idempotencyKey: request.method === 'POST' && rawKey ? rawKey : null,
     publishable: false,
+    baseUrl: request.baseUrl,
   };
   try {
     // Parsed before authenticating only to find Stripe.js's `key` parameter; a malformed body is
@@ -1915,7 +2095,14 @@ async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Pro
   if (!card) throw new Error(`no test card for buyer ${buyer}`);
   // The buyer's confirm is a request of its own on Stripe (made with the publishable key): no
   // Idempotency-Key of the merchant's.
-  const call: ApiCall = { requestId: newRequestId(), apiVersion: ACCOUNT_API_VERSION, scope: '', idempotencyKey: null, publishable: false };
+  const call: ApiCall = {
+    requestId: newRequestId(),
+    apiVersion: ACCOUNT_API_VERSION,
+    scope: '',
+    idempotencyKey: null,
+    publishable: false,
+    baseUrl: request.baseUrl,
+  };
   let wake = false;
   const paid = await ctx.sql.begin(async (tx) => {
     await lockOrder(tx, accountId, outTradeNo);
@@ -2032,6 +2219,11 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
           }
           if (path === '/sandbox/stripe/buyer-pays') return handleBuyerPays(ctx, request);
           if (path === '/sandbox/stripe/accounts') return handleOpenAccount(ctx, request);
+          const challenge = await handleChallenge(request, {
+            read: (id) => readChallenge(ctx, id),
+            settle: (id, outcome) => settleChallenge(ctx, id, outcome),
+          });
+          if (challenge) return challenge;
           const stripeJs = handleStripeJs(request);
           if (stripeJs) return stripeJs;
           // /v1/… is Stripe's namespace on the sandbox's port: unknown paths get Stripe's own 404.
