@@ -190,6 +190,8 @@ export interface NewPaymentIntent {
   allowedPaymentMethodTypes: string[] | null;
   receiptEmail: string | null;
   status: 'requires_payment_method' | 'requires_confirmation';
+  /** manual: confirm only authorises; the merchant captures (or cancels) within the window. */
+  captureMethod: 'automatic' | 'automatic_async' | 'manual';
 }
 
 export function paymentIntentObject(input: NewPaymentIntent, created: number): PaymentIntentObject {
@@ -207,7 +209,7 @@ export function paymentIntentObject(input: NewPaymentIntent, created: number): P
     automatic_payment_methods: input.automaticPaymentMethods,
     canceled_at: null,
     cancellation_reason: null,
-    capture_method: 'automatic_async',
+    capture_method: input.captureMethod,
     client_secret: `${id}_secret_${base62(25)}`,
     confirmation_method: 'automatic',
     created,
@@ -355,6 +357,8 @@ export type EventType =
   | 'payment_intent.succeeded'
   | 'payment_intent.payment_failed'
   | 'payment_intent.canceled'
+  | 'payment_intent.amount_capturable_updated'
+  | 'charge.captured'
   | 'refund.created'
   | 'refund.updated'
   | 'charge.refunded';

@@ -143,6 +143,10 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_payment_intents (
   created_at    timestamptz NOT NULL DEFAULT now(),
   updated_at    timestamptz NOT NULL DEFAULT now()
 );
+-- An authorisation (capture_method manual, status requires_capture) lapses at capture_before.
+ALTER TABLE psp_sandbox.stripe_payment_intents ADD COLUMN IF NOT EXISTS capture_before timestamptz;
+CREATE INDEX IF NOT EXISTS stripe_payment_intents_to_lapse
+  ON psp_sandbox.stripe_payment_intents (capture_before) WHERE status = 'requires_capture';
 CREATE INDEX IF NOT EXISTS stripe_payment_intents_by_out_trade_no
   ON psp_sandbox.stripe_payment_intents (account_id, out_trade_no);
 CREATE INDEX IF NOT EXISTS stripe_payment_intents_newest
@@ -164,6 +168,10 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_charges (
   in_shared_ledger  boolean NOT NULL,
   created_at        timestamptz NOT NULL DEFAULT now()
 );
+-- An authorised charge is captured = false until the merchant captures it (amount_captured then).
+ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS captured boolean NOT NULL DEFAULT true;
+ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS amount_captured bigint;
+ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS buyer_id text;
 CREATE INDEX IF NOT EXISTS stripe_charges_by_out_trade_no ON psp_sandbox.stripe_charges (out_trade_no, created_at);
 
 -- Every event, with the exact JSON text that is delivered (and re-signed on each delivery).
@@ -316,6 +324,8 @@ interface StripeContext {
   wakeNotifier(): void;
   deliveryTimeoutMs: number;
   searchLagMs: number;
+  /** How long an authorisation can be captured (Stripe: 7 days for online card payments), time-scaled. */
+  authorizationWindowMs: number;
 }
 
 interface ApiCall {
@@ -587,7 +597,20 @@ const CREATE_PARAMS = [
   'return_url',
   'receipt_email',
   'use_stripe_sdk',
+  'capture_method',
 ] as const;
+
+const CAPTURE_METHODS = ['automatic', 'automatic_async', 'manual'] as const;
+type CaptureMethod = (typeof CAPTURE_METHODS)[number];
+
+function readCaptureMethod(params: FormHash): CaptureMethod {
+  const value = param(() => readString(params.capture_method, 'capture_method'));
+  if (value === undefined) return 'automatic_async';
+  if (!(CAPTURE_METHODS as readonly string[]).includes(value)) {
+    throw invalidRequest(`Invalid capture_method: must be one of ${CAPTURE_METHODS.join(', ')}`, { param: 'capture_method' });
+  }
+  return value as CaptureMethod;
+}
 
 /** The API version that removed `payment_method_types` as a parameter (changelog 2026-09-30.endive). */
 const NO_PAYMENT_METHOD_TYPES_SINCE = '2026-09-30';
@@ -696,6 +719,7 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
       allowedPaymentMethodTypes: allowedTypes ?? null,
       receiptEmail,
       status: card ? 'requires_confirmation' : 'requires_payment_method',
+      captureMethod: readCaptureMethod(params),
     },
     card,
     confirm,
@@ -910,6 +934,41 @@ async function emitEvent(
   return targets.length > 0;
 }
 
+/**
+ * Money taken: the shared ledger's succeeded charge (at confirm, or at the capture of an
+ * authorisation, for the amount captured). False when the ledger already holds a success for this
+ * out_trade_no from another PaymentIntent: Stripe knows nothing of out_trade_no and charges again, and
+ * the double charge stays visible in stripe_charges.
+ */
+async function ledgerCapture(
+  tx: Tx,
+  accountId: string,
+  intent: PaymentIntentObject,
+  amountMinor: bigint,
+  buyerId: string,
+): Promise<boolean> {
+  const outTradeNo = ledgerOutTradeNo(intent);
+  const entry = {
+    gateway: GATEWAY,
+    merchantId: accountId,
+    outTradeNo,
+    amountMinor,
+    currency: intent.currency.toUpperCase(),
+    gatewayTradeNo: intent.id,
+    buyerId,
+  };
+  try {
+    await tx.savepoint((sp) => recordCharge(sp, { ...entry, status: 'succeeded', declineCode: null }));
+    return true;
+  } catch (err) {
+    if (!isUniqueViolation(err, 'charges_one_success_per_order')) throw err;
+    console.error(
+      `[psp-sandbox] stripe: DOUBLE CHARGE: out_trade_no ${outTradeNo} already had a succeeded charge; PaymentIntent ${intent.id} was charged as well (see psp_sandbox.stripe_charges).`,
+    );
+    return false;
+  }
+}
+
 /** One charge attempt on a PaymentIntent: the card decides, the ledger records, an event goes out. */
 async function chargeIntent(
   ctx: StripeContext,
@@ -938,6 +997,7 @@ async function chargeIntent(
   // A charge ends any challenge still open on this PaymentIntent (a buyer who gave another card).
   await supersedeChallenges(tx, intent.id);
   intent.next_action = null;
+  const manual = intent.capture_method === 'manual';
   let inSharedLedger = true;
   if (decline) {
     await recordCharge(tx, { ...ledgerEntry, status: 'declined', declineCode: decline.declineCode });
@@ -954,19 +1014,15 @@ async function chargeIntent(
       doc_url: `https://docs.stripe.com/error-codes/${decline.code.replaceAll('_', '-')}`,
       payment_method: paymentMethod,
     };
+  } else if (manual) {
+    // Authorised only: no money moves until the capture, so the shared ledger waits for it.
+    intent.status = 'requires_capture';
+    intent.amount_capturable = intent.amount;
+    intent.payment_method = paymentMethod.id;
+    intent.latest_charge = chargeId;
+    intent.last_payment_error = null;
   } else {
-    try {
-      await tx.savepoint((sp) => recordCharge(sp, { ...ledgerEntry, status: 'succeeded', declineCode: null }));
-    } catch (err) {
-      if (!isUniqueViolation(err, 'charges_one_success_per_order')) throw err;
-      // Stripe charges a second PaymentIntent for an order that is already paid: it knows nothing of
-      // out_trade_no. The shared ledger's unique index refuses a second success row, so the double
-      // charge is kept in stripe_charges and shouted about.
-      inSharedLedger = false;
-      console.error(
-        `[psp-sandbox] stripe: DOUBLE CHARGE: out_trade_no ${outTradeNo} already had a succeeded charge; PaymentIntent ${intent.id} was charged as well (see psp_sandbox.stripe_charges).`,
-      );
-    }
+    inSharedLedger = await ledgerCapture(tx, accountId, intent, BigInt(intent.amount), ledgerEntry.buyerId);
     intent.status = 'succeeded';
     intent.amount_received = intent.amount;
     intent.payment_method = paymentMethod.id;
@@ -976,12 +1032,24 @@ async function chargeIntent(
   await tx`
     INSERT INTO psp_sandbox.stripe_charges
       (id, payment_intent, account_id, out_trade_no, amount, currency, status, failure_code, decline_code,
-       payment_method, in_shared_ledger)
+       payment_method, in_shared_ledger, captured, amount_captured, buyer_id)
     VALUES (${chargeId}, ${intent.id}, ${accountId}, ${outTradeNo}, ${intent.amount}, ${intent.currency},
             ${decline ? 'failed' : 'succeeded'}, ${decline?.code ?? null}, ${decline?.declineCode ?? null},
-            ${paymentMethod.id}, ${inSharedLedger})`;
+            ${paymentMethod.id}, ${inSharedLedger}, ${!manual || decline !== null}, ${decline || manual ? null : intent.amount},
+            ${ledgerEntry.buyerId})`;
+  if (manual && !decline) {
+    await tx`
+      UPDATE psp_sandbox.stripe_payment_intents
+         SET capture_before = now() + ${ctx.authorizationWindowMs} * interval '1 millisecond'
+       WHERE id = ${intent.id}`;
+  }
   await saveIntent(tx, intent, null);
-  const wake = await emitEvent(ctx, tx, call, intent, decline ? 'payment_intent.payment_failed' : 'payment_intent.succeeded');
+  const eventType = decline
+    ? 'payment_intent.payment_failed'
+    : manual
+      ? 'payment_intent.amount_capturable_updated'
+      : 'payment_intent.succeeded';
+  const wake = await emitEvent(ctx, tx, call, intent, eventType);
 
   if (!decline) return { answer: { status: 200, body: viewOf(call, intent) }, wake };
   return {
@@ -1177,15 +1245,20 @@ const CANCELABLE: ReadonlySet<PaymentIntentStatus> = new Set([
 function unexpectedState(
   call: ApiCall,
   intent: PaymentIntentObject,
-  action: 'confirm' | 'cancel',
+  action: 'confirm' | 'cancel' | 'capture',
   allowed: ReadonlySet<PaymentIntentStatus>,
 ): ApiAnswer {
+  const done = { confirm: 'confirmed', cancel: 'canceled', capture: 'captured' }[action];
+  const message =
+    action === 'capture'
+      ? `This PaymentIntent could not be captured because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be captured: ${[...allowed].join(', ')}.`
+      : `You cannot ${action} this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be ${done}: ${[...allowed].join(', ')}.`;
   return {
     status: 400,
     body: errorBody({
       type: 'invalid_request_error',
       code: 'payment_intent_unexpected_state',
-      message: `You cannot ${action} this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be ${action === 'confirm' ? 'confirmed' : 'canceled'}: ${[...allowed].join(', ')}.`,
+      message,
       payment_intent: viewOf(call, intent),
     }),
   };
@@ -1239,10 +1312,135 @@ async function executeCancel(ctx: StripeContext, tx: Tx, call: ApiCall, id: stri
   intent.canceled_at = unixNow();
   intent.cancellation_reason = input.reason;
   intent.next_action = null;
+  // Canceling an authorisation releases the hold: nothing left to capture.
+  intent.amount_capturable = 0;
   await supersedeChallenges(tx, intent.id);
   await saveIntent(tx, intent, null);
   const wake = await emitEvent(ctx, tx, call, intent, 'payment_intent.canceled');
   return { answer: { status: 200, body: intent }, wake };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capture (https://docs.stripe.com/api/payment_intents/capture): an authorisation (capture_method
+// manual, status requires_capture) is captured once, in full or in part — the rest is released —
+// or canceled, or lapses at the end of its window (canceled, cancellation_reason automatic). Only
+// the capture moves money: the shared ledger records the amount captured.
+
+const CAPTURABLE: ReadonlySet<PaymentIntentStatus> = new Set(['requires_capture']);
+
+function validateCapture(params: FormHash): { amountToCapture: number | null } {
+  param(() => rejectUnknown(params, ['amount_to_capture', 'metadata', 'final_capture']));
+  const amount = param(() => readInteger(params.amount_to_capture, 'amount_to_capture'));
+  if (amount !== undefined && amount < 1) {
+    throw invalidRequest('This value must be greater than or equal to 1.', {
+      code: 'parameter_invalid_integer',
+      param: 'amount_to_capture',
+    });
+  }
+  const finalCapture = param(() => readBoolean(params.final_capture, 'final_capture'));
+  if (finalCapture === false) {
+    // Multicapture is an IC+ feature Stripe enables per account; this account does not have it.
+    throw invalidRequest('Multicapture is not available for this account: final_capture must be true.', { param: 'final_capture' });
+  }
+  if (params.metadata !== undefined) readMetadata(params);
+  return { amountToCapture: amount ?? null };
+}
+
+async function executeCapture(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  id: string,
+  input: { amountToCapture: number | null },
+): Promise<Executed> {
+  const row = await lockIntent(ctx, tx, id);
+  const intent = row.object;
+  let wake = false;
+  if (intent.status === 'requires_capture' && (await authorizationLapsed(tx, intent.id))) {
+    wake = await lapseAuthorization(ctx, tx, intent);
+  }
+  if (!CAPTURABLE.has(intent.status)) return { answer: unexpectedState(call, intent, 'capture', CAPTURABLE), wake };
+  const capturable = Number(intent.amount_capturable ?? 0);
+  const amount = input.amountToCapture ?? capturable;
+  if (amount > capturable) {
+    throw invalidRequest(
+      `The amount to capture (${formatAmount(amount, intent.currency)}) must be less than or equal to the amount capturable (${formatAmount(capturable, intent.currency)}).`,
+      { code: 'amount_too_large', param: 'amount_to_capture' },
+    );
+  }
+  const chargeId = intent.latest_charge;
+  const [charge] = await tx<{ buyer_id: string | null }[]>`
+    SELECT buyer_id FROM psp_sandbox.stripe_charges WHERE id = ${chargeId ?? ''}`;
+  const inSharedLedger = await ledgerCapture(tx, ctx.identity.accountId, intent, BigInt(amount), charge?.buyer_id ?? 'card');
+  await tx`
+    UPDATE psp_sandbox.stripe_charges SET captured = true, amount_captured = ${amount}, in_shared_ledger = ${inSharedLedger}
+     WHERE id = ${chargeId ?? ''}`;
+  intent.status = 'succeeded';
+  intent.amount_received = amount;
+  intent.amount_capturable = 0;
+  await saveIntent(tx, intent, null);
+  await tx`UPDATE psp_sandbox.stripe_payment_intents SET capture_before = NULL WHERE id = ${intent.id}`;
+  const succeeded = await emitEvent(ctx, tx, call, intent, 'payment_intent.succeeded');
+  const captured = await emitEvent(
+    ctx,
+    tx,
+    call,
+    intent,
+    'charge.captured',
+    chargeObject({ id: chargeId ?? '', intent, amountRefunded: 0, created: unixNow() }),
+  );
+  return { answer: { status: 200, body: intent }, wake: wake || succeeded || captured };
+}
+
+async function authorizationLapsed(tx: Tx, intentId: string): Promise<boolean> {
+  const [row] = await tx<{ lapsed: boolean }[]>`
+    SELECT capture_before IS NOT NULL AND capture_before <= now() AS lapsed
+      FROM psp_sandbox.stripe_payment_intents WHERE id = ${intentId}`;
+  return row?.lapsed ?? false;
+}
+
+/** The authorisation's window has passed: the hold is released and the PaymentIntent canceled. */
+async function lapseAuthorization(ctx: StripeContext, tx: Tx, intent: PaymentIntentObject): Promise<boolean> {
+  intent.status = 'canceled';
+  intent.canceled_at = unixNow();
+  intent.cancellation_reason = 'automatic';
+  intent.amount_capturable = 0;
+  await saveIntent(tx, intent, null);
+  await tx`UPDATE psp_sandbox.stripe_payment_intents SET capture_before = NULL WHERE id = ${intent.id}`;
+  const call: ApiCall = {
+    requestId: newRequestId(),
+    apiVersion: ACCOUNT_API_VERSION,
+    scope: '',
+    idempotencyKey: null,
+    publishable: false,
+    baseUrl: '',
+  };
+  return emitEvent(ctx, tx, call, intent, 'payment_intent.canceled');
+}
+
+/**
+ * Lapses every authorisation past its window (a few at a time, each under its order's lock), as
+ * Stripe does on its own clock: run before each API request, so a merchant who reads or captures a
+ * lapsed PaymentIntent finds it canceled, and its payment_intent.canceled event goes out.
+ */
+async function lapseDueAuthorizations(base: StripeContext): Promise<void> {
+  const due = await base.sql<{ id: string; account_id: string }[]>`
+    SELECT id, account_id FROM psp_sandbox.stripe_payment_intents
+     WHERE status = 'requires_capture' AND capture_before <= now()
+     ORDER BY capture_before LIMIT 20`;
+  for (const { id, account_id: accountId } of due) await lapseIfDue(base, id, accountId);
+}
+
+async function lapseIfDue(base: StripeContext, id: string, accountId: string): Promise<void> {
+  const wake = await base.sql.begin(async (tx) => {
+    const identity = await accountById(tx, accountId);
+    if (!identity) return false;
+    const ctx: StripeContext = { ...base, identity };
+    const row = await lockIntent(ctx, tx, id);
+    if (row.object.status !== 'requires_capture' || !(await authorizationLapsed(tx, id))) return false;
+    return lapseAuthorization(ctx, tx, row.object);
+  });
+  if (wake) base.wakeNotifier();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1894,6 +2092,7 @@ type Route =
   | { kind: 'retrieve'; id: string }
   | { kind: 'confirm'; id: string }
   | { kind: 'cancel'; id: string }
+  | { kind: 'capture'; id: string }
   | { kind: 'refund' }
   | { kind: 'list_refunds' }
   | { kind: 'retrieve_refund'; id: string }
@@ -1930,12 +2129,13 @@ function matchRoute(method: string, path: string): Route | undefined {
     return undefined;
   }
   if (path === '/v1/payment_intents/search') return method === 'GET' ? { kind: 'search' } : undefined;
-  const match = /^\/v1\/payment_intents\/([^/]+)(?:\/(confirm|cancel))?$/.exec(path);
+  const match = /^\/v1\/payment_intents\/([^/]+)(?:\/(confirm|cancel|capture))?$/.exec(path);
   if (!match) return undefined;
   const id = decodeURIComponent(match[1] ?? '');
   const action = match[2];
   if (action === undefined) return method === 'GET' ? { kind: 'retrieve', id } : undefined;
   if (method !== 'POST') return undefined;
+  if (action === 'capture') return { kind: 'capture', id };
   return action === 'confirm' ? { kind: 'confirm', id } : { kind: 'cancel', id };
 }
 
@@ -2037,6 +2237,10 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
         return await runPost(ctx, call, endpoint, input, validateCancel, (tx, validated) =>
           executeCancel(ctx, tx, call, route.id, validated),
         );
+      case 'capture':
+        return await runPost(ctx, call, endpoint, input, validateCapture, (tx, validated) =>
+          executeCapture(ctx, tx, call, route.id, validated),
+        );
       case 'refund':
         return await runPost(ctx, call, endpoint, input, validateRefund, (tx, validated) => executeRefund(ctx, tx, call, validated));
       case 'list_refunds':
@@ -2135,6 +2339,33 @@ async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Pro
 }
 
 // ---------------------------------------------------------------------------------------------
+// POST /sandbox/stripe/lapse-authorization {"paymentIntent"} — the end of an authorisation's window, now
+
+/**
+ * Ends an authorisation's window now, as the issuer would after 7 days (not Stripe's API: a test
+ * tool, like buyer-pays). The PaymentIntent is canceled (cancellation_reason automatic) and its
+ * payment_intent.canceled event goes out; 409 when it is not awaiting capture.
+ */
+async function handleLapseNow(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+  if (request.method !== 'POST') return json(405, { code: 'METHOD_NOT_ALLOWED', message: 'use POST' });
+  let id: unknown;
+  try {
+    id = (JSON.parse(request.body) as { paymentIntent?: unknown }).paymentIntent;
+  } catch {
+    return json(400, { code: 'BAD_REQUEST', message: 'the body is not valid JSON' });
+  }
+  if (typeof id !== 'string' || !/^pi_[A-Za-z0-9]+$/.test(id)) {
+    return json(400, { code: 'BAD_REQUEST', message: 'paymentIntent: a PaymentIntent id (pi_…)' });
+  }
+  const [moved] = await ctx.sql<{ account_id: string }[]>`
+    UPDATE psp_sandbox.stripe_payment_intents SET capture_before = now()
+     WHERE id = ${id} AND status = 'requires_capture' RETURNING account_id`;
+  if (!moved) return json(409, { code: 'NOT_AWAITING_CAPTURE', message: `PaymentIntent ${id} is not awaiting capture` });
+  await lapseIfDue(ctx, id, moved.account_id);
+  return json(200, { paymentIntent: id, status: 'canceled' });
+}
+
+// ---------------------------------------------------------------------------------------------
 // POST /sandbox/stripe/accounts — another merchant's account (not Stripe's)
 
 /**
@@ -2163,7 +2394,12 @@ export interface StripeModuleOptions {
    * 0 (the default) makes it immediate. Tests set it to prove a caller does not depend on search alone.
    */
   searchLagMs?: number;
+  /** How long an authorisation can be captured; default Stripe's 7 days × SANDBOX_TIME_SCALE. */
+  authorizationWindowMs?: number;
 }
+
+/** "Card payments … must be captured within 7 days" (https://docs.stripe.com/payments/place-a-hold-on-a-payment-method). */
+const AUTHORIZATION_WINDOW_MS = 7 * 24 * 3600 * 1000;
 
 export function createStripeModule(options: StripeModuleOptions = {}): SandboxGatewayModule {
   const searchLagMs = options.searchLagMs ?? 0;
@@ -2179,6 +2415,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
         wakeNotifier: moduleContext.wakeNotifier,
         deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
         searchLagMs,
+        authorizationWindowMs: options.authorizationWindowMs ?? AUTHORIZATION_WINDOW_MS * moduleContext.timeScale,
       };
       return {
         notifier: stripeNotifier(identity.webhookSecret),
@@ -2219,6 +2456,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
           }
           if (path === '/sandbox/stripe/buyer-pays') return handleBuyerPays(ctx, request);
           if (path === '/sandbox/stripe/accounts') return handleOpenAccount(ctx, request);
+          if (path === '/sandbox/stripe/lapse-authorization') return handleLapseNow(ctx, request);
           const challenge = await handleChallenge(request, {
             read: (id) => readChallenge(ctx, id),
             settle: (id, outcome) => settleChallenge(ctx, id, outcome),
@@ -2227,7 +2465,10 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
           const stripeJs = handleStripeJs(request);
           if (stripeJs) return stripeJs;
           // /v1/… is Stripe's namespace on the sandbox's port: unknown paths get Stripe's own 404.
-          if (path === '/v1' || path.startsWith('/v1/')) return handleApi(ctx, request);
+          if (path === '/v1' || path.startsWith('/v1/')) {
+            await lapseDueAuthorizations(ctx);
+            return handleApi(ctx, request);
+          }
           return undefined;
         },
       };

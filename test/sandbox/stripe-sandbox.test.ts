@@ -367,7 +367,7 @@ describe('PaymentIntents', () => {
     await expect({ amount: 0 }, 'parameter_invalid_integer', 'amount');
     await expect({ amount: 100_000_000 }, 'amount_too_large', 'amount');
     await expect({ currency: 'xyz' }, undefined, 'currency');
-    await expect({ capture_method: 'manual' }, 'parameter_unknown', 'capture_method');
+    await expect({ capture_method: 'later' }, undefined, 'capture_method');
     await expect({ payment_method: 'pm_card_unknown' }, 'resource_missing', 'payment_method');
     await expect({ metadata: { out_trade_no: outTradeNo, notify_url: 'not a url' } }, undefined, 'metadata[notify_url]');
     await expect({ metadata: { ['k'.repeat(41)]: 'v' } }, undefined, `metadata[${'k'.repeat(41)}]`);
