@@ -143,3 +143,23 @@ test('stripe 3-D Secure: a challenge left open while the buyer pays with Alipay 
   const charges = (await ledger.read(outTradeNo)).charges.filter((c) => c.status === 'succeeded');
   expect(charges.map((c) => c.gateway)).toEqual(['alipay']);
 });
+
+test('stripe 3-D Secure: the buyer reloads the page during the challenge, pays again, and is charged once', async ({
+  checkout,
+  ledger,
+  page,
+}) => {
+  await startCardStep(checkout);
+  await payWithCard(page, AUTHENTICATION_CARD);
+  await expect(challenge(page).dialog).toBeVisible();
+  // The challenge is abandoned with the page: the PaymentIntent waits in requires_action.
+  await page.reload();
+  await checkout.loaded();
+  await expect(checkout.status).toContainText('等待付款');
+  await expect(challenge(page).dialog).toBeHidden();
+
+  await payWithCard(page, AUTHENTICATION_CARD);
+  await answerChallenge(page, /完成验证/);
+  await expect(checkout.status).toContainText('支付成功', { timeout: 30_000 });
+  expect(await ledger.succeededCharges(await checkout.paidOutTradeNo())).toBe(1);
+});

@@ -143,10 +143,6 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_payment_intents (
   created_at    timestamptz NOT NULL DEFAULT now(),
   updated_at    timestamptz NOT NULL DEFAULT now()
 );
--- An authorisation (capture_method manual, status requires_capture) lapses at capture_before.
-ALTER TABLE psp_sandbox.stripe_payment_intents ADD COLUMN IF NOT EXISTS capture_before timestamptz;
-CREATE INDEX IF NOT EXISTS stripe_payment_intents_to_lapse
-  ON psp_sandbox.stripe_payment_intents (capture_before) WHERE status = 'requires_capture';
 CREATE INDEX IF NOT EXISTS stripe_payment_intents_by_out_trade_no
   ON psp_sandbox.stripe_payment_intents (account_id, out_trade_no);
 CREATE INDEX IF NOT EXISTS stripe_payment_intents_newest
@@ -168,10 +164,6 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_charges (
   in_shared_ledger  boolean NOT NULL,
   created_at        timestamptz NOT NULL DEFAULT now()
 );
--- An authorised charge is captured = false until the merchant captures it (amount_captured then).
-ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS captured boolean NOT NULL DEFAULT true;
-ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS amount_captured bigint;
-ALTER TABLE psp_sandbox.stripe_charges ADD COLUMN IF NOT EXISTS buyer_id text;
 CREATE INDEX IF NOT EXISTS stripe_charges_by_out_trade_no ON psp_sandbox.stripe_charges (out_trade_no, created_at);
 
 -- Every event, with the exact JSON text that is delivered (and re-signed on each delivery).
@@ -230,8 +222,36 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_authentications (
   created_at      timestamptz NOT NULL DEFAULT now(),
   settled_at      timestamptz
 );
-CREATE INDEX IF NOT EXISTS stripe_authentications_by_intent
-  ON psp_sandbox.stripe_authentications (payment_intent) WHERE status = 'pending';
+
+-- Added to tables made by earlier versions. Each change is made only when missing: ALTER TABLE and
+-- CREATE INDEX lock their table even when there is nothing to do, and a running sandbox on the same
+-- database (tests start several) would deadlock with a start-up that takes those locks.
+DO $$
+BEGIN
+  -- An authorisation (capture_method manual, status requires_capture) lapses at capture_before.
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'psp_sandbox'
+                   AND table_name = 'stripe_payment_intents' AND column_name = 'capture_before') THEN
+    ALTER TABLE psp_sandbox.stripe_payment_intents ADD COLUMN capture_before timestamptz;
+  END IF;
+  IF to_regclass('psp_sandbox.stripe_payment_intents_to_lapse') IS NULL THEN
+    CREATE INDEX stripe_payment_intents_to_lapse
+      ON psp_sandbox.stripe_payment_intents (capture_before) WHERE status = 'requires_capture';
+  END IF;
+  -- An authorised charge is captured = false until the merchant captures it (amount_captured then);
+  -- buyer_id is what the shared ledger files its capture under.
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'psp_sandbox'
+                   AND table_name = 'stripe_charges' AND column_name = 'captured') THEN
+    ALTER TABLE psp_sandbox.stripe_charges
+      ADD COLUMN captured boolean NOT NULL DEFAULT true,
+      ADD COLUMN amount_captured bigint,
+      ADD COLUMN buyer_id text;
+  END IF;
+  IF to_regclass('psp_sandbox.stripe_authentications_by_intent') IS NULL THEN
+    CREATE INDEX stripe_authentications_by_intent
+      ON psp_sandbox.stripe_authentications (payment_intent) WHERE status = 'pending';
+  END IF;
+END
+$$;
 
 -- Stripe's idempotency layer: one stored response per (secret key, Idempotency-Key), kept 24 h.
 CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_idempotency_keys (
