@@ -105,8 +105,6 @@ export function paymentMethodObject(id: string, card: TestCard, created: number)
 // ---------------------------------------------------------------------------------------------
 // PaymentIntent
 
-/** The metadata key the sandbox reads as the webhook endpoint (its stand-in for the Dashboard's). */
-export const NOTIFY_URL_KEY = 'notify_url';
 /** The metadata key the ledger files a PaymentIntent's charges under. */
 export const OUT_TRADE_NO_KEY = 'out_trade_no';
 
@@ -368,7 +366,6 @@ export type EventDataObject = PaymentIntentObject | RefundObject | ChargeObject;
 export interface EventObject {
   id: string;
   object: 'event';
-  account: string;
   api_version: string;
   created: number;
   data: { object: EventDataObject };
@@ -379,12 +376,11 @@ export interface EventObject {
 }
 
 /**
- * `account` is what Connect puts on events of connected accounts; the sandbox always includes it so
- * that a receiver can check which merchant account an event is for (design.md §5: merchant check).
+ * No `account`: Stripe sets it only on events of Connect's connected accounts, which the sandbox does
+ * not emulate. Which merchant an event is for is the endpoint's account (its signing secret).
  */
 export function eventObject(input: {
   type: EventType;
-  account: string;
   object: EventDataObject;
   requestId: string | null;
   idempotencyKey: string | null;
@@ -394,7 +390,6 @@ export function eventObject(input: {
   return {
     id: newId('evt'),
     object: 'event',
-    account: input.account,
     api_version: ACCOUNT_API_VERSION,
     created: unixNow(),
     data: { object: input.object },

@@ -11,14 +11,7 @@ import { z } from 'zod';
 import { json, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { postNotification, type GatewayNotifier, type NotificationRequest } from './notifier';
 import { insertAttempt, type DeliveryResult, type Sql } from './store';
-import {
-  NOTIFY_URL_KEY,
-  OUT_TRADE_NO_KEY,
-  type EventObject,
-  type EventType,
-  type PaymentIntentObject,
-  type PaymentIntentStatus,
-} from './stripe-objects';
+import { OUT_TRADE_NO_KEY, type EventObject, type EventType, type PaymentIntentObject, type PaymentIntentStatus } from './stripe-objects';
 
 const GATEWAY = 'stripe';
 
@@ -97,7 +90,7 @@ const OVERRIDES: Record<string, string> = {
   status: 'data.object.status',
   payment_intent: 'data.object.id',
   type: 'the event type',
-  account: "the event's account",
+  account: 'an `account` on the event, as Connect would set it',
   event_id: 'the event id',
   livemode: "the event's livemode (true/false)",
   timestamp: 'the signature timestamp t (unix seconds), e.g. an old one',
@@ -137,7 +130,7 @@ function applyOverrides(event: EventObject, overrides: Record<string, string>): 
         event.type = value as EventType;
         break;
       case 'account':
-        event.account = value;
+        (event as EventObject & { account?: string }).account = value;
         break;
       case 'event_id':
         event.id = value;
@@ -181,8 +174,8 @@ async function sendToolNotifications(
     throw new ToolError(400, 'INVALID_REQUEST', 'overrides.timestamp must be unix seconds');
   }
 
-  const events = await ctx.sql<{ id: string; payload: string; notify_url: string | null; out_trade_no: string }[]>`
-    SELECT id, payload, notify_url, out_trade_no FROM psp_sandbox.stripe_events
+  const events = await ctx.sql<{ id: string; payload: string; out_trade_no: string }[]>`
+    SELECT id, payload, out_trade_no FROM psp_sandbox.stripe_events
      WHERE out_trade_no = ${request.outTradeNo} AND type = 'payment_intent.succeeded'
      ORDER BY (account_id = ${ctx.accountId}) DESC, created_at DESC
      LIMIT 1`;
@@ -193,22 +186,15 @@ async function sendToolNotifications(
     if (!intent) throw new ToolError(404, 'TRADE_NOT_FOUND', `no Stripe PaymentIntent with metadata.out_trade_no ${request.outTradeNo}`);
     throw new ToolError(409, 'NOT_PAID', `no PaymentIntent with metadata.out_trade_no ${request.outTradeNo} has succeeded yet`);
   }
-  // Where the event was scheduled to go: each registered endpoint it was sent to (with that
-  // endpoint's secret), or the metadata[notify_url] stand-in.
-  const scheduled = await ctx.sql<{ id: string; notify_url: string; secret: string | null }[]>`
-    SELECT id, notify_url, fields ->> 'secret' AS secret FROM psp_sandbox.notifications
+  // Where the event was scheduled to go: each registered endpoint it was sent to, with its secret.
+  const targets = await ctx.sql<{ id: string; url: string; secret: string }[]>`
+    SELECT id, notify_url AS url, coalesce(fields ->> 'secret', ${ctx.webhookSecret}) AS secret FROM psp_sandbox.notifications
      WHERE notify_id = ${event.id} OR notify_id LIKE ${`${event.id}:%`} ORDER BY id`;
-  const targets =
-    scheduled.length > 0
-      ? scheduled.map((row) => ({ id: row.id, url: row.notify_url, secret: row.secret ?? ctx.webhookSecret }))
-      : event.notify_url
-        ? [{ id: null, url: event.notify_url, secret: ctx.webhookSecret }]
-        : [];
   if (targets.length === 0) {
     throw new ToolError(
       409,
-      'NO_NOTIFY_URL',
-      `the event for ${request.outTradeNo} went to no webhook endpoint (none registered that takes it, and no metadata[${NOTIFY_URL_KEY}])`,
+      'NO_WEBHOOK_ENDPOINT',
+      `the event for ${request.outTradeNo} went to no webhook endpoint: register one (POST /v1/webhook_endpoints) that takes payment_intent.succeeded`,
     );
   }
   const body = JSON.stringify(applyOverrides(JSON.parse(event.payload) as EventObject, request.overrides), null, 2);

@@ -50,12 +50,10 @@
  *    refund under. Test-mode card refunds succeed at once, so no refund.updated follows.
  *  - Webhooks: payment_intent.succeeded / payment_failed / canceled, refund.created and charge.refunded
  *    events POSTed as JSON with `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx
- *    acknowledges; retried for ~3 days. As on Stripe, where events go is account configuration: every
- *    enabled endpoint whose enabled_events ('*' or a list) takes the type gets it, signed with that
- *    endpoint's own secret. Only while an account has registered no endpoint at all does the sandbox
- *    still deliver to the PaymentIntent's `metadata[notify_url]` (signed with the account's
- *    webhookSecret, the credentials'), the stand-in it used before it had endpoints — a fallback
- *    that is due to go.
+ *    acknowledges; retried for ~3 days. As on Stripe, where events go is account configuration only:
+ *    every enabled endpoint whose enabled_events ('*' or a list) takes the type gets it, signed with
+ *    that endpoint's own secret. An account with no endpoint gets no deliveries, whatever a
+ *    PaymentIntent's metadata says. Events carry no `account`: Stripe sets it for Connect only.
  *
  * Files: stripe-form.ts (the bracket-notation encoding), stripe-objects.ts (the JSON Stripe answers
  * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language),
@@ -88,7 +86,6 @@ import {
   eventObject,
   newId,
   newRequestId,
-  NOTIFY_URL_KEY,
   OUT_TRADE_NO_KEY,
   paymentIntentObject,
   paymentMethodObject,
@@ -174,7 +171,6 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.stripe_events (
   payment_intent  text NOT NULL,
   out_trade_no    text NOT NULL,
   payload         text NOT NULL,
-  notify_url      text,
   created_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS stripe_events_by_out_trade_no ON psp_sandbox.stripe_events (out_trade_no, type, created_at);
@@ -535,14 +531,6 @@ function readMetadata(params: FormHash): Record<string, string> {
     if (value === '') continue; // an empty value unsets the key
     out[key] = value;
   }
-  const notifyUrl = out[NOTIFY_URL_KEY];
-  if (notifyUrl !== undefined && !isAbsoluteHttpUrl(notifyUrl)) {
-    // Not a Stripe rule: the sandbox delivers this PaymentIntent's events to this URL, so say so early.
-    throw invalidRequest(
-      `metadata[${NOTIFY_URL_KEY}] must be an absolute http(s) URL: the PayOnce sandbox delivers this PaymentIntent's webhook events there (its stand-in for the Dashboard's webhook endpoint).`,
-      { param: `metadata[${NOTIFY_URL_KEY}]` },
-    );
-  }
   return out;
 }
 
@@ -882,27 +870,11 @@ function isUniqueViolation(err: unknown, constraint: string): boolean {
   );
 }
 
-/** Where one event goes: a registered endpoint (its own secret), or the metadata[notify_url] stand-in. */
-interface EventTarget {
-  url: string;
-  secret: string;
-  endpointId: string | null;
-}
-
-/** Events the metadata[notify_url] stand-in has always carried; newer ones go to registered endpoints only. */
-const FALLBACK_EVENT_TYPES: ReadonlySet<EventType> = new Set([
-  'payment_intent.succeeded',
-  'payment_intent.payment_failed',
-  'refund.created',
-  'charge.refunded',
-]);
-
 /**
  * Stores the event and enqueues one delivery to every enabled webhook endpoint of the account that
  * subscribes to its type (enabled_events '*' or the type itself), each signed with that endpoint's
- * own secret — Stripe's model: endpoints are account configuration, not per request. Only while the
- * account has registered no endpoint at all does the sandbox fall back to the PaymentIntent's
- * metadata[notify_url], signed with the account's webhookSecret (the credentials'), as before.
+ * own secret — Stripe's model: endpoints are account configuration, not per request, and an account
+ * without one gets the event in GET /v1/events only.
  */
 async function emitEvent(
   ctx: StripeContext,
@@ -913,21 +885,12 @@ async function emitEvent(
   object: EventDataObject = intent,
 ): Promise<boolean> {
   const accountId = ctx.identity.accountId;
-  const endpoints = await tx<{ id: string; url: string; secret: string; enabled_events: string[]; status: string }[]>`
-    SELECT id, url, secret, enabled_events, status FROM psp_sandbox.stripe_webhook_endpoints
-     WHERE account_id = ${accountId} ORDER BY seq`;
-  const fallbackUrl = endpoints.length === 0 ? (intent.metadata[NOTIFY_URL_KEY] ?? null) : null;
-  const targets: EventTarget[] =
-    endpoints.length === 0
-      ? fallbackUrl !== null && FALLBACK_EVENT_TYPES.has(type)
-        ? [{ url: fallbackUrl, secret: ctx.identity.webhookSecret, endpointId: null }]
-        : []
-      : endpoints
-          .filter((e) => e.status === 'enabled' && (e.enabled_events.includes('*') || e.enabled_events.includes(type)))
-          .map((e) => ({ url: e.url, secret: e.secret, endpointId: e.id }));
+  const endpoints = await tx<{ id: string; url: string; secret: string; enabled_events: string[] }[]>`
+    SELECT id, url, secret, enabled_events FROM psp_sandbox.stripe_webhook_endpoints
+     WHERE account_id = ${accountId} AND status = 'enabled' ORDER BY seq`;
+  const targets = endpoints.filter((e) => e.enabled_events.includes('*') || e.enabled_events.includes(type));
   const event = eventObject({
     type,
-    account: accountId,
     // A snapshot: the event shows the object as it was when the event happened.
     object: structuredClone(object),
     requestId: call.requestId,
@@ -937,16 +900,15 @@ async function emitEvent(
   const payload = JSON.stringify(event, null, 2);
   const outTradeNo = ledgerOutTradeNo(intent);
   await tx`
-    INSERT INTO psp_sandbox.stripe_events (id, account_id, type, payment_intent, out_trade_no, payload, notify_url)
-    VALUES (${event.id}, ${accountId}, ${type}, ${intent.id}, ${outTradeNo}, ${payload},
-            ${targets.length > 0 ? fallbackUrl : null})`;
+    INSERT INTO psp_sandbox.stripe_events (id, account_id, type, payment_intent, out_trade_no, payload)
+    VALUES (${event.id}, ${accountId}, ${type}, ${intent.id}, ${outTradeNo}, ${payload})`;
   for (const target of targets) {
     await enqueueNotification(tx, {
       gateway: GATEWAY,
       merchantId: accountId,
       outTradeNo,
       // One schedule per endpoint; the event id (what receivers dedupe on) is the same in each.
-      notifyId: target.endpointId === null ? event.id : `${event.id}:${target.endpointId}`,
+      notifyId: `${event.id}:${target.id}`,
       notifyUrl: target.url,
       fields: { event: payload, secret: target.secret },
     });
@@ -2300,6 +2262,16 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
   }
 }
 
+/** The account whose PaymentIntent for `outTradeNo` is the newest; undefined when none has one. */
+async function ownerOfOrder(sql: Sql, outTradeNo: string): Promise<StripeIdentity | undefined> {
+  const [row] = await sql<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+    SELECT a.account_id, a.secret_key, a.publishable_key, a.webhook_secret
+      FROM psp_sandbox.stripe_payment_intents p JOIN psp_sandbox.stripe_accounts a USING (account_id)
+     WHERE p.out_trade_no = ${outTradeNo} ORDER BY p.seq DESC LIMIT 1`;
+  if (!row) return undefined;
+  return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+}
+
 // ---------------------------------------------------------------------------------------------
 // POST /sandbox/stripe/buyer-pays — the buyer finishing the payment on Stripe's side
 
@@ -2310,10 +2282,12 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
  * state and its payment_intent.succeeded / payment_failed webhook. A decline leaves it confirmable
  * again, as on Stripe; a canceled or succeeded PaymentIntent cannot be paid (409 TRADE_NOT_PAYABLE).
  */
-async function handleBuyerPays(ctx: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
+async function handleBuyerPays(base: StripeContext, request: SandboxRequest): Promise<SandboxResponse> {
   const read = readBuyerPays(request);
   if ('answer' in read) return read.answer;
   const { outTradeNo, buyer } = read.input;
+  // The buyer pays whichever merchant's PaymentIntent the order is: the account of its newest one.
+  const ctx = { ...base, identity: (await ownerOfOrder(base.sql, outTradeNo)) ?? base.identity };
   const accountId = ctx.identity.accountId;
   const card = cardByPaymentMethodId(stripeTestBuyers()[buyer]);
   if (!card) throw new Error(`no test card for buyer ${buyer}`);

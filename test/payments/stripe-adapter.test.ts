@@ -9,6 +9,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
+import Stripe from 'stripe';
 import { createStripeGateway, type StripeGatewayConfig } from '@/server/payments/stripe';
 import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest } from '@/server/payments/gateway';
 import { startSandbox, type RunningSandbox } from '@/sandbox/server';
@@ -235,6 +236,10 @@ describe('notifications', () => {
   const verdicts = new Map<string, NotificationVerdict[]>();
   const scripts = new Map<string, number[]>();
   let receiver: { url: string; close(): Promise<void> };
+  let lastVerdict: NotificationVerdict | undefined;
+  /** An account of its own whose registered endpoint is the receiver, and the adapter configured for it. */
+  let notified: PaymentGateway;
+  let merchant: { accountId: string; webhookSecret: string };
 
   before(async () => {
     receiver = await startServer((req, res) => {
@@ -242,10 +247,14 @@ describe('notifications', () => {
       req.setEncoding('utf8');
       req.on('data', (chunk: string) => (rawBody += chunk));
       req.on('end', () => {
-        const key = (req.url ?? '/').split('/').pop() ?? '';
+        // One endpoint for every trade: deliveries are told apart by the order the event is about.
+        const key = String(
+          (JSON.parse(rawBody) as { data?: { object?: { metadata?: Record<string, string> } } }).data?.object?.metadata?.out_trade_no,
+        );
         const headers = new Headers();
         for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
-        void gateway.verifyNotification({ headers, rawBody }).then((verdict) => {
+        void notified.verifyNotification({ headers, rawBody }).then((verdict) => {
+          lastVerdict = verdict;
           verdicts.set(key, [...(verdicts.get(key) ?? []), verdict]);
           const script = scripts.get(key) ?? [];
           const scripted = script.length > 1 ? script.shift() : script[0];
@@ -256,11 +265,24 @@ describe('notifications', () => {
       });
     });
   });
+  before(async () => {
+    const account = (await (await fetch(`${sandbox.url}/sandbox/stripe/accounts`, { method: 'POST' })).json()) as {
+      accountId: string;
+      secretKey: string;
+    };
+    const { hostname, port } = new URL(sandbox.url);
+    const endpoint = await new Stripe(account.secretKey, { host: hostname, port, protocol: 'http' }).webhookEndpoints.create({
+      url: `${receiver.url}/stripe`,
+      enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'refund.created', 'charge.refunded'],
+    });
+    merchant = { accountId: account.accountId, webhookSecret: endpoint.secret ?? '' };
+    notified = createStripeGateway({ ...config(), secretKey: account.secretKey, ...merchant });
+  });
   after(async () => {
     await receiver.close();
   });
 
-  const notifyUrl = (outTradeNo: string) => `${receiver.url}/stripe/${outTradeNo}`;
+  /** The tool's deliveries are answered before it answers: the last verdict is the last copy's. */
   const tool = async (outTradeNo: string, overrides: Record<string, string>) => {
     const res = await fetch(`${sandbox.url}/sandbox/stripe/notify`, {
       method: 'POST',
@@ -268,13 +290,13 @@ describe('notifications', () => {
       body: JSON.stringify({ outTradeNo, overrides }),
     });
     assert.equal(res.status, 200, await res.clone().text());
-    return (verdicts.get(outTradeNo) ?? []).at(-1) as NotificationVerdict;
+    return lastVerdict as NotificationVerdict;
   };
 
   it('verifies the sandbox’s event and is retried until it acknowledges', async () => {
     const outTradeNo = newOutTradeNo();
     scripts.set(outTradeNo, [500, 500, 200]);
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { amountMinor: 5000, notifyUrl: notifyUrl(outTradeNo) }));
+    const paid = await notified.charge(chargeRequest(outTradeNo, { amountMinor: 5000 }));
     assert.ok(paid.kind === 'succeeded');
 
     const { notifications } = await waitFor('the acknowledgement', async () => {
@@ -300,7 +322,7 @@ describe('notifications', () => {
         notification: {
           gateway: 'stripe',
           eventId: first.notification.eventId, // one event, retried: dedupe on its id
-          merchantId: creds.accountId,
+          merchantId: merchant.accountId,
           outTradeNo,
           status: 'succeeded',
           gatewayTradeNo: paid.gatewayTradeNo,
@@ -313,7 +335,7 @@ describe('notifications', () => {
 
   it('verifies payment_intent.payment_failed as a notification that settles nothing', async () => {
     const outTradeNo = newOutTradeNo();
-    await gateway.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds', notifyUrl: notifyUrl(outTradeNo) }));
+    await notified.charge(chargeRequest(outTradeNo, { buyer: 'insufficient_funds' }));
     const [verdict] = await waitFor('the delivery', async () => verdicts.get(outTradeNo));
     assert.ok(verdict?.kind === 'verified');
     assert.equal(verdict.notification.status, 'other');
@@ -322,7 +344,7 @@ describe('notifications', () => {
 
   it('verifies a validly signed tampered event (the app’s own checks must catch it) and rejects every forgery', async () => {
     const outTradeNo = newOutTradeNo();
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: notifyUrl(outTradeNo) }));
+    const paid = await notified.charge(chargeRequest(outTradeNo));
     assert.ok(paid.kind === 'succeeded');
     await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
 
@@ -360,12 +382,12 @@ describe('notifications', () => {
     });
     const t = Math.floor(Date.now() / 1000);
     const otherSecret = createHmac('sha256', 'whsec_not_the_right_one').update(`${t}.${body}`).digest('hex');
-    const forged = await gateway.verifyNotification({
+    const forged = await notified.verifyNotification({
       headers: new Headers({ 'stripe-signature': `t=${t},v1=${otherSecret}` }),
       rawBody: body,
     });
     assert.equal(forged.kind, 'rejected');
-    assert.deepEqual(await gateway.verifyNotification({ headers: new Headers(), rawBody: body }), {
+    assert.deepEqual(await notified.verifyNotification({ headers: new Headers(), rawBody: body }), {
       kind: 'rejected',
       reason: 'missing Stripe-Signature header',
     });
@@ -379,19 +401,19 @@ describe('notifications', () => {
       data: { object: { id: 'ch_1', object: 'charge' } },
     });
     const t = Math.floor(Date.now() / 1000);
-    const v1 = createHmac('sha256', creds.webhookSecret).update(`${t}.${body}`).digest('hex');
-    const verdict = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${v1}` }), rawBody: body });
+    const v1 = createHmac('sha256', merchant.webhookSecret).update(`${t}.${body}`).digest('hex');
+    const verdict = await notified.verifyNotification({ headers: new Headers({ 'stripe-signature': `t=${t},v1=${v1}` }), rawBody: body });
     assert.ok(verdict.kind === 'verified');
     assert.equal(verdict.notification.status, 'other');
-    assert.equal(verdict.notification.merchantId, creds.accountId);
+    assert.equal(verdict.notification.merchantId, merchant.accountId);
   });
 
   it('verifies refund.created as a refund notification with PayOnce’s refundId; charge.refunded settles nothing', async () => {
     const outTradeNo = newOutTradeNo();
-    const paid = await gateway.charge(chargeRequest(outTradeNo, { notifyUrl: notifyUrl(outTradeNo) }));
+    const paid = await notified.charge(chargeRequest(outTradeNo));
     assert.ok(paid.kind === 'succeeded');
     const refundId = `RF${randomBytes(8).toString('hex').toUpperCase()}`;
-    const refunded = await gateway.refund({
+    const refunded = await notified.refund({
       outTradeNo,
       gatewayTradeNo: paid.gatewayTradeNo,
       refundId,
@@ -415,7 +437,7 @@ describe('notifications', () => {
       {
         gateway: 'stripe',
         eventId: '',
-        merchantId: creds.accountId,
+        merchantId: merchant.accountId,
         outTradeNo,
         refundId,
         gatewayRefundId: refunded.gatewayRefundId,
@@ -444,15 +466,15 @@ describe('notifications', () => {
     });
     const t = Math.floor(Date.now() / 1000);
     const sign = (secret: string) => `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')}`;
-    const verdict = await gateway.verifyNotification({
-      headers: new Headers({ 'stripe-signature': sign(creds.webhookSecret) }),
+    const verdict = await notified.verifyNotification({
+      headers: new Headers({ 'stripe-signature': sign(merchant.webhookSecret) }),
       rawBody: body,
     });
     assert.ok(verdict.kind === 'refund', JSON.stringify(verdict));
     assert.equal(verdict.notification.status, 'other');
     assert.equal(verdict.notification.refundId, '');
     assert.equal(verdict.notification.gatewayRefundId, 're_1');
-    const forged = await gateway.verifyNotification({ headers: new Headers({ 'stripe-signature': sign('whsec_wrong') }), rawBody: body });
+    const forged = await notified.verifyNotification({ headers: new Headers({ 'stripe-signature': sign('whsec_wrong') }), rawBody: body });
     assert.equal(forged.kind, 'rejected');
   });
 });

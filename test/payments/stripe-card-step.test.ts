@@ -136,7 +136,7 @@ describe('the card step', () => {
     assert.equal(action.clientSecret, intent.client_secret);
     assert.equal(intent.status, 'requires_payment_method');
     assert.equal(intent.payment_method, null);
-    assert.deepEqual(intent.metadata, { out_trade_no: outTradeNo, attempt: '1', notify_url: 'http://127.0.0.1:9/unused' });
+    assert.deepEqual(intent.metadata, { out_trade_no: outTradeNo, attempt: '1' }); // no notify URL: endpoints are account configuration
 
     // 2. The same attempt again (a lost answer, a double click): Stripe replays it by Idempotency-Key.
     assert.deepEqual(cardAction(await gateway.charge(chargeRequest(outTradeNo))), action);
@@ -386,6 +386,7 @@ describe('foreign PaymentIntents', () => {
 
   it('acknowledges and ignores a real event of a PaymentIntent made without our metadata', async () => {
     const verdicts: Awaited<ReturnType<PaymentGateway['verifyNotification']>>[] = [];
+    let merchantGateway: PaymentGateway | undefined;
     const receiver = await startServer((req, res) => {
       let rawBody = '';
       req.setEncoding('utf8');
@@ -393,28 +394,40 @@ describe('foreign PaymentIntents', () => {
       req.on('end', () => {
         const headers = new Headers();
         for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
-        void gateway.verifyNotification({ headers, rawBody }).then((verdict) => {
+        void merchantGateway!.verifyNotification({ headers, rawBody }).then((verdict) => {
           verdicts.push(verdict);
-          const reply = gateway.notificationReply(verdict.kind !== 'rejected');
+          const reply = merchantGateway!.notificationReply(verdict.kind !== 'rejected');
           res.writeHead(reply.status, reply.headers).end(reply.body);
         });
       });
     });
     try {
+      // An account of its own whose endpoint is this receiver, and the adapter configured for it.
+      const opened = (await (await fetch(`${sandbox.url}/sandbox/stripe/accounts`, { method: 'POST' })).json()) as {
+        accountId: string;
+        secretKey: string;
+      };
+      const merchant = new Stripe(opened.secretKey, { host: creds.host, port: creds.port, protocol: 'http' });
+      const endpoint = await merchant.webhookEndpoints.create({
+        url: `${receiver.url}/webhooks/stripe`,
+        enabled_events: ['payment_intent.succeeded'],
+      });
+      merchantGateway = createStripeGateway(
+        config({ secretKey: opened.secretKey, accountId: opened.accountId, webhookSecret: endpoint.secret ?? '' }),
+      );
       // Someone else's integration on the same account: a PaymentIntent with no out_trade_no.
-      const intent = await stripe.paymentIntents.create({
+      const intent = await merchant.paymentIntents.create({
         amount: 990,
         currency: 'cny',
         confirm: true,
         payment_method: 'pm_card_visa',
         allowed_payment_method_types: ['card'],
-        metadata: { notify_url: `${receiver.url}/webhooks/stripe` },
       });
       const [verdict] = await waitFor('the delivery', async () => (verdicts.length > 0 ? verdicts : undefined));
       assert.ok(verdict?.kind === 'verified', JSON.stringify(verdict));
       assert.equal(verdict.notification.status, 'other');
       assert.equal(verdict.notification.outTradeNo, '');
-      assert.equal(verdict.notification.merchantId, creds.accountId);
+      assert.equal(verdict.notification.merchantId, opened.accountId);
       assert.equal(verdict.notification.gatewayTradeNo, intent.id);
       // Acknowledged: the sandbox records no second delivery.
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -252,7 +252,7 @@ describe('test cards, confirmed from the browser', () => {
     assert.deepEqual((await ledger(outTradeNo)).charges, []);
   });
 
-  it('sends payment_intent.succeeded after the browser’s confirm, signed like every event', async () => {
+  it('sends payment_intent.succeeded after the browser’s confirm to the registered endpoint, signed like every event', async () => {
     const received: { signature: string; body: string }[] = [];
     const receiver = await startServer((req, res) => {
       let body = '';
@@ -264,12 +264,29 @@ describe('test cards, confirmed from the browser', () => {
       });
     });
     try {
+      // A merchant of its own, so that its endpoint takes no other test's events.
+      const account = (await (await fetch(`${sandbox.url}/sandbox/stripe/accounts`, { method: 'POST' })).json()) as {
+        secretKey: string;
+        publishableKey: string;
+      };
+      const { hostname, port } = new URL(sandbox.url);
+      const merchant = new Stripe(account.secretKey, { host: hostname, port, protocol: 'http' });
+      const endpoint = await merchant.webhookEndpoints.create({
+        url: `${receiver.url}/webhooks/stripe`,
+        enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed'],
+      });
       const outTradeNo = newOutTradeNo();
-      const intent = await openForCard(outTradeNo, { notify_url: `${receiver.url}/webhooks/stripe` });
-      assert.equal((await confirmAsStripeJs(intent.client_secret ?? '', '4000000000009995')).status, 402);
-      assert.equal((await confirmAsStripeJs(intent.client_secret ?? '', '4242424242424242')).status, 200);
+      const intent = await merchant.paymentIntents.create({
+        amount: 1230,
+        currency: 'cny',
+        allowed_payment_method_types: ['card'],
+        metadata: { out_trade_no: outTradeNo },
+      });
+      const key = account.publishableKey;
+      assert.equal((await confirmAsStripeJs(intent.client_secret ?? '', '4000000000009995', { key })).status, 402);
+      assert.equal((await confirmAsStripeJs(intent.client_secret ?? '', '4242424242424242', { key })).status, 200);
       const events = await waitFor('both events', async () => (received.length >= 2 ? received : undefined));
-      const types = events.map((e) => stripe.webhooks.constructEvent(e.body, e.signature, creds.webhookSecret));
+      const types = events.map((e) => stripe.webhooks.constructEvent(e.body, e.signature, endpoint.secret ?? ''));
       assert.deepEqual(types.map((e) => e.type).sort(), ['payment_intent.payment_failed', 'payment_intent.succeeded']);
       const succeeded = types.find((e) => e.type === 'payment_intent.succeeded');
       const object = succeeded?.data.object as Stripe.PaymentIntent;

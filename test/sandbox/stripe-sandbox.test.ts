@@ -54,8 +54,9 @@ function pay(
   paymentMethod: string,
   extra: Partial<Stripe.PaymentIntentCreateParams> = {},
   options: Stripe.RequestOptions = {},
+  via: Stripe = stripe,
 ) {
-  return stripe.paymentIntents.create(
+  return via.paymentIntents.create(
     {
       amount: 1230,
       currency: 'cny',
@@ -85,6 +86,29 @@ async function openAccount(): Promise<{ accountId: string; secretKey: string; pu
   const res = await fetch(`${sandbox.url}/sandbox/stripe/accounts`, { method: 'POST' });
   assert.equal(res.status, 201);
   return (await res.json()) as { accountId: string; secretKey: string; publishableKey: string; webhookSecret: string };
+}
+
+/** The events a merchant's endpoint subscribes to here: what a payment and a refund send. */
+const PAYMENT_EVENTS: Stripe.WebhookEndpointCreateParams.EnabledEvent[] = [
+  'payment_intent.succeeded',
+  'payment_intent.payment_failed',
+  'refund.created',
+  'charge.refunded',
+];
+
+/**
+ * A merchant of its own (so no other test's events reach its endpoint) whose registered webhook
+ * endpoint is `url`: its client and that endpoint's signing secret.
+ */
+async function merchantWithEndpoint(
+  url: string,
+  events = PAYMENT_EVENTS,
+): Promise<{ merchant: Stripe; secret: string; accountId: string }> {
+  const account = await openAccount();
+  const merchant = client(account.secretKey);
+  const endpoint = await merchant.webhookEndpoints.create({ url, enabled_events: events });
+  assert.ok(endpoint.secret);
+  return { merchant, secret: endpoint.secret, accountId: account.accountId };
 }
 
 function ledger(outTradeNo: string): Promise<Ledger> {
@@ -248,7 +272,7 @@ describe('PaymentIntents', () => {
       charges.map(({ createdAt, ...rest }) => (assert.ok(!Number.isNaN(Date.parse(createdAt))), rest)),
       [{ gateway: 'stripe', outTradeNo, amountMinor: 199_999, currency: 'CNY', status: 'succeeded', gatewayTradeNo: intent.id }],
     );
-    assert.deepEqual(notifications, []); // no metadata[notify_url], no webhook
+    assert.deepEqual(notifications, []); // no endpoint takes this account's events: no webhook
     assert.deepEqual(await stripe.paymentIntents.retrieve(intent.id), JSON.parse(JSON.stringify(intent)));
   });
 
@@ -369,7 +393,6 @@ describe('PaymentIntents', () => {
     await expect({ currency: 'xyz' }, undefined, 'currency');
     await expect({ capture_method: 'later' }, undefined, 'capture_method');
     await expect({ payment_method: 'pm_card_unknown' }, 'resource_missing', 'payment_method');
-    await expect({ metadata: { out_trade_no: outTradeNo, notify_url: 'not a url' } }, undefined, 'metadata[notify_url]');
     await expect({ metadata: { ['k'.repeat(41)]: 'v' } }, undefined, `metadata[${'k'.repeat(41)}]`);
     // Removed as a parameter in API version 2026-09-30.endive; still accepted by older versions.
     await expect(
@@ -690,14 +713,12 @@ describe('webhooks', () => {
     await receiver.close();
   });
 
-  it('POSTs payment_intent.succeeded signed for constructEvent to metadata[notify_url], retried until a 2xx', async () => {
+  it('POSTs payment_intent.succeeded signed for constructEvent to the registered endpoint, retried until a 2xx', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
     receiver.script(path, [500, 404, 204]);
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
-      amount: 2000,
-      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-    });
+    const { merchant, secret } = await merchantWithEndpoint(`${receiver.url}${path}`);
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, { amount: 2000 }, {}, merchant);
 
     const deliveries = await waitFor('three deliveries', async () => {
       const list = receiver.received.get(path) ?? [];
@@ -707,7 +728,7 @@ describe('webhooks', () => {
       assert.equal(d.headers['content-type'], 'application/json; charset=utf-8');
       const header = String(d.headers['stripe-signature']);
       assert.match(header, /^t=\d+,v1=[0-9a-f]{64},v0=[0-9a-f]{64}$/);
-      return stripe.webhooks.constructEvent(d.body, header, creds.webhookSecret, 300);
+      return stripe.webhooks.constructEvent(d.body, header, secret, 300);
     });
     const [first] = events;
     assert.ok(first);
@@ -715,7 +736,7 @@ describe('webhooks', () => {
     assert.equal(first.type, 'payment_intent.succeeded');
     assert.equal(first.object, 'event');
     assert.equal(first.livemode, false);
-    assert.equal(first.account, creds.accountId);
+    assert.equal('account' in first, false, 'Stripe sets `account` for Connect only');
     const object = first.data.object as Stripe.PaymentIntent;
     assert.equal(object.id, paid.id);
     assert.equal(object.status, 'succeeded');
@@ -725,7 +746,7 @@ describe('webhooks', () => {
     // The signature covers the exact bytes: a forged copy does not verify.
     const forged = deliveries[0]!.body.replace('2000', '1');
     assert.throws(
-      () => stripe.webhooks.constructEvent(forged, String(deliveries[0]!.headers['stripe-signature']), creds.webhookSecret),
+      () => stripe.webhooks.constructEvent(forged, String(deliveries[0]!.headers['stripe-signature']), secret),
       Stripe.errors.StripeSignatureVerificationError,
     );
 
@@ -748,17 +769,14 @@ describe('webhooks', () => {
   it('POSTs payment_intent.payment_failed after a decline', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    await failure(
-      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
-        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-      }),
-    );
+    const { merchant, secret } = await merchantWithEndpoint(`${receiver.url}${path}`);
+    await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, {}, {}, merchant));
     const [delivery] = await waitFor('the delivery', async () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 1 ? list : undefined;
     });
     assert.ok(delivery);
-    const event = stripe.webhooks.constructEvent(delivery.body, String(delivery.headers['stripe-signature']), creds.webhookSecret);
+    const event = stripe.webhooks.constructEvent(delivery.body, String(delivery.headers['stripe-signature']), secret);
     assert.equal(event.type, 'payment_intent.payment_failed');
     const object = event.data.object as Stripe.PaymentIntent;
     assert.equal(object.status, 'requires_payment_method');
@@ -775,25 +793,16 @@ describe('webhooks', () => {
         body: JSON.stringify(body),
       });
 
-    await failure(
-      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
-        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-      }),
-    );
+    const { merchant, secret } = await merchantWithEndpoint(`${receiver.url}${path}`);
+    await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, {}, {}, merchant));
     const notPaid = await tool({ outTradeNo });
     assert.equal(notPaid.status, 409);
     assert.equal(((await notPaid.json()) as { error: { code: string } }).error.code, 'NOT_PAID');
 
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
-      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-    });
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, {}, {}, merchant);
     await waitFor('the scheduled deliveries', async () => ((receiver.received.get(path) ?? []).length >= 2 ? true : undefined));
     const scheduled = receiver.received.get(path)!.at(-1)!;
-    const scheduledEvent = stripe.webhooks.constructEvent(
-      scheduled.body,
-      String(scheduled.headers['stripe-signature']),
-      creds.webhookSecret,
-    );
+    const scheduledEvent = stripe.webhooks.constructEvent(scheduled.body, String(scheduled.headers['stripe-signature']), secret);
 
     const victim = newOutTradeNo();
     const res = await tool({ outTradeNo, copies: 4, overrides: { amount: '1', out_trade_no: victim } });
@@ -805,7 +814,7 @@ describe('webhooks', () => {
     );
     const copies = receiver.received.get(path)!.slice(-4);
     for (const copy of copies) {
-      const event = stripe.webhooks.constructEvent(copy.body, String(copy.headers['stripe-signature']), creds.webhookSecret);
+      const event = stripe.webhooks.constructEvent(copy.body, String(copy.headers['stripe-signature']), secret);
       assert.equal(event.id, scheduledEvent.id);
       const object = event.data.object as Stripe.PaymentIntent;
       assert.equal(object.id, paid.id);
@@ -819,23 +828,20 @@ describe('webhooks', () => {
     const stale = await tool({ outTradeNo, overrides: { timestamp: String(Math.floor(Date.now() / 1000) - 301) } });
     assert.equal(stale.status, 200);
     const old = receiver.received.get(path)!.at(-1)!;
-    assert.throws(
-      () => stripe.webhooks.constructEvent(old.body, String(old.headers['stripe-signature']), creds.webhookSecret, 300),
-      /tolerance/,
-    );
+    assert.throws(() => stripe.webhooks.constructEvent(old.body, String(old.headers['stripe-signature']), secret, 300), /tolerance/);
     await tool({ outTradeNo, overrides: { signature: '' } });
     const unsigned = receiver.received.get(path)!.at(-1)!;
     assert.throws(
-      () => stripe.webhooks.constructEvent(unsigned.body, String(unsigned.headers['stripe-signature']), creds.webhookSecret),
+      () => stripe.webhooks.constructEvent(unsigned.body, String(unsigned.headers['stripe-signature']), secret),
       /No signatures found/,
     );
 
     const typo = await tool({ outTradeNo, overrides: { total_amount: '1' } });
     assert.equal(typo.status, 400);
     assert.match(((await typo.json()) as { error: { message: string } }).error.message, /unknown override total_amount/);
-    const noUrl = newOutTradeNo();
-    await pay(noUrl, creds.testBuyers.ok);
-    assert.equal((await tool({ outTradeNo: noUrl })).status, 409);
+    const noEndpoint = newOutTradeNo();
+    await pay(noEndpoint, creds.testBuyers.ok, {}, {}, client((await openAccount()).secretKey));
+    assert.equal((await tool({ outTradeNo: noEndpoint })).status, 409);
   });
 });
 
@@ -850,8 +856,8 @@ async function buyerPays(body: unknown): Promise<{ status: number; body: Record<
 }
 
 /** A refund as PayOnce's adapter sends it: its refund id in metadata and in the Idempotency-Key. */
-function refund(paymentIntent: string, amount: number | undefined, refundId: string, outTradeNo: string) {
-  return stripe.refunds.create(
+function refund(paymentIntent: string, amount: number | undefined, refundId: string, outTradeNo: string, via: Stripe = stripe) {
+  return via.refunds.create(
     {
       payment_intent: paymentIntent,
       ...(amount !== undefined ? { amount } : {}),
@@ -950,11 +956,8 @@ describe('buyer-pays', () => {
   it('lets the buyer pay the PaymentIntent a decline left open: a ledger row and the usual webhook', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    const declined = await failure(
-      pay(outTradeNo, creds.testBuyers.insufficient_funds, {
-        metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-      }),
-    );
+    const { merchant, secret } = await merchantWithEndpoint(`${receiver.url}${path}`);
+    const declined = await failure(pay(outTradeNo, creds.testBuyers.insufficient_funds, {}, {}, merchant));
     const id = declined.payment_intent?.id;
     assert.ok(id);
 
@@ -968,7 +971,7 @@ describe('buyer-pays', () => {
       status: 200,
       body: { gateway: 'stripe', outTradeNo, status: 'succeeded', gatewayTradeNo: id },
     });
-    const intent = await stripe.paymentIntents.retrieve(id);
+    const intent = await merchant.paymentIntents.retrieve(id);
     assert.equal(intent.status, 'succeeded');
     assert.equal(intent.amount_received, 1230);
     // 3. Paid: nothing left to pay.
@@ -988,9 +991,7 @@ describe('buyer-pays', () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 3 ? list : undefined;
     });
-    const types = deliveries.map(
-      (d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret).type,
-    );
+    const types = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), secret).type);
     assert.deepEqual(types.sort(), ['payment_intent.payment_failed', 'payment_intent.payment_failed', 'payment_intent.succeeded']);
   });
 
@@ -1165,21 +1166,18 @@ describe('refunds', () => {
     assert.notEqual(first.id, second.id);
   });
 
-  it('sends refund.created and charge.refunded, signed like every event, where the PaymentIntent’s events go', async () => {
+  it('sends refund.created and charge.refunded, signed like every event, to the registered endpoint', async () => {
     const outTradeNo = newOutTradeNo();
     const path = `/webhooks/${outTradeNo}`;
-    const paid = await pay(outTradeNo, creds.testBuyers.ok, {
-      metadata: { out_trade_no: outTradeNo, notify_url: `${receiver.url}${path}` },
-    });
+    const { merchant, secret } = await merchantWithEndpoint(`${receiver.url}${path}`);
+    const paid = await pay(outTradeNo, creds.testBuyers.ok, {}, {}, merchant);
     const refundId = newRefundId();
-    const created = await refund(paid.id, 1230, refundId, outTradeNo);
+    const created = await refund(paid.id, 1230, refundId, outTradeNo, merchant);
     const deliveries = await waitFor('three events', async () => {
       const list = receiver.received.get(path) ?? [];
       return list.length >= 3 ? list : undefined;
     });
-    const events = deliveries.map((d) =>
-      stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), creds.webhookSecret),
-    );
+    const events = deliveries.map((d) => stripe.webhooks.constructEvent(d.body, String(d.headers['stripe-signature']), secret));
     const byType = new Map(events.map((e) => [e.type, e]));
     const refundEvent = byType.get('refund.created');
     assert.ok(refundEvent);
@@ -1187,7 +1185,7 @@ describe('refunds', () => {
     assert.equal(object.id, created.id);
     assert.equal(object.status, 'succeeded');
     assert.deepEqual(object.metadata, { refund_id: refundId, out_trade_no: outTradeNo });
-    assert.equal(refundEvent.account, creds.accountId);
+    assert.equal('account' in refundEvent, false);
     const chargeEvent = byType.get('charge.refunded');
     assert.ok(chargeEvent);
     const charge = chargeEvent.data.object as Stripe.Charge;

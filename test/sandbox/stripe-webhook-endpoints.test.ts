@@ -1,7 +1,7 @@
 /**
  * The sandbox's Stripe webhook endpoints (POST/GET/DELETE /v1/webhook_endpoints), driven with the
  * official SDK: per-endpoint secrets, enabled_events, delivery to every enabled endpoint of the
- * account, and the metadata[notify_url] stand-in only while an account has none. Every test works in
+ * account and nowhere else (never to an address a PaymentIntent carries). Every test works in
  * an account of its own (POST /sandbox/stripe/accounts), so registering endpoints here never changes
  * where the other suites' events go. Real PostgreSQL.
  *
@@ -199,27 +199,34 @@ describe('webhook endpoints', () => {
     );
   });
 
-  it('falls back to metadata[notify_url] only while the account has no endpoint, signed with the account’s webhookSecret', async () => {
+  it('delivers nothing while the account has no endpoint, whatever metadata[notify_url] says; the event is still stored', async () => {
     const { account, stripe } = await openAccount();
-    await pay(stripe, newOutTradeNo(), `${receiver.url}/fallback-${account.accountId}`);
-    await waitFor('the fallback delivery', async () =>
-      deliveries.some((d) => d.path === `/fallback-${account.accountId}`) ? true : undefined,
-    );
-    assert.deepEqual(
-      eventsAt(`/fallback-${account.accountId}`, account.webhookSecret, stripe).map((e) => e.type),
-      ['payment_intent.succeeded'],
-    );
+    const outTradeNo = newOutTradeNo();
+    const intent = await pay(stripe, outTradeNo, `${receiver.url}/fallback-${account.accountId}`);
+    assert.equal(intent.metadata.notify_url, `${receiver.url}/fallback-${account.accountId}`, 'kept as plain metadata');
+    await settle();
+    assert.equal(deliveries.filter((d) => d.path === `/fallback-${account.accountId}`).length, 0);
+    const notifications = ((await (await fetch(`${sandbox.url}/ledger?outTradeNo=${outTradeNo}`)).json()) as { notifications: unknown[] })
+      .notifications;
+    assert.deepEqual(notifications, []);
+    const tool = await fetch(`${sandbox.url}/sandbox/stripe/notify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ outTradeNo }),
+    });
+    assert.equal(tool.status, 409);
+    assert.equal(((await tool.json()) as { error: { code: string } }).error.code, 'NO_WEBHOOK_ENDPOINT');
 
     const endpoint = await stripe.webhookEndpoints.create({
       url: `${receiver.url}/registered-${account.accountId}`,
-      enabled_events: ['*'],
+      enabled_events: ['payment_intent.succeeded'],
     });
     await pay(stripe, newOutTradeNo(), `${receiver.url}/fallback-${account.accountId}`);
     await waitFor('the registered delivery', async () =>
       deliveries.some((d) => d.path === `/registered-${account.accountId}`) ? true : undefined,
     );
     await settle();
-    assert.equal(deliveries.filter((d) => d.path === `/fallback-${account.accountId}`).length, 1);
+    assert.equal(deliveries.filter((d) => d.path === `/fallback-${account.accountId}`).length, 0);
     assert.equal(eventsAt(`/registered-${account.accountId}`, endpoint.secret ?? '', stripe).length, 1);
   });
 
@@ -262,7 +269,8 @@ describe('webhook endpoints', () => {
     await settle();
     assert.equal(deliveries.filter((d) => d.path === `/mine-${mine.account.accountId}`).length, 0);
     const [event] = eventsAt(`/theirs-${theirs.account.accountId}`, theirEndpoint.secret ?? '', theirs.stripe);
-    assert.equal(event?.account, theirs.account.accountId);
+    assert.ok(event);
+    assert.equal('account' in event, false, 'no `account`: Stripe sets it for Connect only');
 
     const unseen = await mine.stripe.paymentIntents.retrieve(theirPayment.id).catch((err: unknown) => err);
     assert.ok(unseen instanceof Stripe.errors.StripeInvalidRequestError);

@@ -20,6 +20,8 @@ import { gatewaysFromEnv } from '@/server/payments';
 import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import type { GatewayId, TestBuyer } from '@/server/payments/gateway';
 import { createTrpcHandler } from '@/server/trpc/http';
+import { registerStripeWebhookEndpoint } from '@/scripts/stripe-listen';
+import Stripe from 'stripe';
 import { waitFor } from './harness';
 import { serveFetch } from './serve-fetch';
 
@@ -138,6 +140,8 @@ export interface TestStack {
   faults?: FaultInjector;
   customer(): ApiCustomer;
   ledger(outTradeNo?: string): Promise<Ledger>;
+  /** The sandbox's Stripe account, and the webhook endpoint the stack registered for the app on it. */
+  stripe: { secretKey: string; accountId: string; webhookSecret: string; webhookEndpointId: string; client: Stripe };
   /** Arms a fault on the sandbox (POST /sandbox/faults). */
   sandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number; outTradeNo?: string }): Promise<void>;
   succeededCharges(outTradeNo: string): Promise<LedgerCharge[]>;
@@ -171,7 +175,10 @@ export async function startTestStack(
   const sql = options.appDatabaseUrl ? postgres(databaseUrl, { max: 4, onnotice: () => {} }) : handle.sql;
   const store = createCheckoutIdempotencyStore(handle.sql);
   const metrics = options.metrics ? createMetrics() : undefined;
-  const gateways = gatewaysFromEnv(gatewayEnv);
+  const instrumented = (env: Record<string, string>) => {
+    const gateways = gatewaysFromEnv(env);
+    return metrics ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)])) : gateways;
+  };
   const faults = options.faults ? new FaultInjector() : undefined;
   const services: CheckoutServices = {
     db: handle.db,
@@ -181,7 +188,7 @@ export async function startTestStack(
       ...options.idempotency,
       ...(metrics ? { observe: observeGuard(metrics) } : {}),
     },
-    gateways: metrics ? Object.fromEntries(Object.entries(gateways).map(([id, g]) => [id, instrumentGateway(g, metrics)])) : gateways,
+    gateways: instrumented(gatewayEnv), // rebuilt below with the Stripe endpoint's signing secret
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(faults ? { faults } : {}),
     ...(metrics ? { metrics } : {}),
@@ -196,6 +203,17 @@ export async function startTestStack(
     return undefined;
   });
   services.publicBaseUrl = app.url;
+  // Stripe delivers events only to registered endpoints: as scripts/stack.ts does at start (what
+  // `stripe listen` does), the app's endpoint is registered and its signing secret configured.
+  const stripeWebhookSecret = await registerStripeWebhookEndpoint(gatewayEnv, app.url);
+  if (!stripeWebhookSecret) throw new Error('the sandbox offered no Stripe credentials');
+  gatewayEnv.STRIPE_WEBHOOK_SECRET = stripeWebhookSecret;
+  services.gateways = instrumented(gatewayEnv);
+  const stripeApi = new URL(gatewayEnv.STRIPE_API_BASE ?? sandbox.url);
+  const stripeClient = new Stripe(gatewayEnv.STRIPE_SECRET_KEY ?? '', { host: stripeApi.hostname, port: stripeApi.port, protocol: 'http' });
+  const webhookUrl = new URL('/api/webhooks/stripe', app.url).toString();
+  const endpoint = (await stripeClient.webhookEndpoints.list({ limit: 100 })).data.find((e) => e.url === webhookUrl);
+  if (!endpoint) throw new Error(`the Stripe webhook endpoint for ${webhookUrl} was not registered`);
   services.gatewayLedger = sandboxLedger(sandbox.url);
   services.testBuyerScanUrl = new URL('/sandbox/scan', sandbox.url).toString();
 
@@ -213,6 +231,13 @@ export async function startTestStack(
     store,
     ...(faults ? { faults } : {}),
     customer: () => new ApiCustomer(app.url),
+    stripe: {
+      secretKey: gatewayEnv.STRIPE_SECRET_KEY ?? '',
+      accountId: gatewayEnv.STRIPE_ACCOUNT_ID ?? '',
+      webhookSecret: stripeWebhookSecret,
+      webhookEndpointId: endpoint.id,
+      client: stripeClient,
+    },
     ledger,
     async sandboxFault(spec) {
       const response = await fetch(`${sandbox.url}/sandbox/faults`, {
@@ -224,6 +249,8 @@ export async function startTestStack(
     },
     succeededCharges: async (outTradeNo) => (await ledger(outTradeNo)).charges.filter((charge) => charge.status === 'succeeded'),
     async close() {
+      // The endpoint goes with the app: nothing is left to deliver to a closed port.
+      await stripeClient.webhookEndpoints.del(endpoint.id).catch(() => {});
       await app.close();
       await sandbox.close();
       await handle.sql.end({ timeout: 5 });

@@ -77,7 +77,7 @@ async function cardStepOutcome(
 
 async function chargeFailed(ctx: StripeContext, request: Gateway.ChargeRequest, failure: Failure): Promise<Gateway.ChargeOutcome> {
   if (failure.kind !== 'idempotency_conflict') return classifyChargeFailure(failure);
-  // This attempt's key already ran with other parameters (another buyer, amount or notify URL): what
+  // This attempt's key already ran with other parameters (another buyer or amount): what
   // it did is only known from the order's PaymentIntents — a payment of this amount, in this currency.
   const currency = request.currency.toUpperCase();
   const found = async () => inCurrency(await query(ctx, request.outTradeNo), currency);

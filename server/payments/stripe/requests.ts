@@ -77,13 +77,8 @@ function paymentIntentParams(request: ChargeRequest, paymentMethod: string | und
     // replaces payment_method_types, which is now refused.)
     allowed_payment_method_types: ['card'],
     description: request.subject,
-    metadata: {
-      out_trade_no: request.outTradeNo,
-      attempt: String(request.attempt),
-      // Where the sandbox delivers this PaymentIntent's events while the account has registered no
-      // webhook endpoint (its old stand-in for the Dashboard's); real Stripe ignores it.
-      notify_url: request.notifyUrl,
-    },
+    // No notify URL: Stripe delivers events only to the account's registered webhook endpoints.
+    metadata: { out_trade_no: request.outTradeNo, attempt: String(request.attempt) },
   };
 }
 
