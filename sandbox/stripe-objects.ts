@@ -325,41 +325,74 @@ export interface ChargeObject {
   [field: string]: unknown;
 }
 
-export function chargeObject(input: { id: string; intent: PaymentIntentObject; amountRefunded: number; created: number }): ChargeObject {
-  const amount = input.intent.amount_received;
+export function chargeObject(input: {
+  id: string;
+  intent: PaymentIntentObject;
+  amountRefunded: number;
+  created: number;
+  /** A declined attempt: nothing captured, the decline's codes (its PaymentIntent's last_payment_error). */
+  failed?: { code: string; declineCode: string; message: string; paymentMethod: string };
+}): ChargeObject {
+  const failed = input.failed;
+  // An authorisation (capture_method manual) is a succeeded charge not yet captured; its capture may
+  // take part of it.
+  const manual = input.intent.capture_method === 'manual';
+  const captured = !failed && input.intent.status !== 'requires_capture';
+  const amount = failed || manual ? input.intent.amount : input.intent.amount_received;
+  const amountCaptured = captured ? input.intent.amount_received : 0;
   return {
     id: input.id,
     object: 'charge',
     amount,
-    amount_captured: amount,
+    amount_captured: amountCaptured,
     amount_refunded: input.amountRefunded,
     balance_transaction: null,
-    captured: true,
+    captured,
     created: input.created,
     currency: input.intent.currency,
     description: input.intent.description ?? null,
+    failure_code: failed?.code ?? null,
+    failure_message: failed?.message ?? null,
     livemode: false,
     metadata: { ...input.intent.metadata },
-    paid: true,
+    outcome: failed
+      ? {
+          network_status: 'declined_by_network',
+          reason: failed.declineCode,
+          seller_message: 'The bank did not return any further details with this decline.',
+          type: 'issuer_declined',
+        }
+      : { network_status: 'approved_by_network', reason: null, seller_message: 'Payment complete.', type: 'authorized' },
+    paid: !failed,
     payment_intent: input.intent.id,
-    payment_method: input.intent.payment_method,
-    refunded: input.amountRefunded >= amount,
-    status: 'succeeded',
+    payment_method: failed ? failed.paymentMethod : input.intent.payment_method,
+    refunded: captured && input.amountRefunded >= amountCaptured,
+    status: failed ? 'failed' : 'succeeded',
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Events
 
+/**
+ * What the sandbox emits. `payment_intent.requires_action`, `payment_intent.amount_capturable_updated`
+ * and `charge.captured` are for the flows that stop half-way (3-D Secure, manual capture): emitEvent
+ * sends them as it sends the rest. No card flow here is `processing`, so no such event is sent.
+ */
 export type EventType =
+  | 'payment_intent.created'
+  | 'payment_intent.requires_action'
+  | 'payment_intent.amount_capturable_updated'
   | 'payment_intent.succeeded'
   | 'payment_intent.payment_failed'
   | 'payment_intent.canceled'
-  | 'payment_intent.amount_capturable_updated'
+  | 'charge.succeeded'
+  | 'charge.failed'
   | 'charge.captured'
+  | 'charge.refunded'
   | 'refund.created'
   | 'refund.updated'
-  | 'charge.refunded';
+  | 'refund.failed';
 
 export type EventDataObject = PaymentIntentObject | RefundObject | ChargeObject;
 

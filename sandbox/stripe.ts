@@ -14,6 +14,7 @@
  *                                             amount, reason, metadata); refund.created + charge.refunded
  *   GET  /v1/refunds                          list, newest first (payment_intent, charge, starting_after, limit)
  *   GET  /v1/refunds/{id}                     retrieve
+ *   GET  /v1/events[/{id}]                    list (30 days, both cursors, type/types/created filters) / retrieve (stripe-events.ts)
  *   POST /v1/webhook_endpoints                create an endpoint (url, enabled_events); its secret is in this answer only
  *   GET  /v1/webhook_endpoints[/{id}]         list / retrieve; POST /{id} updates (disabled, …); DELETE /{id}
  *   GET  /stripe-js/v3/ (+ /elements/card)    the sandbox's Stripe.js and its card iframe (stripe-js.ts)
@@ -48,8 +49,8 @@
  *    of it is back); an unknown one is a 404 resource_missing. Stripe deduplicates refunds by the
  *    Idempotency-Key alone — metadata[refund_id] is the merchant's note, which the ledger files the
  *    refund under. Test-mode card refunds succeed at once, so no refund.updated follows.
- *  - Webhooks: payment_intent.succeeded / payment_failed / canceled, refund.created and charge.refunded
- *    events POSTed as JSON with `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx
+ *  - Webhooks: payment_intent.created / succeeded / payment_failed / canceled, charge.succeeded /
+ *    failed / refunded and refund.created events (each stored for GET /v1/events), POSTed as JSON with `Stripe-Signature: t=…,v1=HMAC-SHA256(whsec, "t.body")`; any 2xx
  *    acknowledges; retried for ~3 days. As on Stripe, where events go is account configuration only:
  *    every enabled endpoint whose enabled_events ('*' or a list) takes the type gets it, signed with
  *    that endpoint's own secret. An account with no endpoint gets no deliveries, whatever a
@@ -92,6 +93,7 @@ import {
   REFUND_ID_KEY,
   refundObject,
   unixNow,
+  type ChargeObject,
   type EventDataObject,
   type EventType,
   type LastPaymentError,
@@ -108,6 +110,7 @@ import { parseSearchQuery, SearchQueryError, type SearchClause } from './stripe-
 import { handleChallenge, newChallenge, type ChallengeOutcome, type ChallengeResult, type ChallengeView } from './stripe-authentication';
 import { handleStripeJs, STRIPE_JS_PATH } from './stripe-js';
 import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
+import { EVENTS_SCHEMA_SQL, listEvents, retrieveEvent, unknownEnabledEvent } from './stripe-events';
 
 const GATEWAY = 'stripe';
 
@@ -884,6 +887,40 @@ async function emitEvent(
   type: EventType,
   object: EventDataObject = intent,
 ): Promise<boolean> {
+  const sent = await storeEvent(ctx, tx, call, intent, type, object);
+  // A charge attempt is also a Charge of its own, with its own event (Stripe sends both, unordered).
+  const charge = chargeEventOf(intent, type);
+  return charge ? (await storeEvent(ctx, tx, call, intent, charge.type, charge.object)) || sent : sent;
+}
+
+/** The Charge event that goes with a PaymentIntent's outcome: its latest charge, succeeded or failed. */
+function chargeEventOf(intent: PaymentIntentObject, type: EventType): { type: EventType; object: ChargeObject } | undefined {
+  const id = intent.latest_charge;
+  if (id === null) return undefined;
+  // An authorisation's charge succeeds when authorised; its capture sends charge.captured instead.
+  const authorised = type === 'payment_intent.amount_capturable_updated';
+  if (authorised || (type === 'payment_intent.succeeded' && intent.capture_method !== 'manual')) {
+    return { type: 'charge.succeeded', object: chargeObject({ id, intent, amountRefunded: 0, created: unixNow() }) };
+  }
+  const error = intent.last_payment_error;
+  if (type !== 'payment_intent.payment_failed' || !error || error.charge !== id) return undefined;
+  const failed = {
+    code: error.code,
+    declineCode: error.decline_code ?? error.code,
+    message: error.message,
+    paymentMethod: error.payment_method.id,
+  };
+  return { type: 'charge.failed', object: chargeObject({ id, intent, amountRefunded: 0, created: unixNow(), failed }) };
+}
+
+async function storeEvent(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  intent: PaymentIntentObject,
+  type: EventType,
+  object: EventDataObject,
+): Promise<boolean> {
   const accountId = ctx.identity.accountId;
   const endpoints = await tx<{ id: string; url: string; secret: string; enabled_events: string[] }[]>`
     SELECT id, url, secret, enabled_events FROM psp_sandbox.stripe_webhook_endpoints
@@ -1105,7 +1142,8 @@ async function requireAuthentication(
     : { type: 'redirect_to_url', redirect_to_url: { url: challenge.pageUrl, return_url: route.returnUrl } };
   // The card stays with the PaymentIntent: completing the challenge charges it.
   await saveIntent(tx, intent, resolved);
-  return { answer: { status: 200, body: viewOf(call, intent) }, wake: false };
+  const wake = await emitEvent(ctx, tx, call, intent, 'payment_intent.requires_action');
+  return { answer: { status: 200, body: viewOf(call, intent) }, wake };
 }
 
 /** Stripe's error when authentication fails or is abandoned (the PaymentIntent can be paid again). */
@@ -1199,8 +1237,10 @@ async function accountById(tx: Tx, accountId: string): Promise<StripeIdentity | 
 async function executeCreate(ctx: StripeContext, tx: Tx, call: ApiCall, input: CreateInput): Promise<Executed> {
   const intent = paymentIntentObject(input.intent, unixNow());
   await insertIntent(tx, ctx.identity.accountId, intent, input.card);
-  if (!input.confirm || !input.card) return { answer: { status: 200, body: intent }, wake: false };
-  return confirmCard(ctx, tx, call, intent, input.card, { returnUrl: input.returnUrl, useStripeSdk: input.useStripeSdk });
+  const created = await emitEvent(ctx, tx, call, intent, 'payment_intent.created');
+  if (!input.confirm || !input.card) return { answer: { status: 200, body: intent }, wake: created };
+  const charged = await confirmCard(ctx, tx, call, intent, input.card, { returnUrl: input.returnUrl, useStripeSdk: input.useStripeSdk });
+  return { ...charged, wake: charged.wake || created };
 }
 
 const CONFIRMABLE: ReadonlySet<PaymentIntentStatus> = new Set(['requires_payment_method', 'requires_confirmation', 'requires_action']);
@@ -1584,13 +1624,8 @@ function readEnabledEvents(params: FormHash): string[] | undefined {
   if (events.length === 0)
     throw invalidRequest('Invalid enabled_events: must contain at least one event type.', { param: 'enabled_events' });
   events.forEach((event, i) => {
-    // [unverified] Stripe checks names against its own list of types; the sandbox checks the shape only,
-    // so a type it never emits (charge.succeeded) can still be subscribed to, as on Stripe.
-    if (event !== '*' && !/^[a-z_]+(\.[a-z_]+)+$/.test(event)) {
-      throw invalidRequest(`Invalid enabled_events[${i}]: must be '*' or an event type such as payment_intent.succeeded.`, {
-        param: `enabled_events[${i}]`,
-      });
-    }
+    const unknown = unknownEnabledEvent(i, event);
+    if (unknown) throw fromParamError(unknown);
   });
   return [...new Set(events)];
 }
@@ -2082,9 +2117,14 @@ type Route =
   | { kind: 'list_endpoints' }
   | { kind: 'retrieve_endpoint'; id: string }
   | { kind: 'update_endpoint'; id: string }
-  | { kind: 'delete_endpoint'; id: string };
+  | { kind: 'delete_endpoint'; id: string }
+  | { kind: 'list_events' }
+  | { kind: 'retrieve_event'; id: string };
 
 function matchRoute(method: string, path: string): Route | undefined {
+  if (path === '/v1/events') return method === 'GET' ? { kind: 'list_events' } : undefined;
+  const event = /^\/v1\/events\/([^/]+)$/.exec(path);
+  if (event) return method === 'GET' ? { kind: 'retrieve_event', id: decodeURIComponent(event[1] ?? '') } : undefined;
   if (path === '/v1/webhook_endpoints') {
     if (method === 'POST') return { kind: 'create_endpoint' };
     if (method === 'GET') return { kind: 'list_endpoints' };
@@ -2249,6 +2289,10 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
         return renderAnswer(call, await retrieveEndpoint(ctx, route.id, input));
       case 'delete_endpoint':
         return renderAnswer(call, await deleteEndpoint(ctx, route.id, input));
+      case 'list_events':
+        return renderAnswer(call, await listEvents(ctx.sql, ctx.identity.accountId, input));
+      case 'retrieve_event':
+        return renderAnswer(call, await retrieveEvent(ctx.sql, ctx.identity.accountId, route.id, input));
       default: {
         const unreachable: never = route;
         throw new Error(`unhandled route ${JSON.stringify(unreachable)}`);
@@ -2399,7 +2443,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
   const searchLagMs = options.searchLagMs ?? 0;
   return {
     gateway: GATEWAY,
-    schemaSql: SCHEMA_SQL,
+    schemaSql: SCHEMA_SQL + EVENTS_SCHEMA_SQL,
     async setUp(tx, moduleContext) {
       const identity = await loadOrCreateIdentity(tx);
       await deleteExpiredKeys(tx);

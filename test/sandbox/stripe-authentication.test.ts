@@ -114,6 +114,12 @@ describe('3-D Secure by redirect (next_action.redirect_to_url)', () => {
     assert.equal(paid.amount_received, 5600);
     assert.equal(paid.next_action, null);
     assert.deepEqual(await charges(outTradeNo), { succeeded: 1, declined: 0 });
+    const events = await stripe.events.list({ limit: 100 });
+    const types = events.data
+      .filter((e) => (e.data.object as { id?: string; payment_intent?: string }).id === intent.id)
+      .map((e) => e.type);
+    assert.ok(types.includes('payment_intent.requires_action'), types.join(', '));
+    assert.ok(types.includes('payment_intent.succeeded'), types.join(', '));
 
     // The same window submitted again (a reload, a double click) is over: 409, nothing charged.
     const again = await answer(url, 'complete');

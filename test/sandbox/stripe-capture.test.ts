@@ -91,6 +91,16 @@ describe('capture_method manual', () => {
     assert.equal(done.amount_capturable, 0);
     assert.deepEqual(await captured(outTradeNo), [5000]);
 
+    const events = (await stripe.events.list({ limit: 100 })).data.filter((e) => {
+      const object = e.data.object as { id?: string; payment_intent?: string };
+      return object.id === intent.id || object.payment_intent === intent.id;
+    });
+    const byType = new Map(events.map((e) => [e.type, e.data.object as unknown as Record<string, unknown>]));
+    assert.equal(byType.get('payment_intent.amount_capturable_updated')?.amount_capturable, 5000);
+    assert.equal(byType.get('charge.succeeded')?.captured, false, 'the authorisation’s charge');
+    assert.equal(byType.get('charge.captured')?.amount_captured, 5000);
+    assert.equal(byType.get('payment_intent.succeeded')?.amount_received, 5000);
+
     const again = await refusal(stripe.paymentIntents.capture(intent.id));
     assert.equal(again.statusCode, 400);
     assert.equal(again.code, 'payment_intent_unexpected_state');
