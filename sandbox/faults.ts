@@ -76,11 +76,12 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   if (/^\/v1\/payment_intents(\/[^/]+\/confirm)?$/.test(path)) return { gateway: 'stripe', operation: 'charge' };
   if (/^\/v1\/payment_intents\/[^/]+\/cancel$/.test(path)) return { gateway: 'stripe', operation: 'close' };
   if (path === '/v1/refunds') return { gateway: 'stripe', operation: 'refund' };
-  // 2C2P: PGW v4.3 payment and its Payment Maintenance API (void/cancel and refund).
-  // Do Payment, and the buyer submitting the hosted payment page (the charge of the redirect step).
-  if (path === '/payment/4.3/payment' || path.startsWith('/payment/4.3/hosted/')) return { gateway: '2c2p', operation: 'charge' };
-  if (path === '/payment/4.3/cancelTransaction') return { gateway: '2c2p', operation: 'close' };
-  if (path === '/payment/4.3/refund') return { gateway: '2c2p', operation: 'refund' };
+  // 2C2P, whose paths ignore case: PGW v4.3's Do Payment, the buyer submitting the hosted payment page
+  // (the charge of the redirect step) and cancelTransaction. Its Payment Maintenance API carries
+  // refunds in an encrypted body: the 2C2P module tells those apart (SandboxGatewayInstance.operationOf).
+  const folded = path.toLowerCase();
+  if (folded === '/payment/4.3/payment' || folded.startsWith('/payment/4.3/hosted/')) return { gateway: '2c2p', operation: 'charge' };
+  if (folded === '/payment/4.3/canceltransaction') return { gateway: '2c2p', operation: 'close' };
   return undefined;
 }
 
@@ -118,9 +119,15 @@ export class SandboxFaults {
     return this.#consume(gateway, (action) => action === 'lose_notifications', undefined, outTradeNo) !== undefined;
   }
 
-  /** The fault that fires on this charge, close or refund request, if any (consumed). */
-  take(request: SandboxRequest): SandboxFault | undefined {
-    const op = operationOf(request);
+  /**
+   * The fault that fires on this charge, close or refund request, if any (consumed). `classify` reads
+   * what the path cannot tell (a gateway module's own reading of the body); operationOf() the rest.
+   */
+  take(
+    request: SandboxRequest,
+    classify: (request: SandboxRequest) => ReturnType<typeof operationOf> = operationOf,
+  ): SandboxFault | undefined {
+    const op = classify(request);
     if (!op) return undefined;
     return this.#consume(op.gateway, (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications', op.operation);
   }

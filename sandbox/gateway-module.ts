@@ -47,6 +47,12 @@ export interface SandboxGatewayInstance {
    * client meets the same shape here as in production. Absent: a bare HTTP 500.
    */
   systemError?(request: SandboxRequest): SandboxResponse | Promise<SandboxResponse>;
+  /**
+   * Which operation a request on this gateway's own paths is, when its path cannot tell (2C2P's
+   * Payment Maintenance API carries refunds and queries alike in one encrypted body): what the fault
+   * switchboard arms on. Absent or undefined: the path decides (sandbox/faults.ts).
+   */
+  operationOf?(request: SandboxRequest): 'charge' | 'close' | 'refund' | undefined;
 }
 
 export interface SandboxGatewayModule {

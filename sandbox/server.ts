@@ -14,7 +14,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule } from './gateway-module';
+import type { ModuleContext, SandboxGatewayInstance, SandboxGatewayModule, SandboxRequest } from './gateway-module';
 import { operationOf, SandboxFaults, sandboxFaultSpec } from './faults';
 import { indexPage, ledgerPage } from './ledger-page';
 import { ALL_GATEWAY_MODULES } from './modules';
@@ -195,6 +195,17 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   });
   const activeNotifier = notifier;
 
+  /** The gateway and operation of a request: a module's own reading first, then the paths (faults.ts). */
+  function operationOfRequest(request: SandboxRequest): ReturnType<typeof operationOf> {
+    if (request.method === 'POST') {
+      for (const { gateway, instance } of gateways) {
+        const operation = instance.operationOf?.(request);
+        if (operation) return { gateway, operation };
+      }
+    }
+    return operationOf(request);
+  }
+
   async function route(req: http.IncomingMessage, res: http.ServerResponse, baseUrl: string): Promise<void> {
     const url = new URL(req.url ?? '/', baseUrl);
     const method = req.method ?? 'GET';
@@ -251,9 +262,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       return sendJson(res, 201, { fault: faults.arm(parsed.data) });
     }
     const request = { method, url, headers: req.headers, body, baseUrl };
-    const fault = faults.take(request);
+    const operation = operationOfRequest(request);
+    const fault = faults.take(request, () => operation);
     if (fault?.action === 'fail_before_charge') {
-      const gateway = operationOf(request)?.gateway;
+      const gateway = operation?.gateway;
       const own = gateways.find((g) => g.gateway === gateway)?.instance.systemError;
       if (!own) return sendJson(res, 500, { code: 'SYSTEM_ERROR', message: 'sandbox fault: failed before charging' });
       const answer = await own(request);

@@ -53,13 +53,21 @@ export type RespCode = keyof typeof RESP_DESC;
  */
 export const MAINTENANCE_DESC = {
   '00': 'Success',
+  '02': 'Invalid Request',
+  '10': 'Missing Compulsory Values',
   '11': 'Request validation failed.',
   '12': 'Transaction status is not valid to perform your action.',
+  '13': 'Invalid hash value.',
+  '14': 'Invalid merchant ID.',
+  '15': 'Invalid invoice number.',
   '16': "Requested transaction doesn't exist.",
   '17': 'Request type is invalid.',
   '18': 'Invalid Action Amount.',
   '40': 'Refund amount is more than transaction amount.',
   '49': 'Transaction is already fully refunded.',
+  '96': 'Unable to decrypt.',
+  '97': 'Process is not supported.',
+  '99': 'Unable to complete the request.',
 } as const;
 
 export type MaintenanceCode = keyof typeof MAINTENANCE_DESC;

@@ -5,8 +5,8 @@
  *   POST /payment/4.3/payment          Do Payment, in either of two envelopes (below)
  *   POST /payment/4.3/paymentInquiry   {"payload":"<JWT>"} → {"payload":"<JWT>"} | {respCode,respDesc}
  *   POST /payment/4.3/cancelTransaction  cancel an unpaid invoice and every payment token of it (below)
- *   POST /payment/4.3/refund           Payment Maintenance refund (processType "R"), JWT envelope (below)
- *   POST /payment/4.3/refundStatusInquiry  Payment Maintenance refund status (processType "RS")
+ *   POST /2C2PFrontend/PaymentAction/2.0/action  the Payment Maintenance API: refunds and refund status
+ *                                      (XML in JWE in JWS, sandbox/twoc2p-maintenance.ts)
  *   GET  /payment/4.3/hosted/<paymentToken>  the hosted payment page webPaymentUrl points to (card form)
  *   POST /payment/4.3/hosted/<paymentToken>  the buyer submits it (form-urlencoded card fields)
  *   GET  /sandbox/2c2p/pay?paymentToken=     older webPaymentUrl form: redirects to the hosted page
@@ -40,22 +40,8 @@
  * unknown invoiceNo is 2002. A declined payment leaves the invoice open: another card (or a new
  * token for the same amount) can still pay it until it is cancelled, as on the hosted payment page.
  *
- * Refund: 2C2P's Payment Maintenance API is XML `<PaymentProcessRequest>` (version 3.8/4.3,
- * merchantID, processType, invoiceNo, actionAmount) wrapped in JWE (RSA-OAEP + A256GCM) inside a JWS
- * (PS256) with exchanged RSA keys, on …/PaymentAction/2.0/action. Emulating that key exchange would
- * add nothing the tests need, so the sandbox takes the same fields in PGW v4.3's envelope instead —
- * `{"payload":"<JWT HS256>"}` on /payment/4.3/refund and /payment/4.3/refundStatusInquiry — and
- * answers with the Maintenance API's own result codes (00 success, 12 status not valid for the
- * action, 16 transaction doesn't exist, 18 invalid action amount, 40 refund more than transaction
- * amount, 49 already fully refunded …), signed. The merchant's refund reference travels as
- * `idempotencyID` (the Maintenance API documents idempotent keys — result codes 50/51 — but not the
- * field's name [unverified]; idempotencyID is what PGW v4.3 calls it elsewhere): the same
- * idempotencyID again returns the first refund, whatever its amount, and refunds nothing more.
- * Answers carry `refundReferenceNo` (2C2P's id for the refund) and `status` "RF" (refunded) [unverified
- * status letters]. Card refunds complete at once here; 2C2P documents asynchronous refunds (and a
- * notifyURL callback for them) only for alternative payment methods, whose callback format it does
- * not publish, so the sandbox sends no refund notification. Refunds need a paid ("settled") invoice:
- * the sandbox settles at once, so any paid invoice qualifies.
+ * Paths ignore case, as 2C2P's do: clients generated from its OpenAPI description post to
+ * /payment/4.3/paymenttoken, its pages write /paymentToken; both reach the same API.
  *
  * Hosted payment page (webPaymentUrl, the buyer's redirect step): a card form for the token's invoice
  * listing the test cards below. A submission is a Do Payment on that token, under the same invoice lock,
@@ -76,6 +62,7 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { hostedTestCards, renderClosedPage, renderPaymentPage, renderReturnPage, type HostedInvoice } from './twoc2p-hosted';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
+import { generateRsaKeyPair } from './keys';
 import { postNotification, type GatewayNotifier } from './notifier';
 import {
   enqueueNotification,
@@ -85,6 +72,7 @@ import {
   recordCharge,
   recordRefund,
   refundedMinor,
+  refundsOfCharge,
   type DeliveryResult,
   type StoredRefund,
   type Queryable,
@@ -97,7 +85,6 @@ import {
   DecimalLiteral,
   formatAmount,
   luhnValid,
-  MAINTENANCE_DESC,
   maskCard,
   parseAmount,
   peekJwt,
@@ -106,9 +93,23 @@ import {
   transactionDateTime,
   verifyJwt,
   type Claims,
-  type MaintenanceCode,
   type RespCode,
 } from './twoc2p-wire';
+import {
+  isMaintenancePath,
+  MAINTENANCE_PATH,
+  MAINTENANCE_SCHEMA_SQL,
+  maintenanceApi,
+  maintenanceMerchant,
+  maintenanceOperation,
+  maintenanceSystemError,
+  type InvoiceRefunds,
+  type MaintenanceKeyRow,
+  type MaintenanceLedger,
+  type MaintenanceMerchant,
+  type MaintenanceRefundRequest,
+  type Refusal as MaintenanceRefusal,
+} from './twoc2p-maintenance';
 
 const GATEWAY = '2c2p';
 const API_PREFIX = '/payment/4.3/';
@@ -334,6 +335,29 @@ interface Context {
   secrets: ReadonlyMap<string, string>;
   wakeNotifier(): void;
   deliveryTimeoutMs: number;
+  /** Every merchant's Payment Maintenance keys, loaded at start-up (the envelope is opened synchronously). */
+  maintenance: readonly MaintenanceMerchant[];
+}
+
+/**
+ * The Payment Maintenance keys of every merchant, made on first use: the merchant's pair (the console
+ * generates it, as the merchant would and then upload its public half) and 2C2P's own pair.
+ */
+async function loadOrCreateMaintenanceKeys(tx: Tx): Promise<MaintenanceKeyRow[]> {
+  const missing = await tx<{ merchant_id: string }[]>`
+    SELECT merchant_id FROM psp_sandbox.twoc2p_merchants
+     WHERE merchant_private_key IS NULL OR merchant_public_key IS NULL OR twoc2p_private_key IS NULL OR twoc2p_public_key IS NULL`;
+  for (const { merchant_id } of missing) {
+    const [merchantKeys, twoc2pKeys] = await Promise.all([generateRsaKeyPair(), generateRsaKeyPair()]);
+    await tx`
+      UPDATE psp_sandbox.twoc2p_merchants
+         SET merchant_private_key = ${merchantKeys.privateKeyPem}, merchant_public_key = ${merchantKeys.publicKeyPem},
+             twoc2p_private_key = ${twoc2pKeys.privateKeyPem}, twoc2p_public_key = ${twoc2pKeys.publicKeyPem}
+       WHERE merchant_id = ${merchant_id}`;
+  }
+  return tx<MaintenanceKeyRow[]>`
+    SELECT merchant_id, merchant_private_key, merchant_public_key, twoc2p_private_key, twoc2p_public_key
+      FROM psp_sandbox.twoc2p_merchants ORDER BY created_at, merchant_id`;
 }
 
 async function loadOrCreateMerchant(tx: Tx): Promise<{ merchant: MerchantRow; all: MerchantRow[] }> {
@@ -991,7 +1015,7 @@ async function cancelTransactionApi(ctx: Context, body: string): Promise<Sandbox
 }
 
 // ---------------------------------------------------------------------------------------------
-// POST /payment/4.3/refund and /payment/4.3/refundStatusInquiry (Payment Maintenance, JWT form)
+// Refunds, for the Payment Maintenance API (sandbox/twoc2p-maintenance.ts speaks its envelope)
 
 /** The approved transaction of a paid invoice: the charge a refund gives money back from. */
 async function approvalOf(db: Queryable, merchantId: string, invoiceNo: string): Promise<TransactionRow> {
@@ -1000,89 +1024,37 @@ async function approvalOf(db: Queryable, merchantId: string, invoiceNo: string):
   return transaction;
 }
 
-/** A refund as the Maintenance API reports it (refund and refund status alike). */
-function refundClaims(merchantId: string, processType: 'R' | 'RS', refund: StoredRefund): Claims {
-  return {
-    merchantID: merchantId,
-    processType,
-    invoiceNo: refund.outTradeNo,
-    idempotencyID: refund.refundId,
-    refundReferenceNo: refund.gatewayRefundId,
-    tranRef: refund.gatewayTradeNo,
-    amount: new DecimalLiteral(formatAmount(refund.amountMinor, exponentOf(refund.currency))),
-    currencyCode: refund.currency,
-    // RF refunded, RP refund pending, RR refund rejected [unverified letters].
-    status: refund.status === 'succeeded' ? 'RF' : refund.status === 'pending' ? 'RP' : 'RR',
-    transactionDateTime: transactionDateTime(refund.createdAt),
-    respCode: '00',
-    respDesc: MAINTENANCE_DESC['00'],
-  };
+/** Refuses what cannot be refunded: an unknown, unpaid or cancelled invoice. */
+function refundableRefusal(invoice: InvoiceRow | undefined): MaintenanceRefusal | undefined {
+  if (!invoice) return { code: '16' };
+  if (invoice.status !== 'paid')
+    return { code: '12', detail: `The invoice is ${invoice.status === 'open' ? 'not paid' : invoice.status}.` };
+  return undefined;
 }
 
-function maintenanceRefusal(
-  merchant: MerchantRow,
-  processType: 'R' | 'RS',
-  fields: { invoiceNo: string; idempotencyID: string | undefined },
-  code: MaintenanceCode,
-  detail?: string,
-): SandboxResponse {
-  return signed(
-    {
-      merchantID: merchant.merchant_id,
-      processType,
-      invoiceNo: fields.invoiceNo,
-      idempotencyID: fields.idempotencyID,
-      respCode: code,
-      respDesc: detail ? `${MAINTENANCE_DESC[code]} ${detail}` : MAINTENANCE_DESC[code],
-    },
-    merchant.secret_key,
-  );
-}
-
-/** processType must be the one this path serves (absent means it); anything else is code 17. */
-function checkProcessType(claims: Claims, expected: 'R' | 'RS'): boolean {
-  return claims.processType === undefined || claims.processType === null || claims.processType === expected;
-}
-
-async function refundApi(ctx: Context, body: string): Promise<SandboxResponse> {
-  const parsed = parseBody(body);
-  if (parsed instanceof Refusal) return parsed.response();
-  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
-  if (opened instanceof Refusal) return opened.response();
-  const { claims, merchant } = opened;
-  const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
-  if (typeof invoiceNo !== 'string') return (invoiceNo ?? new Refusal('9005', 'invoiceNo')).response();
-  const idempotencyId = readString(claims, 'idempotencyID', { required: false, max: 100 });
-  if (idempotencyId instanceof Refusal) return idempotencyId.response();
-  const notifyUrl = readUrl(claims, 'notifyURL'); // accepted, never called (see the header)
-  if (notifyUrl instanceof Refusal) return notifyUrl.response();
-  const fields = { invoiceNo, idempotencyID: idempotencyId };
-  if (!checkProcessType(claims, 'R')) return maintenanceRefusal(merchant, 'R', fields, '17', 'Use processType R on this API.');
-  if (claims.actionAmount === undefined || claims.actionAmount === null || claims.actionAmount === '') {
-    return plainError('9005', 'actionAmount');
-  }
-
-  const outcome = await ctx.sql.begin(async (tx): Promise<StoredRefund | { code: MaintenanceCode; detail?: string }> => {
+async function refundInvoice(
+  ctx: Context,
+  merchantId: string,
+  request: MaintenanceRefundRequest,
+): Promise<StoredRefund | MaintenanceRefusal> {
+  const { invoiceNo, idempotencyId } = request;
+  return ctx.sql.begin(async (tx): Promise<StoredRefund | MaintenanceRefusal> => {
     // The invoice lock serializes refunds of one charge with each other and with payments, so the
     // balance check below and the insert are one atomic step.
-    await lockInvoice(tx, merchant.merchant_id, invoiceNo);
+    await lockInvoice(tx, merchantId, invoiceNo);
     // The idempotent key first: a repeat gets the first refund back, even once the charge is fully
     // refunded (which a fresh request would be refused for).
     if (idempotencyId !== undefined) {
-      const seen = await findRefund(tx, GATEWAY, merchant.merchant_id, idempotencyId);
-      if (seen) {
-        if (seen.outTradeNo !== invoiceNo) return { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
-        return seen;
-      }
+      const seen = await findRefund(tx, GATEWAY, merchantId, idempotencyId);
+      if (seen) return seen.outTradeNo === invoiceNo ? seen : { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
     }
-    const invoice = await selectInvoice(tx, merchant.merchant_id, invoiceNo);
-    if (!invoice) return { code: '16' };
-    if (invoice.status !== 'paid')
-      return { code: '12', detail: `The invoice is ${invoice.status === 'open' ? 'not paid' : invoice.status}.` };
-    const amountMinor = parseAmount(claims.actionAmount, exponentOf(invoice.currency_code));
+    const invoice = await selectInvoice(tx, merchantId, invoiceNo);
+    const refusal = refundableRefusal(invoice);
+    if (refusal || !invoice) return refusal ?? { code: '16' };
+    const amountMinor = parseAmount(request.actionAmount, exponentOf(invoice.currency_code));
     if (amountMinor === null) return { code: '18' };
-    const approval = await approvalOf(tx, merchant.merchant_id, invoiceNo);
-    const remaining = BigInt(invoice.amount_minor) - (await refundedMinor(tx, GATEWAY, merchant.merchant_id, approval.tran_ref));
+    const approval = await approvalOf(tx, merchantId, invoiceNo);
+    const remaining = BigInt(invoice.amount_minor) - (await refundedMinor(tx, GATEWAY, merchantId, approval.tran_ref));
     if (remaining <= 0n) return { code: '49' };
     if (amountMinor > remaining) return { code: '40' };
     const seq = await tx<{ n: string }[]>`SELECT nextval('psp_sandbox.twoc2p_refund_ref_seq')::text AS n`;
@@ -1090,7 +1062,7 @@ async function refundApi(ctx: Context, body: string): Promise<SandboxResponse> {
     if (!refundReferenceNo) throw new Error('nextval returned nothing');
     const { refund } = await recordRefund(tx, {
       gateway: GATEWAY,
-      merchantId: merchant.merchant_id,
+      merchantId,
       outTradeNo: invoiceNo,
       gatewayTradeNo: approval.tran_ref,
       // Without an idempotencyID every request is a refund of its own, known by 2C2P's reference.
@@ -1102,42 +1074,29 @@ async function refundApi(ctx: Context, body: string): Promise<SandboxResponse> {
     });
     // Under the invoice lock a conflict can only be the same key on another invoice, racing: the
     // stored row tells which.
-    if (refund.outTradeNo !== invoiceNo) return { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
-    return refund;
+    return refund.outTradeNo === invoiceNo ? refund : { code: '11', detail: 'idempotencyID was used for another invoiceNo.' };
   });
-  if ('code' in outcome) return maintenanceRefusal(merchant, 'R', fields, outcome.code, outcome.detail);
-  return signed(refundClaims(merchant.merchant_id, 'R', outcome), merchant.secret_key);
 }
 
-async function refundStatusInquiryApi(ctx: Context, body: string): Promise<SandboxResponse> {
-  const parsed = parseBody(body);
-  if (parsed instanceof Refusal) return parsed.response();
-  const opened = await openEnvelope(parsed, (claims) => merchantOf(ctx.sql, claims));
-  if (opened instanceof Refusal) return opened.response();
-  const { claims, merchant } = opened;
-  const invoiceNo = readString(claims, 'invoiceNo', { required: true, max: 50 });
-  if (typeof invoiceNo !== 'string') return (invoiceNo ?? new Refusal('9005', 'invoiceNo')).response();
-  const idempotencyId = readString(claims, 'idempotencyID', { required: false, max: 100 });
-  if (idempotencyId instanceof Refusal) return idempotencyId.response();
-  const fields = { invoiceNo, idempotencyID: idempotencyId };
-  if (!checkProcessType(claims, 'RS')) return maintenanceRefusal(merchant, 'RS', fields, '17', 'Use processType RS on this API.');
+async function refundsOfInvoice(ctx: Context, merchantId: string, invoiceNo: string): Promise<InvoiceRefunds | MaintenanceRefusal> {
+  const invoice = await selectInvoice(ctx.sql, merchantId, invoiceNo);
+  const refusal = refundableRefusal(invoice);
+  if (refusal || !invoice) return refusal ?? { code: '16' };
+  const approval = await approvalOf(ctx.sql, merchantId, invoiceNo);
+  return {
+    amountMinor: BigInt(invoice.amount_minor),
+    currency: invoice.currency_code,
+    tranRef: approval.tran_ref,
+    refunds: await refundsOfCharge(ctx.sql, GATEWAY, merchantId, approval.tran_ref),
+  };
+}
 
-  let refund: StoredRefund | undefined;
-  if (idempotencyId !== undefined) {
-    const found = await findRefund(ctx.sql, GATEWAY, merchant.merchant_id, idempotencyId);
-    refund = found?.outTradeNo === invoiceNo ? found : undefined;
-  } else {
-    // Without a reference: the invoice's latest refund record.
-    const rows = await ctx.sql<{ refund_id: string }[]>`
-      SELECT refund_id FROM psp_sandbox.refunds
-       WHERE gateway = ${GATEWAY} AND merchant_id = ${merchant.merchant_id} AND out_trade_no = ${invoiceNo}
-       ORDER BY id DESC LIMIT 1`;
-    const latest = rows[0];
-    refund = latest ? await findRefund(ctx.sql, GATEWAY, merchant.merchant_id, latest.refund_id) : undefined;
-  }
-  // "Doesn't exist" is a positive answer: no refund under this reference was ever recorded.
-  if (!refund) return maintenanceRefusal(merchant, 'RS', fields, '16', 'No refund matches the request.');
-  return signed(refundClaims(merchant.merchant_id, 'RS', refund), merchant.secret_key);
+function maintenanceLedger(ctx: Context): MaintenanceLedger {
+  return {
+    refund: (merchantId, request) => refundInvoice(ctx, merchantId, request),
+    refundsOf: (merchantId, invoiceNo) => refundsOfInvoice(ctx, merchantId, invoiceNo),
+    exponentOf,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1472,20 +1431,61 @@ async function hostedPage(ctx: Context, request: SandboxRequest): Promise<Sandbo
 // ---------------------------------------------------------------------------------------------
 // The module
 
+/** Keyed in lower case: 2C2P's paths ignore case (its OpenAPI-generated clients send /paymenttoken). */
 const APIS: Readonly<Record<string, (ctx: Context, body: string, baseUrl: string) => Promise<SandboxResponse>>> = {
-  paymentToken: paymentTokenApi,
+  paymenttoken: paymentTokenApi,
   payment: (ctx, body) => doPaymentApi(ctx, body),
-  paymentInquiry: (ctx, body) => paymentInquiryApi(ctx, body),
-  cancelTransaction: (ctx, body) => cancelTransactionApi(ctx, body),
-  refund: (ctx, body) => refundApi(ctx, body),
-  refundStatusInquiry: (ctx, body) => refundStatusInquiryApi(ctx, body),
+  paymentinquiry: (ctx, body) => paymentInquiryApi(ctx, body),
+  canceltransaction: (ctx, body) => cancelTransactionApi(ctx, body),
 };
+
+/** PGW v4.3's merchant APIs, on /payment/4.3/<api> in any case. */
+async function pgwApi(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  const path = request.url.pathname;
+  const api = APIS[path.slice(API_PREFIX.length).toLowerCase()];
+  if (!api) return json(404, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: no API at ${path}` });
+  if (request.method !== 'POST') return json(405, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: use POST` });
+  try {
+    return await api(ctx, request.body, request.baseUrl);
+  } catch (err) {
+    // The caller cannot tell whether the request took effect (a failure at commit may follow
+    // it), which is what 0999 "System error" tells a merchant: inquire before retrying.
+    console.error('[psp-sandbox] 2c2p %s failed:', path, err);
+    return plainError('0999');
+  }
+}
+
+/** POST …/PaymentAction/2.0/action, answered as 2C2P answers it (99 when it fails in between). */
+async function maintenance(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> {
+  try {
+    return await maintenanceApi(ctx.maintenance, maintenanceLedger(ctx), request);
+  } catch (err) {
+    console.error('[psp-sandbox] 2c2p maintenance failed:', err);
+    return maintenanceSystemError(ctx.maintenance, request.body);
+  }
+}
+
+function tool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> | SandboxResponse | undefined {
+  const path = request.url.pathname;
+  if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request);
+  if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
+  if (path === '/sandbox/2c2p/pay') {
+    // The address webPaymentUrl had before the hosted page existed: stored answers may still hold it.
+    if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
+    const token = request.url.searchParams.get('paymentToken') ?? '';
+    return { status: 302, headers: { location: webPaymentUrl(request.baseUrl, token) }, body: '' };
+  }
+  return undefined;
+}
 
 export const twoC2pModule: SandboxGatewayModule = {
   gateway: GATEWAY,
-  schemaSql: SCHEMA_SQL,
+  schemaSql: `${SCHEMA_SQL}\n${MAINTENANCE_SCHEMA_SQL}`,
   async setUp(tx, moduleContext) {
     const { merchant, all } = await loadOrCreateMerchant(tx);
+    const keys = await loadOrCreateMaintenanceKeys(tx);
+    const merchantKeys = keys.find((k) => k.merchant_id === merchant.merchant_id);
+    if (!merchantKeys) throw new Error('no Payment Maintenance keys for the 2C2P merchant');
     const secrets = new Map(all.map((m) => [m.merchant_id, m.secret_key] as const));
     const ctx: Context = {
       sql: moduleContext.sql,
@@ -1493,44 +1493,36 @@ export const twoC2pModule: SandboxGatewayModule = {
       secrets,
       wakeNotifier: moduleContext.wakeNotifier,
       deliveryTimeoutMs: moduleContext.deliveryTimeoutMs,
+      maintenance: keys.map(maintenanceMerchant),
     };
     return {
       notifier: twoC2pNotifier({ secrets, defaultSecret: merchant.secret_key }),
       // 2C2P answers every API with HTTP 200; a failure before processing is 0999 "System error" in a
-      // plain body, which tells the merchant to inquire before retrying.
-      systemError: () => plainError('0999'),
+      // plain body on PGW, 99 "Unable to complete the request" on the Maintenance API: either tells
+      // the merchant to inquire before retrying.
+      systemError: (request) =>
+        isMaintenancePath(request.url.pathname) ? maintenanceSystemError(ctx.maintenance, request.body) : plainError('0999'),
+      operationOf: (request) =>
+        isMaintenancePath(request.url.pathname) && maintenanceOperation(ctx.maintenance, request.body) === 'refund' ? 'refund' : undefined,
       credentials: (baseUrl) => ({
         merchantId: merchant.merchant_id,
         secretKey: merchant.secret_key,
         baseUrl: `${baseUrl}/payment/4.3`,
         testBuyers: { ...TWOC2P_TEST_CARDS },
+        // The Payment Maintenance API: the merchant's own private key (its public half is registered
+        // with 2C2P) and 2C2P's public key, as the merchant portal hands them out.
+        maintenanceUrl: `${baseUrl}${MAINTENANCE_PATH}`,
+        merchantPrivateKey: merchantKeys.merchant_private_key,
+        twoc2pPublicKey: merchantKeys.twoc2p_public_key,
       }),
       async handle(request) {
         const path = request.url.pathname;
+        const folded = path.toLowerCase();
         // The buyer's page, before the merchant APIs that share its prefix.
-        if (path.startsWith(HOSTED_PREFIX)) return hostedPage(ctx, request);
-        if (path.startsWith(API_PREFIX)) {
-          const api = APIS[path.slice(API_PREFIX.length)];
-          if (!api) return json(404, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: no API at ${path}` });
-          if (request.method !== 'POST') return json(405, { respCode: '9004', respDesc: `${RESP_DESC['9004']}: use POST` });
-          try {
-            return await api(ctx, request.body, request.baseUrl);
-          } catch (err) {
-            // The caller cannot tell whether the request took effect (a failure at commit may follow
-            // it), which is what 0999 "System error" tells a merchant: inquire before retrying.
-            console.error('[psp-sandbox] 2c2p %s failed:', path, err);
-            return plainError('0999');
-          }
-        }
-        if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request);
-        if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
-        if (path === '/sandbox/2c2p/pay') {
-          // The address webPaymentUrl had before the hosted page existed: stored answers may still hold it.
-          if (request.method !== 'GET') return json(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
-          const token = request.url.searchParams.get('paymentToken') ?? '';
-          return { status: 302, headers: { location: webPaymentUrl(request.baseUrl, token) }, body: '' };
-        }
-        return undefined;
+        if (folded.startsWith(HOSTED_PREFIX)) return hostedPage(ctx, request);
+        if (folded.startsWith(API_PREFIX)) return pgwApi(ctx, request);
+        if (isMaintenancePath(path)) return maintenance(ctx, request);
+        return tool(ctx, request);
       },
     };
   },

@@ -167,6 +167,7 @@ const SECRETS = new Set([
   'STRIPE_SECRET_KEY',
   'STRIPE_WEBHOOK_SECRET',
   'TWOC2P_SECRET_KEY',
+  'TWOC2P_MERCHANT_PRIVATE_KEY',
   'METRICS_TOKEN',
 ]);
 
@@ -251,6 +252,12 @@ const variables = {
   TWOC2P_MERCHANT_ID: text(),
   TWOC2P_SECRET_KEY: text(),
   TWOC2P_BASE_URL: url(HTTP, 'https://pgw.2c2p.com'),
+  /** Refunds: 2C2P's Payment Maintenance API, its own URL (not under TWOC2P_BASE_URL). */
+  TWOC2P_MAINTENANCE_URL: url(HTTP, 'https://t.2c2p.com/PaymentAction/2.0/action'),
+  /** The merchant's RSA private key whose public key is uploaded to 2C2P's merchant portal (PEM). */
+  TWOC2P_MERCHANT_PRIVATE_KEY: text(),
+  /** 2C2P's public key from the merchant portal (Account > Options > 2C2P Public Keys > JWE), PEM. */
+  TWOC2P_PUBLIC_KEY: text(),
   TWOC2P_TEST_BUYERS: testBuyers(),
 
   // Idempotency
@@ -333,7 +340,14 @@ export const GATEWAY_CREDENTIALS = {
     'WECHATPAY_BASE_URL',
   ],
   stripe: ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET', 'STRIPE_ACCOUNT_ID'],
-  '2c2p': ['TWOC2P_MERCHANT_ID', 'TWOC2P_SECRET_KEY', 'TWOC2P_BASE_URL'],
+  '2c2p': [
+    'TWOC2P_MERCHANT_ID',
+    'TWOC2P_SECRET_KEY',
+    'TWOC2P_BASE_URL',
+    'TWOC2P_MAINTENANCE_URL',
+    'TWOC2P_MERCHANT_PRIVATE_KEY',
+    'TWOC2P_PUBLIC_KEY',
+  ],
 } as const satisfies Record<string, readonly (keyof typeof variables)[]>;
 
 /** A rule over several variables: its message is the whole line. */

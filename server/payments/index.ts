@@ -78,11 +78,21 @@ export function gatewaysFromEnv(env?: RawEnv): Partial<Record<GatewayId, Payment
     });
   }
 
-  if (config.TWOC2P_MERCHANT_ID && config.TWOC2P_SECRET_KEY && config.TWOC2P_BASE_URL) {
+  if (
+    config.TWOC2P_MERCHANT_ID &&
+    config.TWOC2P_SECRET_KEY &&
+    config.TWOC2P_BASE_URL &&
+    config.TWOC2P_MAINTENANCE_URL &&
+    config.TWOC2P_MERCHANT_PRIVATE_KEY &&
+    config.TWOC2P_PUBLIC_KEY
+  ) {
     gateways['2c2p'] = createTwoC2pGateway({
       merchantId: config.TWOC2P_MERCHANT_ID,
       secretKey: config.TWOC2P_SECRET_KEY,
       baseUrl: config.TWOC2P_BASE_URL,
+      maintenanceUrl: config.TWOC2P_MAINTENANCE_URL,
+      merchantPrivateKey: config.TWOC2P_MERCHANT_PRIVATE_KEY,
+      twoc2pPublicKey: config.TWOC2P_PUBLIC_KEY,
       timeoutMs,
       testBuyers: config.TWOC2P_TEST_BUYERS ?? NO_TEST_BUYERS,
     });

@@ -45,6 +45,9 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.TWOC2P_MERCHANT_ID = str(twoC2p.merchantId);
     env.TWOC2P_SECRET_KEY = str(twoC2p.secretKey);
     env.TWOC2P_BASE_URL = str(twoC2p.baseUrl);
+    env.TWOC2P_MAINTENANCE_URL = str(twoC2p.maintenanceUrl);
+    env.TWOC2P_MERCHANT_PRIVATE_KEY = str(twoC2p.merchantPrivateKey);
+    env.TWOC2P_PUBLIC_KEY = str(twoC2p.twoc2pPublicKey);
     env.TWOC2P_TEST_BUYERS = JSON.stringify(twoC2p.testBuyers);
   }
   const out: Record<string, string> = {};

@@ -15,6 +15,7 @@ import type { ChargeRequest, NotificationVerdict, PaymentGateway, RefundRequest 
 import { createTwoC2pGateway, type TwoC2pGatewayConfig } from '@/server/payments/twoc2p';
 import { startSandbox, type RunningSandbox } from '@/sandbox/server';
 import { twoC2pModule } from '@/sandbox/twoc2p';
+import { strangerKey } from '@/test/support/contract-adapters';
 import { waitFor, startServer, readLedger } from '@/test/support/harness';
 
 const DATABASE_URL = process.env.DATABASE_URL;
@@ -27,6 +28,9 @@ interface Credentials {
   merchantId: string;
   secretKey: string;
   baseUrl: string;
+  maintenanceUrl: string;
+  merchantPrivateKey: string;
+  twoc2pPublicKey: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
 }
 
@@ -49,7 +53,8 @@ let creds: Credentials;
 let gateway: PaymentGateway;
 
 function config(overrides: Partial<TwoC2pGatewayConfig> = {}): TwoC2pGatewayConfig {
-  return { merchantId: creds.merchantId, secretKey: creds.secretKey, baseUrl: creds.baseUrl, testBuyers: creds.testBuyers, ...overrides };
+  const { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers } = creds;
+  return { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers, ...overrides };
 }
 
 /** Shaped like the app's out_trade_no: "PO" + 18 characters [0-9A-Z]. */
@@ -784,28 +789,36 @@ describe('refund', () => {
     );
   });
 
-  it('is indeterminate on a timeout and retryable on an unauthenticated request (9042), refunding nothing', async () => {
+  it('is indeterminate on a timeout or an answer not sealed by 2C2P’s key, retryable on a plain 13, refunding nothing', async () => {
     const order = await paidOrder();
-    const slow = await startProxy({ refund: () => {} });
+    // 1. Nothing answers in time: it may have been processed.
+    const silent = await startServer(() => {});
     try {
-      const outcome = await createTwoC2pGateway(config({ baseUrl: slow.baseUrl, timeoutMs: 200 })).refund(refundRequest(order));
+      const maintenanceUrl = `${silent.url}/PaymentAction/2.0/action`;
+      const outcome = await createTwoC2pGateway(config({ maintenanceUrl, timeoutMs: 200 })).refund(refundRequest(order));
       assert.ok(outcome.kind === 'indeterminate' && outcome.code === 'TIMEOUT', JSON.stringify(outcome));
     } finally {
-      await slow.close();
+      await silent.close();
     }
-    const wrongSecret = await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).refund(refundRequest(order));
-    assert.deepEqual(wrongSecret, { kind: 'retryable', code: '9042', message: 'Hash value mismatch' });
+    // 2. Signed with a key 2C2P does not know: plain 13, nobody to encrypt for.
+    const unsigned = await createTwoC2pGateway(config({ merchantPrivateKey: strangerKey('private') })).refund(refundRequest(order));
+    assert.ok(unsigned.kind === 'retryable' && unsigned.code === '13', JSON.stringify(unsigned));
+    // 3. Configured with a key that is not 2C2P's: the request cannot be opened (2C2P seals a 96 for the
+    //    merchant) and the answer does not verify with that key, so it is nobody's word.
+    const sealedWrong = await createTwoC2pGateway(config({ twoc2pPublicKey: strangerKey('public') })).refund(refundRequest(order));
+    assert.deepEqual(sealedWrong.kind === 'indeterminate' ? sealedWrong.code : sealedWrong.kind, 'INVALID_RESPONSE_SIGNATURE');
     assert.deepEqual((await ledger(order.outTradeNo)).refunds, []);
   });
 
-  it('queryRefund: not_found only when 2C2P says so; unavailable when the secret is wrong', async () => {
+  it('queryRefund: not_found only when 2C2P says so; unavailable when the key is wrong', async () => {
     const order = await paidOrder();
     const query = { outTradeNo: order.outTradeNo, gatewayTradeNo: order.gatewayTradeNo, refundId: 'RFNEVERSENT' };
     assert.deepEqual(await gateway.queryRefund(query), { kind: 'answered', refund: { kind: 'not_found' } });
-    assert.deepEqual(await createTwoC2pGateway(config({ secretKey: 'F'.repeat(64) })).queryRefund(query), {
-      kind: 'unavailable',
-      code: '9042',
-      message: 'Hash value mismatch',
+    const wrongKey = await createTwoC2pGateway(config({ merchantPrivateKey: strangerKey('private') })).queryRefund(query);
+    assert.deepEqual([wrongKey.kind, wrongKey.kind === 'unavailable' ? wrongKey.code : ''], ['unavailable', '13']);
+    assert.deepEqual(await gateway.queryRefund({ ...query, outTradeNo: newOutTradeNo() }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
     });
   });
 });

@@ -29,6 +29,9 @@ interface Credentials {
   merchantId: string;
   secretKey: string;
   baseUrl: string;
+  maintenanceUrl: string;
+  merchantPrivateKey: string;
+  twoc2pPublicKey: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
 }
 
@@ -40,7 +43,8 @@ type Forward = () => Promise<{ status: number; body: string }>;
 type Handler = (res: http.ServerResponse, forward: Forward) => unknown;
 
 function config(overrides: Partial<TwoC2pGatewayConfig> = {}): TwoC2pGatewayConfig {
-  return { merchantId: creds.merchantId, secretKey: creds.secretKey, baseUrl: creds.baseUrl, testBuyers: creds.testBuyers, ...overrides };
+  const { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers } = creds;
+  return { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers, ...overrides };
 }
 
 function newOutTradeNo(): string {
@@ -79,6 +83,16 @@ function signed(claims: Record<string, unknown>): Handler {
   };
 }
 
+/** HTTP 200 with the Maintenance API's unsealed XML: what 2C2P says when it cannot tell who asked. */
+function plainXml(respCode: string, respDesc: string): Handler {
+  return (res) =>
+    res
+      .writeHead(200, { 'content-type': 'text/plain' })
+      .end(
+        `<PaymentProcessResponse><version>3.8</version><respCode>${respCode}</respCode><respDesc>${respDesc}</respDesc></PaymentProcessResponse>`,
+      );
+}
+
 /** The sandbox processes the request; the caller gets `then`'s answer instead of the sandbox's. */
 function afterProcessing(then: Handler): Handler {
   return async (res, forward) => {
@@ -95,9 +109,10 @@ async function withProxy<T>(misbehave: Record<string, Handler>, body: (g: Paymen
     req.on('end', () => {
       const api = (req.url ?? '').split('/').pop() ?? '';
       const forward: Forward = async () => {
-        const upstream = await fetch(`${creds.baseUrl}/${api}`, {
+        // "action": the Payment Maintenance API, its own URL and a text/plain JWS.
+        const upstream = await fetch(api === 'action' ? creds.maintenanceUrl : `${creds.baseUrl}/${api}`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': api === 'action' ? 'text/plain' : 'application/json' },
           body: text,
         });
         return { status: upstream.status, body: await upstream.text() };
@@ -111,7 +126,9 @@ async function withProxy<T>(misbehave: Record<string, Handler>, body: (g: Paymen
     });
   });
   try {
-    return await body(createTwoC2pGateway(config({ baseUrl: `${server.url}/payment/4.3` })));
+    return await body(
+      createTwoC2pGateway(config({ baseUrl: `${server.url}/payment/4.3`, maintenanceUrl: `${server.url}/PaymentAction/2.0/action` })),
+    );
   } finally {
     await server.close();
   }
@@ -206,7 +223,7 @@ describe('close (cancelTransaction) failing in 2C2P’s shapes', () => {
 });
 
 describe('refund failing in 2C2P’s shapes', () => {
-  it('is indeterminate on a plain 0999 or a signed Maintenance 99; queryRefund settles it and the same refundId refunds once', async () => {
+  it('is indeterminate on a plain or a sealed 99; queryRefund settles it and the same refundId refunds once', async () => {
     const outTradeNo = newOutTradeNo();
     const paid = await gateway.charge(charge(outTradeNo));
     assert.ok(paid.kind === 'succeeded');
@@ -219,16 +236,16 @@ describe('refund failing in 2C2P’s shapes', () => {
       currency: 'CNY',
       reason: 'PayOnce 重复支付退款',
     };
-    for (const answer of [
-      plain('0999', 'System error'),
-      signed({ merchantID: creds.merchantId, processType: 'R', invoiceNo: outTradeNo, respCode: '99', respDesc: 'Unable to complete' }),
-    ]) {
-      const outcome = await withProxy({ refund: answer }, (g) => g.refund(refund));
-      assert.equal(outcome.kind, 'indeterminate', JSON.stringify(outcome));
-      assert.deepEqual(await gateway.queryRefund(refund), { kind: 'answered', refund: { kind: 'not_found' } });
-    }
-    // Processed, then the answer replaced: the status inquiry finds it; the repeat refunds nothing more.
-    const lost = await withProxy({ refund: afterProcessing(plain('0999', 'System error')) }, (g) => g.refund(refund));
+    // 1. Unsealed 99 (from something in 2C2P's place), then 2C2P's own sealed 99 (the sandbox's
+    //    fail_before_charge answer on this API): neither proves that nothing was refunded.
+    const plainOutcome = await withProxy({ action: plainXml('99', 'Unable to complete the request.') }, (g) => g.refund(refund));
+    assert.deepEqual(plainOutcome, { kind: 'indeterminate', code: '99', message: 'Unable to complete the request.' });
+    await armFault({ gateway: '2c2p', operation: 'refund', action: 'fail_before_charge' });
+    const sealedOutcome = await gateway.refund(refund);
+    assert.deepEqual(sealedOutcome, { kind: 'indeterminate', code: '99', message: 'Unable to complete the request.' });
+    assert.deepEqual(await gateway.queryRefund(refund), { kind: 'answered', refund: { kind: 'not_found' } });
+    // 2. Processed, then the answer replaced: the status inquiry finds it; the repeat refunds nothing more.
+    const lost = await withProxy({ action: afterProcessing(plainXml('99', 'Unable to complete the request.')) }, (g) => g.refund(refund));
     assert.equal(lost.kind, 'indeterminate');
     const found = await gateway.queryRefund(refund);
     assert.ok(found.kind === 'answered' && found.refund.kind === 'succeeded', JSON.stringify(found));
@@ -236,3 +253,12 @@ describe('refund failing in 2C2P’s shapes', () => {
     assert.equal((await ledger(outTradeNo)).refunds.length, 1);
   });
 });
+
+async function armFault(fault: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${sandbox.url}/sandbox/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(fault),
+  });
+  assert.equal(res.status, 201);
+}

@@ -28,6 +28,9 @@ interface Credentials {
   merchantId: string;
   secretKey: string;
   baseUrl: string;
+  maintenanceUrl: string;
+  merchantPrivateKey: string;
+  twoc2pPublicKey: string;
   testBuyers: { ok: string; insufficient_funds: string; account_restricted: string };
 }
 type Claims = Record<string, unknown>;
@@ -41,7 +44,8 @@ const verdicts: NotificationVerdict[] = [];
 const returns: { method: string; contentType: string; body: string }[] = [];
 
 function config(overrides: Partial<TwoC2pGatewayConfig> = {}): TwoC2pGatewayConfig {
-  return { merchantId: creds.merchantId, secretKey: creds.secretKey, baseUrl: creds.baseUrl, testBuyers: creds.testBuyers, ...overrides };
+  const { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers } = creds;
+  return { merchantId, secretKey, baseUrl, maintenanceUrl, merchantPrivateKey, twoc2pPublicKey, testBuyers, ...overrides };
 }
 
 function newOutTradeNo(): string {

@@ -127,7 +127,15 @@ after(async () => {
 
 describe('merchant portal', () => {
   it('serves the credentials the adapter needs', () => {
-    assert.deepEqual(Object.keys(creds).sort(), ['baseUrl', 'merchantId', 'secretKey', 'testBuyers']);
+    assert.deepEqual(Object.keys(creds).sort(), [
+      'baseUrl',
+      'maintenanceUrl',
+      'merchantId',
+      'merchantPrivateKey',
+      'secretKey',
+      'testBuyers',
+      'twoc2pPublicKey',
+    ]);
     assert.match(creds.merchantId, /^764\d{12}$/);
     assert.match(creds.secretKey, /^[0-9A-F]{64}$/);
     assert.equal(creds.baseUrl, `${sandbox.url}/payment/4.3`);
@@ -597,14 +605,6 @@ async function cancel(invoiceNo: string, secret?: string): Promise<Answer> {
   return call('cancelTransaction', { merchantID: creds.merchantId, invoiceNo }, secret);
 }
 
-function refundClaims(invoiceNo: string, actionAmount: unknown, idempotencyID?: string, extra: Claims = {}): Claims {
-  return { merchantID: creds.merchantId, processType: 'R', invoiceNo, actionAmount, idempotencyID, ...extra };
-}
-
-async function refundStatus(invoiceNo: string, idempotencyID?: string): Promise<Answer> {
-  return call('refundStatusInquiry', { merchantID: creds.merchantId, processType: 'RS', invoiceNo, idempotencyID });
-}
-
 async function buyerPays(body: unknown): Promise<{ status: number; body: Claims }> {
   const res = await fetch(`${sandbox.url}/sandbox/2c2p/buyer-pays`, {
     method: 'POST',
@@ -759,127 +759,13 @@ describe('cancelTransaction', () => {
   });
 });
 
-describe('refund (Payment Maintenance, processType R)', () => {
-  it('refunds part, then the rest, with refundReferenceNo; more than what is left is 40, then 49', async () => {
-    const { invoiceNo, tranRef } = await paidInvoice('100.00');
-    const id1 = `R${newInvoiceNo()}`;
-    const first = await call('refund', refundClaims(invoiceNo, 30.5, id1));
-    const claims = claimsOf(first);
-    assert.match(Buffer.from(first.signed ? (first.raw.split('.')[1] ?? '') : '', 'base64url').toString(), /"amount":30\.50,/);
-    assert.deepEqual(
-      { ...claims, refundReferenceNo: undefined, transactionDateTime: undefined },
-      {
-        merchantID: creds.merchantId,
-        processType: 'R',
-        invoiceNo,
-        idempotencyID: id1,
-        refundReferenceNo: undefined,
-        tranRef,
-        amount: 30.5,
-        currencyCode: 'CNY',
-        status: 'RF',
-        transactionDateTime: undefined,
-        respCode: '00',
-        respDesc: 'Success',
-      },
-    );
-    assert.match(String(claims.refundReferenceNo), /^\d{7,}$/);
-
-    const tooMuch = claimsOf(await call('refund', refundClaims(invoiceNo, '69.51', `R${newInvoiceNo()}`)));
-    assert.equal(tooMuch.respCode, '40');
-    assert.equal(tooMuch.respDesc, 'Refund amount is more than transaction amount.');
-    const id2 = `R${newInvoiceNo()}`;
-    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, '69.50', id2))).respCode, '00');
-    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, '0.01', `R${newInvoiceNo()}`))).respCode, '49');
-
-    const { refunds, charges } = await ledger(invoiceNo);
-    assert.deepEqual(
-      refunds.map((r) => [r.gateway, r.outTradeNo, r.amountMinor, r.currency, r.status, r.refundId, r.gatewayTradeNo]),
-      [
-        ['2c2p', invoiceNo, 3050, 'CNY', 'succeeded', id1, tranRef],
-        ['2c2p', invoiceNo, 6950, 'CNY', 'succeeded', id2, tranRef],
-      ],
-    );
-    assert.equal(refunds[0]?.gatewayRefundId, claims.refundReferenceNo);
-    assert.deepEqual(
-      charges.map((c) => c.status),
-      ['succeeded'],
-    ); // the charge stays; money kept = 0
-  });
-
-  it('answers the same idempotencyID with the first refund, refunding once (sequential and 10 at once)', async () => {
-    const { invoiceNo } = await paidInvoice();
-    const id = `R${newInvoiceNo()}`;
-    const first = claimsOf(await call('refund', refundClaims(invoiceNo, 168, id)));
-    assert.equal(first.respCode, '00');
-    // The charge is now fully refunded, yet the repeat (even with another amount) is the first refund.
-    const again = claimsOf(await call('refund', refundClaims(invoiceNo, 1, id)));
-    assert.deepEqual(again, first);
-
-    const other = await paidInvoice();
-    const concurrentId = `R${newInvoiceNo()}`;
-    const answers = await Promise.all(Array.from({ length: 10 }, () => call('refund', refundClaims(other.invoiceNo, 100, concurrentId))));
-    assert.equal(new Set(answers.map((a) => claimsOf(a).refundReferenceNo)).size, 1);
-    assert.deepEqual(
-      (await ledger(other.invoiceNo)).refunds.map((r) => r.amountMinor),
-      [10000],
-    );
-    // The same key for another invoice is refused, and refunds nothing there.
-    const reused = claimsOf(await call('refund', refundClaims(other.invoiceNo, 1, id)));
-    assert.equal(reused.respCode, '11');
-    assert.deepEqual((await ledger(invoiceNo)).refunds.length, 1);
-  });
-
-  it('refuses unpaid (12), cancelled (12) and unknown (16) invoices, bad amounts (18) and other process types (17)', async () => {
-    const open = newInvoiceNo();
-    const token = await paymentToken(open);
-    await pay(token, TWOC2P_TEST_CARDS.insufficient_funds);
-    assert.equal(claimsOf(await call('refund', refundClaims(open, 1, `R${newInvoiceNo()}`))).respCode, '12');
-    assert.equal(claimsOf(await cancel(open)).respCode, '0000');
-    assert.equal(claimsOf(await call('refund', refundClaims(open, 1, `R${newInvoiceNo()}`))).respCode, '12');
-    const unknown = claimsOf(await call('refund', refundClaims(newInvoiceNo(), 1, `R${newInvoiceNo()}`)));
-    assert.deepEqual([unknown.respCode, unknown.respDesc], ['16', "Requested transaction doesn't exist."]);
-
-    const { invoiceNo } = await paidInvoice();
-    for (const amount of [0, '-1', '1.001', 'abc']) {
-      assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, amount, `R${newInvoiceNo()}`))).respCode, '18', String(amount));
-    }
-    assert.equal(claimsOf(await call('refund', refundClaims(invoiceNo, 1, `R${newInvoiceNo()}`, { processType: 'V' }))).respCode, '17');
-    assert.equal(plainOf(await call('refund', refundClaims(invoiceNo, undefined, `R${newInvoiceNo()}`))).respCode, '9005');
-    assert.equal(plainOf(await call('refund', refundClaims(invoiceNo, 1, `R${newInvoiceNo()}`), 'E'.repeat(64))).respCode, '9042');
-    assert.deepEqual((await ledger(invoiceNo)).refunds, []);
-    assert.deepEqual((await ledger(open)).refunds, []);
-  });
-
-  it('finds a refund by its idempotencyID with refund status (RS), and says 16 when there is none', async () => {
-    const { invoiceNo } = await paidInvoice();
-    const id = `R${newInvoiceNo()}`;
-    assert.equal(claimsOf(await refundStatus(invoiceNo, id)).respCode, '16');
-    const refunded = claimsOf(await call('refund', refundClaims(invoiceNo, 10, id)));
-    const status = claimsOf(await refundStatus(invoiceNo, id));
-    assert.deepEqual({ ...status, processType: 'R' }, refunded);
-    assert.equal(status.processType, 'RS');
-    assert.equal(claimsOf(await refundStatus(invoiceNo)).refundReferenceNo, refunded.refundReferenceNo); // the latest
-    assert.equal(claimsOf(await refundStatus(newInvoiceNo(), id)).respCode, '16'); // another invoice
-  });
-
-  it('processes a refund whose answer is dropped (drop_after_charge): status finds it, the repeat refunds nothing', async () => {
-    const { invoiceNo } = await paidInvoice();
-    const id = `R${newInvoiceNo()}`;
-    await arm({ operation: 'refund', action: 'drop_after_charge' });
-    try {
-      await assert.rejects(postRaw('refund', { payload: await jwt(refundClaims(invoiceNo, 168, id)) }));
-    } finally {
-      await disarm();
-    }
-    const status = claimsOf(await refundStatus(invoiceNo, id));
-    assert.deepEqual([status.respCode, status.status, status.amount], ['00', 'RF', 168]);
-    const repeat = claimsOf(await call('refund', refundClaims(invoiceNo, 168, id)));
-    assert.equal(repeat.refundReferenceNo, status.refundReferenceNo);
-    assert.deepEqual(
-      (await ledger(invoiceNo)).refunds.map((r) => r.amountMinor),
-      [16800],
-    );
+describe('paths', () => {
+  it('ignore case, as 2C2P’s do: /paymenttoken (its OpenAPI clients) and /PAYMENTINQUIRY reach the APIs', async () => {
+    const invoiceNo = newInvoiceNo();
+    const token = claimsOf(await call('paymenttoken', tokenClaims(invoiceNo)));
+    assert.equal(token.respCode, '0000');
+    assert.equal(claimsOf(await call('PAYMENTINQUIRY', { merchantID: creds.merchantId, invoiceNo, locale: 'en' })).invoiceNo, invoiceNo);
+    assert.equal((await postRaw('nosuchapi', {})).status, 404);
   });
 });
 

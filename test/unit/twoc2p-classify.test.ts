@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ChargeRequest, RefundQuery, RefundRequest } from '@/server/payments/gateway';
+import type { ChargeRequest, RefundRequest } from '@/server/payments/gateway';
 import type { TransportFailure } from '@/server/payments/transport';
 import { claimAmountToMinor } from '@/server/payments/twoc2p/amounts';
 import {
@@ -29,6 +29,8 @@ import {
   type SettleReason,
 } from '@/server/payments/twoc2p/classify';
 import { classifyRefundAnswer, classifyRefundStatus } from '@/server/payments/twoc2p/classify-refund';
+import { readMaintenanceAnswer, type MaintenanceExchange } from '@/server/payments/twoc2p/maintenance';
+import { parseXml, xmlDocument } from '@/server/payments/twoc2p/xml';
 import { maintenanceClassOf, respClassOf, respDescOf } from '@/server/payments/twoc2p/codes';
 import { readEnvelope, type Exchange } from '@/server/payments/twoc2p/exchange';
 
@@ -159,22 +161,23 @@ const CANCEL_PAID = {
 };
 const CANCEL_SYSTEM_ERROR = { merchantID: MERCHANT, invoiceNo: 'POMXALB5VZ3F2973C26E', respCode: '0999', respDesc: 'System error' };
 
-/** refund and refundStatusInquiry (Payment Maintenance codes), signed. */
+/** Payment Maintenance answers (refund R, refund status RS): the XML fields, as the sandbox seals them. */
 const REFUND_DONE = {
+  version: '3.8',
+  timeStamp: '051226235120',
   merchantID: MERCHANT,
   processType: 'R',
   invoiceNo: 'POMXALB4Y7DA807DBFFF',
   idempotencyID: 'RF9F8E3720D6EF46A2CF74',
-  refundReferenceNo: '7000001',
-  tranRef: '3000031',
-  amount: 168,
-  currencyCode: 'CNY',
-  status: 'RF',
-  transactionDateTime: '20261205235120',
   respCode: '00',
   respDesc: 'Success',
+  amount: '168.00',
+  currencyCode: 'CNY',
+  status: 'RF',
+  referenceNo: '3000031',
+  refundReferenceNo: '7000001',
+  transactionDateTime: '20261205235120',
 };
-const REFUND_STATUS_DONE = { ...REFUND_DONE, processType: 'RS' };
 const REFUND_40 = {
   merchantID: MERCHANT,
   processType: 'R',
@@ -212,16 +215,26 @@ const REFUND_99 = {
   processType: 'R',
   invoiceNo: 'POMXALB5Y22556B684A2',
   respCode: '99',
-  respDesc: 'Unable to complete',
+  respDesc: 'Unable to complete the request.',
 };
-const REFUND_STATUS_16 = {
+/** Refund status of an invoice with two refunds. */
+const STATUS_FIELDS = {
+  version: '3.8',
   merchantID: MERCHANT,
   processType: 'RS',
-  invoiceNo: 'POMXALB51W10D160F2CA',
-  idempotencyID: 'RF5612D4DF5EDB1C689BD5',
-  respCode: '16',
-  respDesc: "Requested transaction doesn't exist. No refund matches the request.",
+  invoiceNo: 'POMXALB4Y7DA807DBFFF',
+  respCode: '00',
+  respDesc: 'Success',
+  amount: '200.00',
+  currencyCode: 'CNY',
+  status: 'S',
+  referenceNo: '3000031',
 };
+const STATUS_ITEMS = [
+  { idempotencyID: 'RFFIRST', refundReferenceNo: '7000000', amount: '32.00', status: 'RF', dateTime: '20261205235001' },
+  { idempotencyID: 'RF9F8E3720D6EF46A2CF74', refundReferenceNo: '7000001', amount: '168.00', status: 'RF', dateTime: '20261205235120' },
+];
+const REFUND_STATUS_16 = { ...REFUND_16, processType: 'RS', idempotencyID: undefined };
 
 /** Backend notifications: the verified claims. */
 const NOTIFIED_PAID = {
@@ -279,6 +292,19 @@ const NOTIFIED_NO_TRAN_REF = {
 // Helpers
 
 const signed = (claims: Claims): Exchange => ({ kind: 'signed', claims });
+type XmlFields = Readonly<Record<string, string | undefined>>;
+const defined = (fields: XmlFields): Record<string, string> =>
+  Object.fromEntries(Object.entries(fields).filter((entry): entry is [string, string] => entry[1] !== undefined));
+/** A Payment Maintenance answer that verified and decrypted, with refund status's refundList if any. */
+const sealed = (fields: XmlFields, refundList?: XmlFields[]): MaintenanceExchange => ({
+  kind: 'sealed',
+  answer: { name: 'PaymentProcessResponse', fields: defined(fields), lists: refundList ? { refundList: refundList.map(defined) } : {} },
+});
+/** An unsealed (plain XML) Payment Maintenance answer. */
+const plainXml = (fields: XmlFields): MaintenanceExchange => ({
+  kind: 'plain',
+  answer: { name: 'PaymentProcessResponse', fields: defined(fields), lists: {} },
+});
 const plain = (body: Claims): Exchange => ({ kind: 'plain', body });
 const answered = (claims: Claims): Inquiry => ({ kind: 'answered', claims });
 const NOT_SENT: TransportFailure = { kind: 'not_sent', code: 'ECONNREFUSED', message: 'fetch failed: connect ECONNREFUSED' };
@@ -313,10 +339,6 @@ function refundOf(answer: { invoiceNo: string; idempotencyID?: string }, overrid
     reason: 'PayOnce 重复支付退款',
     ...overrides,
   };
-}
-
-function refundQueryOf(answer: { invoiceNo: string; idempotencyID?: string }): RefundQuery {
-  return { outTradeNo: answer.invoiceNo, gatewayTradeNo: '3000031', refundId: answer.idempotencyID ?? 'RFNONE' };
 }
 
 const PAYMENT: SettleReason = { step: 'payment', code: '2000', message: PAYMENT_COMPLETED.respDesc };
@@ -367,9 +389,13 @@ describe('respClassOf: what a PGW respCode means for money', () => {
 
 describe('maintenanceClassOf: what a Payment Maintenance result code means for a refund', () => {
   it('reads the codes 2C2P lists by their table', () => {
-    const refused = ['02', '10', '11', '12', '14', '17', '18', '30', '40', '41', '43', '44', '45', '46', '49', '50', '54'];
+    const refused = ['02', '10', '11', '12', '17', '18', '30', '40', '41', '43', '44', '45', '46', '49', '50', '54', '97'];
     const table = {
       '00': 'success',
+      '03': 'keys',
+      '13': 'keys',
+      '14': 'keys',
+      '96': 'keys',
       '42': 'pending',
       '51': 'pending',
       '15': 'not_found',
@@ -973,103 +999,124 @@ describe('classifyRefundAnswer: refund (processType R)', () => {
       message: `refund: ${TIMEOUT.message}`,
     });
   });
-  it('is retryable for a plain refusal of configuration (wrong secret)', () => {
-    assert.deepEqual(classifyRefundAnswer(plain(TOKEN_9042), refundOf(REFUND_DONE)), {
-      kind: 'retryable',
-      code: '9042',
-      message: 'Hash value mismatch',
-    });
+  it('is retryable for an unsealed refusal of the envelope (02 not a JWS, 13 signature)', () => {
+    for (const [respCode, respDesc] of [
+      ['13', 'Invalid hash value.'],
+      ['02', 'Invalid Request'],
+    ] as const) {
+      assert.deepEqual(classifyRefundAnswer(plainXml({ respCode, respDesc }), refundOf(REFUND_DONE)), {
+        kind: 'retryable',
+        code: respCode,
+        message: respDesc,
+      });
+    }
   });
-  it('fails for a plain refusal of its content (documented: 9005)', () => {
+  it('is indeterminate for any other unsealed answer, a 00 success included (it is nobody’s word)', () => {
     assert.deepEqual(
-      classifyRefundAnswer(plain({ respCode: '9005', respDesc: 'Some mandatory fields are missing: actionAmount' }), refundOf(REFUND_DONE)),
+      classifyRefundAnswer(plainXml({ respCode: '99', respDesc: 'Unable to complete the request.' }), refundOf(REFUND_DONE)),
       {
-        kind: 'failed',
-        code: '9005',
-        message: 'Some mandatory fields are missing: actionAmount',
+        kind: 'indeterminate',
+        code: '99',
+        message: 'Unable to complete the request.',
       },
     );
-  });
-  it('is indeterminate for a plain 0999 or an answer without a respCode', () => {
-    assert.deepEqual(classifyRefundAnswer(plain(SYSTEM_ERROR), refundOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundAnswer(plainXml(REFUND_DONE), refundOf(REFUND_DONE)), {
       kind: 'indeterminate',
-      code: '0999',
-      message: 'System error',
+      code: '00',
+      message: 'Success',
     });
-    assert.deepEqual(classifyRefundAnswer(plain({}), refundOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundAnswer(plainXml({}), refundOf(REFUND_DONE)), {
       kind: 'indeterminate',
       code: 'MALFORMED_RESPONSE',
       message: 'no respCode',
     });
   });
-  it('is succeeded for a signed 00 RF record of this refund', () => {
-    assert.deepEqual(classifyRefundAnswer(signed(REFUND_DONE), refundOf(REFUND_DONE)), {
+  it('is succeeded for a sealed 00 RF record of this refund (idempotencyID echoed or not)', () => {
+    assert.deepEqual(classifyRefundAnswer(sealed(REFUND_DONE), refundOf(REFUND_DONE)), {
       kind: 'succeeded',
       gatewayRefundId: '7000001',
       amountMinor: 16800,
     });
-    const { status: _s, ...noStatus } = REFUND_DONE;
-    assert.deepEqual(classifyRefundAnswer(signed(noStatus), refundOf(REFUND_DONE)), {
+    const { idempotencyID: _i, ...noEcho } = REFUND_DONE;
+    assert.deepEqual(classifyRefundAnswer(sealed(noEcho), refundOf(REFUND_DONE)), {
       kind: 'succeeded',
       gatewayRefundId: '7000001',
       amountMinor: 16800,
     });
   });
-  it('is pending for a 00 RP record, failed for a 00 RR record', () => {
-    assert.deepEqual(classifyRefundAnswer(signed({ ...REFUND_DONE, status: 'RP' }), refundOf(REFUND_DONE)), {
+  it('is pending for a 00 RP record, failed for a 00 RFF or RR record', () => {
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_DONE, status: 'RP' }), refundOf(REFUND_DONE)), {
       kind: 'pending',
       gatewayRefundId: '7000001',
     });
-    assert.deepEqual(classifyRefundAnswer(signed({ ...REFUND_DONE, status: 'RR' }), refundOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_DONE, status: 'RR1' }), refundOf(REFUND_DONE)), {
       kind: 'failed',
-      code: 'RR',
+      code: 'RR1',
       message: 'refund rejected',
+    });
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_DONE, status: 'RFF' }), refundOf(REFUND_DONE)), {
+      kind: 'failed',
+      code: 'RFF',
+      message: 'refund failed',
     });
   });
   it('is indeterminate for a 00 record that is not this refund’s or does not hold together', () => {
     const request = refundOf(REFUND_DONE);
     const { refundReferenceNo: _r, ...noReference } = REFUND_DONE;
-    for (const claims of [
-      { ...REFUND_DONE, invoiceNo: 'POOTHERINVOICE000000' },
+    const { status: _s, ...noStatus } = REFUND_DONE;
+    for (const fields of [
       { ...REFUND_DONE, idempotencyID: 'RFOTHER' },
       { ...REFUND_DONE, currencyCode: 'THB' },
-      { ...REFUND_DONE, amount: 168.001 },
+      { ...REFUND_DONE, amount: '168.001' },
       { ...REFUND_DONE, status: 'XX' },
       noReference,
+      noStatus,
     ]) {
-      assert.deepEqual(classifyRefundAnswer(signed(claims), request), {
+      assert.deepEqual(classifyRefundAnswer(sealed(fields), request), {
         kind: 'indeterminate',
         code: 'MALFORMED_RESPONSE',
         message: 'refund success without a matching refund record',
       });
     }
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_DONE, invoiceNo: 'POOTHERINVOICE000000' }), request), {
+      kind: 'indeterminate',
+      code: 'MALFORMED_RESPONSE',
+      message: 'refund answer for another invoice',
+    });
   });
   it('is pending for 42 and 51 (documented)', () => {
-    assert.deepEqual(classifyRefundAnswer(signed({ ...REFUND_DONE, respCode: '42', respDesc: 'Refund pending' }), refundOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_DONE, respCode: '42', respDesc: 'Refund pending.' }), refundOf(REFUND_DONE)), {
       kind: 'pending',
       gatewayRefundId: '7000001',
     });
-    assert.deepEqual(classifyRefundAnswer(signed({ ...REFUND_40, respCode: '51', respDesc: 'Pending' }), refundOf(REFUND_40)), {
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_40, respCode: '51', respDesc: 'Pending' }), refundOf(REFUND_40)), {
       kind: 'pending',
       gatewayRefundId: null,
     });
   });
   it('fails for good for a refusal (40 more than charged, 49 fully refunded, 12 not paid) and an unknown invoice (16)', () => {
     for (const answer of [REFUND_40, REFUND_49, REFUND_12, REFUND_16]) {
-      assert.deepEqual(classifyRefundAnswer(signed(answer), refundOf(answer)), {
+      assert.deepEqual(classifyRefundAnswer(sealed(answer), refundOf(answer)), {
         kind: 'failed',
         code: answer.respCode,
         message: answer.respDesc,
       });
     }
   });
+  it('is retryable for a sealed refusal of the keys (96 unable to decrypt, 14 merchant): nothing was processed', () => {
+    assert.deepEqual(classifyRefundAnswer(sealed({ ...REFUND_40, respCode: '96', respDesc: 'Unable to decrypt.' }), refundOf(REFUND_40)), {
+      kind: 'retryable',
+      code: '96',
+      message: 'Unable to decrypt.',
+    });
+  });
   it('is indeterminate for 99 and an answer without a respCode (it may have been processed)', () => {
-    assert.deepEqual(classifyRefundAnswer(signed(REFUND_99), refundOf(REFUND_99)), {
+    assert.deepEqual(classifyRefundAnswer(sealed(REFUND_99), refundOf(REFUND_99)), {
       kind: 'indeterminate',
       code: '99',
-      message: 'Unable to complete',
+      message: 'Unable to complete the request.',
     });
-    assert.deepEqual(classifyRefundAnswer(signed({ invoiceNo: 'X' }), refundOf({ invoiceNo: 'X' })), {
+    assert.deepEqual(classifyRefundAnswer(sealed({ invoiceNo: 'X' }), refundOf({ invoiceNo: 'X' })), {
       kind: 'indeterminate',
       code: 'MALFORMED_RESPONSE',
       message: 'no respCode',
@@ -1077,76 +1124,127 @@ describe('classifyRefundAnswer: refund (processType R)', () => {
   });
 });
 
-describe('classifyRefundStatus: refundStatusInquiry (processType RS)', () => {
+describe('classifyRefundStatus: refund status (processType RS)', () => {
+  const query = { outTradeNo: STATUS_FIELDS.invoiceNo, gatewayTradeNo: '3000031', refundId: 'RF9F8E3720D6EF46A2CF74' };
   it('is unavailable when never sent or in doubt', () => {
-    assert.deepEqual(classifyRefundStatus(NOT_SENT, refundQueryOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundStatus(NOT_SENT, query), {
       kind: 'unavailable',
       code: 'ECONNREFUSED',
-      message: `refundStatusInquiry: ${NOT_SENT.message}`,
+      message: `refund status: ${NOT_SENT.message}`,
     });
-    assert.deepEqual(classifyRefundStatus(TIMEOUT, refundQueryOf(REFUND_DONE)), {
+    assert.deepEqual(classifyRefundStatus(TIMEOUT, query), {
       kind: 'unavailable',
       code: 'TIMEOUT',
-      message: `refundStatusInquiry: ${TIMEOUT.message}`,
+      message: `refund status: ${TIMEOUT.message}`,
     });
   });
-  it('is unavailable for a plain refusal', () => {
-    assert.deepEqual(classifyRefundStatus(plain(TOKEN_9042), refundQueryOf(REFUND_DONE)), {
+  it('is unavailable for an unsealed answer', () => {
+    assert.deepEqual(classifyRefundStatus(plainXml({ respCode: '13', respDesc: 'Invalid hash value.' }), query), {
       kind: 'unavailable',
-      code: '9042',
-      message: 'Hash value mismatch',
+      code: '13',
+      message: 'Invalid hash value.',
     });
   });
-  it('answers the record, in the currency it carries', () => {
-    assert.deepEqual(classifyRefundStatus(signed(REFUND_STATUS_DONE), refundQueryOf(REFUND_STATUS_DONE)), {
+  it('answers this refund’s record from the list, in the currency the answer carries', () => {
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS, STATUS_ITEMS), query), {
       kind: 'answered',
       refund: { kind: 'succeeded', gatewayRefundId: '7000001', amountMinor: 16800 },
     });
-    const jpy = { ...REFUND_STATUS_DONE, amount: 1500, currencyCode: 'JPY' };
-    assert.deepEqual(classifyRefundStatus(signed(jpy), refundQueryOf(jpy)), {
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS, STATUS_ITEMS), { ...query, refundId: 'RFFIRST' }), {
+      kind: 'answered',
+      refund: { kind: 'succeeded', gatewayRefundId: '7000000', amountMinor: 3200 },
+    });
+    const jpy = sealed({ ...STATUS_FIELDS, currencyCode: 'JPY' }, [{ ...STATUS_ITEMS[1], amount: '1500' }]);
+    assert.deepEqual(classifyRefundStatus(jpy, query), {
       kind: 'answered',
       refund: { kind: 'succeeded', gatewayRefundId: '7000001', amountMinor: 1500 },
     });
-  });
-  it('is unavailable for a record that is not this refund’s', () => {
-    assert.deepEqual(classifyRefundStatus(signed({ ...REFUND_STATUS_DONE, idempotencyID: 'RFOTHER' }), refundQueryOf(REFUND_STATUS_DONE)), {
-      kind: 'unavailable',
-      code: 'MALFORMED_RESPONSE',
-      message: 'refund status without a matching refund record',
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS, [{ ...STATUS_ITEMS[1], status: 'RP' }]), query), {
+      kind: 'answered',
+      refund: { kind: 'pending' },
     });
   });
-  it('answers pending for 42 (documented)', () => {
-    assert.deepEqual(
-      classifyRefundStatus(signed({ ...REFUND_STATUS_16, respCode: '42', respDesc: 'Refund pending' }), refundQueryOf(REFUND_STATUS_16)),
-      {
-        kind: 'answered',
-        refund: { kind: 'pending' },
-      },
-    );
-  });
-  it('answers not_found for 16: 2C2P holds no refund under this idempotencyID', () => {
-    assert.deepEqual(classifyRefundStatus(signed(REFUND_STATUS_16), refundQueryOf(REFUND_STATUS_16)), {
+  it('answers not_found when the sealed list has no record under this idempotencyID, or 2C2P has no such transaction (16)', () => {
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS, STATUS_ITEMS), { ...query, refundId: 'RFNEVERSENT' }), {
+      kind: 'answered',
+      refund: { kind: 'not_found' },
+    });
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS), query), { kind: 'answered', refund: { kind: 'not_found' } });
+    assert.deepEqual(classifyRefundStatus(sealed(REFUND_STATUS_16), { ...query, outTradeNo: REFUND_16.invoiceNo }), {
       kind: 'answered',
       refund: { kind: 'not_found' },
     });
   });
-  it('is unavailable for a refusal (17) or an unknown code (99)', () => {
-    assert.deepEqual(
-      classifyRefundStatus(
-        signed({ ...REFUND_STATUS_16, respCode: '17', respDesc: 'Request type is invalid.' }),
-        refundQueryOf(REFUND_STATUS_16),
-      ),
-      {
-        kind: 'unavailable',
-        code: '17',
-        message: 'Request type is invalid.',
-      },
-    );
-    assert.deepEqual(classifyRefundStatus(signed(REFUND_99), refundQueryOf(REFUND_99)), {
+  it('is unavailable for a malformed record, another invoice, a refusal (17) or an unknown code (99)', () => {
+    assert.deepEqual(classifyRefundStatus(sealed(STATUS_FIELDS, [{ ...STATUS_ITEMS[1], amount: 'x' }]), query), {
       kind: 'unavailable',
-      code: '99',
-      message: 'Unable to complete',
+      code: 'MALFORMED_RESPONSE',
+      message: 'refund status with a malformed refund record',
     });
+    assert.deepEqual(classifyRefundStatus(sealed({ ...STATUS_FIELDS, invoiceNo: 'POOTHER' }, STATUS_ITEMS), query), {
+      kind: 'unavailable',
+      code: 'MALFORMED_RESPONSE',
+      message: 'refund status for another invoice',
+    });
+    for (const [respCode, respDesc] of [
+      ['17', 'Request type is invalid.'],
+      ['99', 'Unable to complete the request.'],
+    ] as const) {
+      assert.deepEqual(classifyRefundStatus(sealed({ ...STATUS_FIELDS, respCode, respDesc }), query), {
+        kind: 'unavailable',
+        code: respCode,
+        message: respDesc,
+      });
+    }
+  });
+});
+
+describe('the maintenance XML and its answer', () => {
+  it('writes the request 2C2P documents, escaped, and reads an answer with its refund list', () => {
+    assert.equal(
+      xmlDocument('PaymentProcessRequest', [
+        ['version', '3.8'],
+        ['invoiceNo', 'A<&>'],
+        ['notifyURL', undefined],
+      ]),
+      '<PaymentProcessRequest>\n  <version>3.8</version>\n  <invoiceNo>A&lt;&amp;&gt;</invoiceNo>\n</PaymentProcessRequest>',
+    );
+    const xml = `<?xml version="1.0"?><PaymentProcessResponse><respCode>00</respCode><respDesc>A &amp; B</respDesc>
+      <refundList><refund><idempotencyID>X</idempotencyID><amount>1.00</amount></refund><refund><idempotencyID>Y</idempotencyID></refund></refundList>
+      </PaymentProcessResponse>`;
+    assert.deepEqual(parseXml(xml), {
+      name: 'PaymentProcessResponse',
+      fields: { respCode: '00', respDesc: 'A & B' },
+      lists: { refundList: [{ idempotencyID: 'X', amount: '1.00' }, { idempotencyID: 'Y' }] },
+    });
+  });
+  it('refuses a DOCTYPE, CDATA, unknown entities, mismatched tags and trailing text', () => {
+    for (const xml of [
+      '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><a><b>&e;</b></a>',
+      '<a><b><![CDATA[x]]></b></a>',
+      '<a><b>&e;</b></a>',
+      '<a><b>x</c></a>',
+      '<a><b>x</b></a>trailing',
+      '<a><b>x</b>',
+    ]) {
+      assert.equal(parseXml(xml), null, xml);
+    }
+  });
+  it('reads an HTTP answer: not sent for a non-200, in doubt for what is neither its XML nor a JWS that opens', async () => {
+    const never = () => Promise.resolve(null);
+    assert.deepEqual(await readMaintenanceAnswer(502, 'bad gateway', never), {
+      kind: 'not_sent',
+      code: 'HTTP_502',
+      message: 'HTTP 502 from the maintenance API',
+    });
+    assert.deepEqual((await readMaintenanceAnswer(200, '<html>oops</html>', never)).kind, 'in_doubt');
+    assert.deepEqual((await readMaintenanceAnswer(200, 'eyJ.eyJ.sig', never)).kind, 'in_doubt');
+    const opened = await readMaintenanceAnswer(200, 'eyJ.eyJ.sig', () =>
+      Promise.resolve('<PaymentProcessResponse><respCode>00</respCode></PaymentProcessResponse>'),
+    );
+    assert.deepEqual(opened, { kind: 'sealed', answer: { name: 'PaymentProcessResponse', fields: { respCode: '00' }, lists: {} } });
+    const plainAnswer = await readMaintenanceAnswer(200, '<PaymentProcessResponse><respCode>13</respCode></PaymentProcessResponse>', never);
+    assert.deepEqual(plainAnswer.kind, 'plain');
   });
 });
 

@@ -61,12 +61,18 @@ export function respClassOf(respCode: string): RespClass {
  * The Payment Maintenance API's result codes (two digits; 2C2P's "Payment Maintenance Result Codes"),
  * sorted by what they mean for a refund.
  *   refused — refused for good for this refund: nothing was refunded and the same request cannot succeed.
+ *   keys — the envelope was refused (signature, decryption, merchant): nothing was processed, and the
+ *          same request succeeds once the keys are set right.
  *   unknown — anything else, 99 "unable to complete" and 95 "timed out" included: it may have been processed.
  */
-export type MaintenanceClass = 'success' | 'pending' | 'not_found' | 'refused' | 'unknown';
+export type MaintenanceClass = 'success' | 'pending' | 'not_found' | 'refused' | 'keys' | 'unknown';
 
 const MAINTENANCE_CLASS: Readonly<Record<string, MaintenanceClass>> = {
   '00': 'success',
+  '03': 'keys', // invalid merchant ID
+  '13': 'keys', // invalid hash value (the signature)
+  '96': 'keys', // unable to decrypt
+  '97': 'refused', // process is not supported
   '42': 'pending', // refund pending
   '51': 'pending', // same idempotent key exists with status pending
   '15': 'not_found', // invalid invoice number
@@ -75,7 +81,7 @@ const MAINTENANCE_CLASS: Readonly<Record<string, MaintenanceClass>> = {
   '10': 'refused', // missing compulsory values
   '11': 'refused', // request validation failed
   '12': 'refused', // transaction status is not valid to perform your action (not paid, voided …)
-  '14': 'refused', // invalid merchant ID
+  '14': 'keys', // invalid merchant ID
   '17': 'refused', // request type is invalid
   '18': 'refused', // invalid action amount
   '30': 'refused', // unable to refund more than transaction amount

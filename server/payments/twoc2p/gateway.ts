@@ -6,6 +6,7 @@
  */
 import type * as Gateway from '@/server/payments/gateway';
 import { gatewayOf } from '@/server/payments/gateway';
+import { keyFromText } from '@/server/payments/rsa-keys';
 import { DEFAULT_GATEWAY_TIMEOUT_MS } from '@/server/payments/transport';
 import {
   classifyCancelAnswer,
@@ -26,6 +27,7 @@ import {
 import { classifyRefundAnswer, classifyRefundStatus } from './classify-refund';
 import { post, postJwt, type Connection } from './exchange';
 import { jwtKey, type Claims } from './jwt';
+import { postMaintenance, type MaintenanceConnection } from './maintenance';
 import { notificationReply, verifyNotification } from './notification';
 import {
   cancelClaims,
@@ -33,9 +35,9 @@ import {
   doPaymentBody,
   hostedPageTokenClaims,
   inquiryClaims,
-  refundClaims,
+  refundFields,
   refundRefusal,
-  refundStatusClaims,
+  refundStatusFields,
   testCardTokenClaims,
 } from './requests';
 
@@ -46,6 +48,12 @@ export interface TwoC2pGatewayConfig {
   secretKey: string;
   /** The API base including the version, e.g. https://sandbox-pgw.2c2p.com/payment/4.3. */
   baseUrl: string;
+  /** The Payment Maintenance API (refunds), e.g. https://t.2c2p.com/PaymentAction/2.0/action. */
+  maintenanceUrl: string;
+  /** The merchant's RSA private key (PEM or base64 DER) whose public key is registered with 2C2P. */
+  merchantPrivateKey: string;
+  /** 2C2P's public key (PEM: SPKI or an X.509 certificate) from the merchant portal. */
+  twoc2pPublicKey: string;
   /** Sandbox card numbers standing in for the buyer's card. */
   testBuyers: Record<Gateway.TestBuyer, string>;
   /** Per-request timeout; default 5000 ms. */
@@ -56,18 +64,27 @@ export interface TwoC2pGatewayConfig {
 interface TwoC2p extends Connection {
   merchantId: string;
   testBuyers: Record<Gateway.TestBuyer, string>;
+  maintenance: MaintenanceConnection;
 }
 
 export function createTwoC2pGateway(config: TwoC2pGatewayConfig): Gateway.PaymentGateway {
   if (!config.merchantId) throw new Error('2C2P merchantId is required');
   if (!config.secretKey) throw new Error('2C2P secretKey is required');
   const key = jwtKey(config.secretKey);
+  const timeoutMs = config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS;
   const ctx: TwoC2p = {
     merchantId: config.merchantId,
     testBuyers: config.testBuyers,
     key,
     baseUrl: config.baseUrl.replace(/\/+$/, ''),
-    timeoutMs: config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS,
+    timeoutMs,
+    maintenance: {
+      maintenanceUrl: config.maintenanceUrl,
+      merchantId: config.merchantId,
+      merchantPrivateKey: keyFromText(config.merchantPrivateKey, 'private'),
+      twoc2pPublicKey: keyFromText(config.twoc2pPublicKey, 'public'),
+      timeoutMs,
+    },
   };
   const traits: Gateway.GatewayTraits = {
     id: GATEWAY_ID,
@@ -159,14 +176,14 @@ async function close(ctx: TwoC2p, request: Gateway.CloseRequest): Promise<Gatewa
 }
 
 // ---------------------------------------------------------------------------------------------
-// refund and refund status
+// refund and refund status: the Payment Maintenance API (./maintenance)
 
 async function refund(ctx: TwoC2p, request: Gateway.RefundRequest): Promise<Gateway.RefundOutcome> {
   const refusal = refundRefusal(request);
   if (refusal) return refusal;
-  return classifyRefundAnswer(await postJwt(ctx, 'refund', refundClaims(ctx.merchantId, request)), request);
+  return classifyRefundAnswer(await postMaintenance(ctx.maintenance, refundFields(request)), request);
 }
 
 async function queryRefund(ctx: TwoC2p, request: Gateway.RefundQuery): Promise<Gateway.RefundQueryOutcome> {
-  return classifyRefundStatus(await postJwt(ctx, 'refundStatusInquiry', refundStatusClaims(ctx.merchantId, request)), request);
+  return classifyRefundStatus(await postMaintenance(ctx.maintenance, refundStatusFields(request)), request);
 }

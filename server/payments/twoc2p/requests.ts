@@ -115,17 +115,23 @@ export function cancelClaims(merchantId: string, invoiceNo: string): Claims {
   return { merchantID: merchantId, invoiceNo };
 }
 
-export function refundClaims(merchantId: string, request: RefundRequest): Claims {
-  return {
-    merchantID: merchantId,
-    processType: 'R',
-    invoiceNo: request.outTradeNo,
-    actionAmount: amountLiteral(request.amountMinor, request.currency),
-    // PayOnce's refund id is the refund's idempotent key: the same one again returns the first refund.
-    idempotencyID: request.refundId,
-  };
+/**
+ * A refund (processType R) in the Payment Maintenance API's XML fields. PayOnce's refund id is its
+ * idempotencyID: the same one again answers the first refund and refunds nothing more.
+ */
+export function refundFields(request: RefundRequest): [string, string][] {
+  return [
+    ['invoiceNo', request.outTradeNo],
+    ['actionAmount', minorToDecimal(request.amountMinor, exponentOf(request.currency))],
+    ['processType', 'R'],
+    ['idempotencyID', request.refundId],
+  ];
 }
 
-export function refundStatusClaims(merchantId: string, request: RefundQuery): Claims {
-  return { merchantID: merchantId, processType: 'RS', invoiceNo: request.outTradeNo, idempotencyID: request.refundId };
+/** Refund status (processType RS) of the invoice: every refund of it, each under its idempotencyID. */
+export function refundStatusFields(request: RefundQuery): [string, string][] {
+  return [
+    ['invoiceNo', request.outTradeNo],
+    ['processType', 'RS'],
+  ];
 }
