@@ -309,8 +309,8 @@ const FIXTURES: GatewayFixture[] = [
       unknown: { code: '16' },
     },
     refundLost: {},
-    // 0999 "System error" in an HTTP 200 cannot say whether the refund ran.
-    refundSystemError: { kind: 'indeterminate', code: '0999' },
+    // The Payment Maintenance API's 99 "Unable to complete the request" cannot say whether the refund ran.
+    refundSystemError: { kind: 'indeterminate', code: '99' },
     replies: { ack: { status: 200, headers: TEXT, body: '' }, nack: { status: 500, headers: TEXT, body: 'retry' } },
   },
 ];

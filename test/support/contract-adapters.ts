@@ -63,7 +63,14 @@ export function stripeAdapter(c: SandboxCredentials, reach: Reach = {}, config: 
 }
 
 export function twoc2pAdapter(c: SandboxCredentials, reach: Reach = {}, config: Partial<TwoC2pGatewayConfig> = {}): PaymentGateway {
-  return createTwoC2pGateway({ ...c['2c2p'], baseUrl: at(c['2c2p'].baseUrl, reach.origin), ...timeout(reach), ...config });
+  const { baseUrl, maintenanceUrl } = c['2c2p'];
+  return createTwoC2pGateway({
+    ...c['2c2p'],
+    baseUrl: at(baseUrl, reach.origin),
+    maintenanceUrl: at(maintenanceUrl, reach.origin),
+    ...timeout(reach),
+    ...config,
+  });
 }
 
 /** A fresh RSA key nobody registered with any gateway, as PEM. */
