@@ -46,6 +46,10 @@ const CART_REFUSALS: Record<string, string> = {
   RATE_LIMITED: 'status.rateLimited',
 };
 
+function isCartRefusal(reason: string | undefined): reason is string {
+  return reason !== undefined && Object.hasOwn(CART_REFUSALS, reason);
+}
+
 /**
  * Paid: the order is done and its cart is locked until 再来一单. Busy or unconfirmed: a payment is
  * under way, and nothing the shopper changes could apply to it.
@@ -113,13 +117,15 @@ export function failedStatus(result: Result<'failed'>): Status {
   const { failure } = result;
   const tech = { status: failure.status, reason: failure.reason, message: result.message, key: result.key };
   if (result.orderState === 'declined' && result.declined) return declineStatus(result.declined, result.declined.gateway, tech);
-  return { tone: 'bad', title: 'status.failed', lines: failedLines(result), tech };
+  // A cart refused before any order existed is not a failed payment: nothing was ordered or charged.
+  const title = isCartRefusal(failure.reason) ? 'status.notOrdered' : 'status.failed';
+  return { tone: 'bad', title, lines: failedLines(result), tech };
 }
 
 function failedLines({ failure, orderState, charged }: Result<'failed'>): StatusLine[] {
   if (orderState === 'not_charged') return [{ key: 'status.mismatchNotCharged' }];
   // Refused before any order or charge existed: what to change, in the shopper's words.
-  const refusal = failure.reason !== undefined && Object.hasOwn(CART_REFUSALS, failure.reason) ? CART_REFUSALS[failure.reason] : undefined;
+  const refusal = isCartRefusal(failure.reason) ? CART_REFUSALS[failure.reason] : undefined;
   if (refusal) return [{ key: refusal }];
   // What happened to the money, when the order said: an expired order never took any, or what it
   // took is being given back.

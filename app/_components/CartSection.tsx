@@ -55,12 +55,14 @@ function ProductRow({
 }) {
   const { t, lang } = useLang();
   const name = lang === 'en' ? (product.nameEn ?? product.name) : product.name;
+  // Sold out: nothing to add. A line already in the cart can still be taken out.
+  const soldOut = product.stock <= 0;
   return (
     <li className="product">
       <div>
         <div>{name}</div>
         <div className="meta">
-          {formatMoney(product.priceMinor, product.currency)} · {t('cart.stock', { stock: product.stock })}
+          {formatMoney(product.priceMinor, product.currency)} · {soldOut ? t('cart.soldOut') : t('cart.stock', { stock: product.stock })}
         </div>
       </div>
       <label>
@@ -71,7 +73,7 @@ function ProductRow({
           max={99}
           aria-label={t('cart.quantity', { name })}
           value={quantity}
-          disabled={frozen}
+          disabled={frozen || (soldOut && quantity === 0)}
           onChange={(event) => onQuantity(product.sku, event.target.value)}
         />
       </label>
