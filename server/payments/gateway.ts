@@ -239,6 +239,52 @@ export interface RefundNotification {
   currency: string;
 }
 
+/**
+ * Authorise, then capture: the charge only holds the money (Stripe's capture_method manual), and the
+ * merchant later takes it — all or part, once — or releases the hold.
+ */
+export interface CaptureRequest {
+  outTradeNo: string;
+  /** The authorised trade (Stripe: the PaymentIntent). */
+  gatewayTradeNo: string;
+  /** What to take: at most what was authorised; the rest is released. */
+  amountMinor: number;
+  currency: string;
+  /** Ours, the same for every try of this capture: the gateway's idempotency key is made from it. */
+  captureId: string;
+}
+
+/**
+ * `captured`: the money taken, by this capture or one made before it (a retry, another operator) —
+ * `amountMinor` is what the gateway says was taken, which may differ from what this request asked;
+ * `released`: the hold is gone (canceled or lapsed), nothing can be taken; `refused`: this request
+ * cannot be done as asked (more than authorised) and changed nothing.
+ */
+export type CaptureOutcome =
+  | { kind: 'captured'; amountMinor: number }
+  | { kind: 'released'; code: string; message: string }
+  | { kind: 'refused'; code: string; message: string }
+  | { kind: 'retryable'; code: string; message: string }
+  | { kind: 'indeterminate'; code: string; message: string };
+
+export interface ReleaseRequest {
+  outTradeNo: string;
+  gatewayTradeNo: string;
+}
+
+/** `captured`: too late, the money was taken (by a capture that got there first). */
+export type ReleaseOutcome =
+  | { kind: 'released' }
+  | { kind: 'captured'; amountMinor: number }
+  | { kind: 'retryable'; code: string; message: string }
+  | { kind: 'indeterminate'; code: string; message: string };
+
+/** What a gateway that offers authorise-then-capture does with an authorisation. */
+export interface AuthorizationOperations {
+  capture(request: CaptureRequest): Promise<CaptureOutcome>;
+  release(request: ReleaseRequest): Promise<ReleaseOutcome>;
+}
+
 export interface PaymentGateway {
   readonly id: GatewayId;
   /** The merchant identity notifications must carry (Alipay app_id, WeChat mchid, …). */
@@ -262,6 +308,8 @@ export interface PaymentGateway {
   verifyNotification(request: { headers: Headers; rawBody: string }): Promise<NotificationVerdict>;
   /** The reply that tells the gateway to stop (ack) or to deliver again later (nack). */
   notificationReply(ack: boolean): NotificationReply;
+  /** Present when the gateway can authorise now and capture later (Stripe). */
+  readonly authorizations?: AuthorizationOperations;
 }
 
 /** What a gateway is, besides what it does: its identity and the buyer steps it offers. */

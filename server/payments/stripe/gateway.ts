@@ -10,6 +10,7 @@ import type * as Gateway from '@/server/payments/gateway';
 import { gatewayOf } from '@/server/payments/gateway';
 import { confirmPaidByQuery } from '@/server/payments/transport';
 import { call, createStripeClient } from './call';
+import { capture, release } from './capture';
 import {
   classifyCancel,
   classifyCardStep,
@@ -42,7 +43,11 @@ export function createStripeGateway(config: StripeGatewayConfig): Gateway.Paymen
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
   };
   const queryRefund = (on: StripeContext, request: Gateway.RefundQuery) => findRefund(on.stripe, request);
-  return gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification, notificationReply });
+  const gateway = gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification, notificationReply });
+  return {
+    ...gateway,
+    authorizations: { capture: (request) => capture(ctx, request), release: (request) => release(ctx, request) },
+  };
 }
 
 async function charge(ctx: StripeContext, request: Gateway.ChargeRequest): Promise<Gateway.ChargeOutcome> {
