@@ -8,12 +8,18 @@
  *   POST /v1/payment_intents/{id}/cancel      cancel an unpaid PaymentIntent (a succeeded, processing or
  *                                             canceled one: 400 payment_intent_unexpected_state)
  *   GET  /v1/payment_intents/{id}             retrieve
- *   GET  /v1/payment_intents                  list, newest first (created[gte…], starting_after, limit)
+ *   POST /v1/payment_intents/{id}             update: amount, currency, payment method, capture method until it is
+ *                                             charged; metadata, description, receipt_email always (stripe-updates.ts)
+ *   GET  /v1/payment_intents                  list, newest first (created[gte…], starting_after, ending_before, limit)
  *   GET  /v1/payment_intents/search           search: metadata['out_trade_no']:'PO…' (see stripe-search.ts)
  *   POST /v1/refunds                          refund a succeeded PaymentIntent (payment_intent or charge,
  *                                             amount, reason, metadata); refund.created + charge.refunded
  *   GET  /v1/refunds                          list, newest first (payment_intent, charge, starting_after, limit)
- *   GET  /v1/refunds/{id}                     retrieve
+ *   GET  /v1/refunds/{id}                     retrieve; POST updates its metadata (refund.updated)
+ *   GET  /v1/charges[/{id}]                   a PaymentIntent's charge attempts: list (payment_intent, both cursors) /
+ *                                             retrieve (stripe-charges.ts)
+ *   expand[]                                  on PaymentIntents, refunds and charges, and data.… in their lists
+ *                                             (stripe-expand.ts)
  *   GET  /v1/events[/{id}]                    list (30 days, both cursors, type/types/created filters) / retrieve (stripe-events.ts)
  *   POST /v1/webhook_endpoints                create an endpoint (url, enabled_events); its secret is in this answer only
  *   GET  /v1/webhook_endpoints[/{id}]         list / retrieve; POST /{id} updates (disabled, …); DELETE /{id}
@@ -57,7 +63,8 @@
  *    PaymentIntent's metadata says. Events carry no `account`: Stripe sets it for Connect only.
  *
  * Files: stripe-form.ts (the bracket-notation encoding), stripe-objects.ts (the JSON Stripe answers
- * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language),
+ * with), stripe-cards.ts (test cards), stripe-search.ts (the search query language), stripe-lists.ts
+ * (cursor pagination), stripe-charges.ts, stripe-expand.ts, stripe-updates.ts,
  * stripe-webhooks.ts (signing, the retry schedule and the notification test tool) and stripe-js.ts
  * (Stripe.js and the card iframe).
  */
@@ -111,6 +118,10 @@ import { handleChallenge, newChallenge, type ChallengeOutcome, type ChallengeRes
 import { handleStripeJs, STRIPE_JS_PATH } from './stripe-js';
 import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
 import { EVENTS_SCHEMA_SQL, listEvents, retrieveEvent, unknownEnabledEvent } from './stripe-events';
+import { CHARGES_SCHEMA_SQL, listCharges, retrieveCharge, savePaymentMethod } from './stripe-charges';
+import { expandBody, readExpand, type ExpandRoot } from './stripe-expand';
+import { isBackwards, pageOf, readCursor, type Cursor } from './stripe-lists';
+import { applyMetadata, refusedField, refusedFieldMessage, type MetadataPatch, type PaymentField } from './stripe-updates';
 
 const GATEWAY = 'stripe';
 
@@ -358,6 +369,8 @@ interface ApiCall {
   publishable: boolean;
   /** The sandbox as the caller reached it: where a 3-D Secure challenge is served. */
   baseUrl: string;
+  /** expand[] of the request, checked against the object it answers with (sandbox/stripe-expand.ts). */
+  expand?: { root: ExpandRoot; paths: string[] };
 }
 
 interface ApiAnswer {
@@ -623,6 +636,25 @@ function readCaptureMethod(params: FormHash): CaptureMethod {
   return value as CaptureMethod;
 }
 
+function checkAmountRange(amount: number): void {
+  if (amount < 1) {
+    throw invalidRequest('This value must be greater than or equal to 1.', { code: 'parameter_invalid_integer', param: 'amount' });
+  }
+  if (amount > MAX_AMOUNT) {
+    throw invalidRequest(`Amount must be no more than ${MAX_AMOUNT}`, { code: 'amount_too_large', param: 'amount' });
+  }
+}
+
+function readCurrency(text: string): string {
+  const currency = text.toLowerCase();
+  if (!CURRENCIES.has(currency)) {
+    throw invalidRequest(`Invalid currency: ${text}. Stripe currently supports these currencies: ${[...CURRENCIES].join(', ')}`, {
+      param: 'currency',
+    });
+  }
+  return currency;
+}
+
 /** The API version that removed `payment_method_types` as a parameter (changelog 2026-09-30.endive). */
 const NO_PAYMENT_METHOD_TYPES_SINCE = '2026-09-30';
 
@@ -630,21 +662,11 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
   param(() => rejectUnknown(params, CREATE_PARAMS));
   const amount = param(() => readInteger(params.amount, 'amount'));
   if (amount === undefined) throw invalidRequest('Missing required param: amount.', { code: 'parameter_missing', param: 'amount' });
-  if (amount < 1) {
-    throw invalidRequest('This value must be greater than or equal to 1.', { code: 'parameter_invalid_integer', param: 'amount' });
-  }
-  if (amount > MAX_AMOUNT) {
-    throw invalidRequest(`Amount must be no more than ${MAX_AMOUNT}`, { code: 'amount_too_large', param: 'amount' });
-  }
+  checkAmountRange(amount);
   const currencyText = param(() => readString(params.currency, 'currency'));
   if (currencyText === undefined)
     throw invalidRequest('Missing required param: currency.', { code: 'parameter_missing', param: 'currency' });
-  const currency = currencyText.toLowerCase();
-  if (!CURRENCIES.has(currency)) {
-    throw invalidRequest(`Invalid currency: ${currencyText}. Stripe currently supports these currencies: ${[...CURRENCIES].join(', ')}`, {
-      param: 'currency',
-    });
-  }
+  const currency = readCurrency(currencyText);
   const metadata = readMetadata(params);
   const description = param(() => readString(params.description, 'description')) ?? null;
   if (description !== null && description.length > 1000) {
@@ -1001,6 +1023,7 @@ async function chargeIntent(
   await lockOrder(tx, accountId, outTradeNo);
   const now = unixNow();
   const paymentMethod = paymentMethodObject(newId('pm'), resolved.card, now);
+  await savePaymentMethod(tx, accountId, paymentMethod);
   const chargeId = newId('ch');
   const decline = resolved.card.decline;
   const ledgerEntry = {
@@ -1132,7 +1155,9 @@ async function requireAuthentication(
     INSERT INTO psp_sandbox.stripe_authentications (id, account_id, payment_intent, status, return_url)
     VALUES (${challenge.id}, ${ctx.identity.accountId}, ${intent.id}, 'pending', ${useSdk ? null : route.returnUrl})`;
   intent.status = 'requires_action';
-  intent.payment_method = paymentMethodObject(newId('pm'), resolved.card, unixNow()).id;
+  const paymentMethod = paymentMethodObject(newId('pm'), resolved.card, unixNow());
+  await savePaymentMethod(tx, ctx.identity.accountId, paymentMethod);
+  intent.payment_method = paymentMethod.id;
   intent.last_payment_error = null;
   intent.next_action = useSdk
     ? {
@@ -1593,6 +1618,135 @@ async function executeRefund(ctx: StripeContext, tx: Tx, call: ApiCall, input: R
 }
 
 // ---------------------------------------------------------------------------------------------
+// Updates (https://docs.stripe.com/api/payment_intents/update, /api/refunds/update): what each
+// status allows is in stripe-updates.ts. No event follows a PaymentIntent's update (Stripe has no
+// payment_intent.updated); a refund's sends refund.updated.
+
+interface IntentUpdateInput {
+  amount?: number;
+  currency?: string;
+  description?: string | null;
+  receiptEmail?: string | null;
+  captureMethod?: CaptureMethod;
+  metadata?: MetadataPatch;
+  card: ResolvedCard | null;
+}
+
+/** `metadata[k]=` removes k, `metadata=` removes every key; the rest merges into what is there. */
+function readMetadataPatch(params: FormHash): MetadataPatch | undefined {
+  if (params.metadata === undefined) return undefined;
+  if (params.metadata === '') return { clear: true, set: {}, unset: [] };
+  const set = readMetadata(params);
+  const hash = param(() => readHash(params.metadata, 'metadata')) ?? {};
+  return { clear: false, set, unset: Object.keys(hash).filter((key) => hash[key] === '') };
+}
+
+function validateIntentUpdate(params: FormHash): IntentUpdateInput {
+  param(() =>
+    rejectUnknown(params, [
+      'amount',
+      'currency',
+      'metadata',
+      'description',
+      'receipt_email',
+      'payment_method',
+      'payment_method_data',
+      'capture_method',
+    ]),
+  );
+  const amount = param(() => readInteger(params.amount, 'amount'));
+  if (amount !== undefined) checkAmountRange(amount);
+  const currencyText = param(() => readString(params.currency, 'currency'));
+  const currency = currencyText === undefined ? undefined : readCurrency(currencyText);
+  const description = param(() => readString(params.description, 'description'));
+  const receiptEmail = param(() => readString(params.receipt_email, 'receipt_email'));
+  const metadata = readMetadataPatch(params);
+  return {
+    ...(amount !== undefined ? { amount } : {}),
+    ...(currency !== undefined ? { currency } : {}),
+    ...(description !== undefined ? { description: description || null } : {}),
+    ...(receiptEmail !== undefined ? { receiptEmail: receiptEmail || null } : {}),
+    ...(params.capture_method !== undefined ? { captureMethod: readCaptureMethod(params) } : {}),
+    ...(metadata !== undefined ? { metadata } : {}),
+    card: readCard(params),
+  };
+}
+
+function sentPaymentFields(input: IntentUpdateInput): Set<PaymentField> {
+  const sent = new Set<PaymentField>();
+  if (input.amount !== undefined) sent.add('amount');
+  if (input.currency !== undefined) sent.add('currency');
+  if (input.card !== null) sent.add('payment_method');
+  if (input.captureMethod !== undefined) sent.add('capture_method');
+  return sent;
+}
+
+/**
+ * Changing what a PaymentIntent charges while it waits for 3-D Secure ends that challenge: the buyer
+ * must authenticate the new payment, so it waits for confirmation again [unverified: Stripe's exact
+ * status after such an update].
+ */
+async function executeIntentUpdate(ctx: StripeContext, tx: Tx, call: ApiCall, id: string, input: IntentUpdateInput): Promise<Executed> {
+  const row = await lockIntent(ctx, tx, id);
+  const intent = row.object;
+  const sent = sentPaymentFields(input);
+  const refused = refusedField(intent.status, sent);
+  if (refused) {
+    const error = { code: 'payment_intent_unexpected_state', param: refused, payment_intent: intent };
+    return { answer: invalidRequest(refusedFieldMessage(refused, intent.status), error).answer(), wake: false };
+  }
+  if (input.amount !== undefined) intent.amount = input.amount;
+  if (input.currency !== undefined) intent.currency = input.currency;
+  if (input.description !== undefined) intent.description = input.description;
+  if (input.receiptEmail !== undefined) intent.receipt_email = input.receiptEmail;
+  if (input.captureMethod !== undefined) intent.capture_method = input.captureMethod;
+  if (input.metadata !== undefined) intent.metadata = applyMetadata(intent.metadata, input.metadata);
+  const attached = row.card_number ? cardByNumber(row.card_number) : undefined;
+  let card: ResolvedCard | null = attached ? { card: attached, alias: row.card_alias } : null;
+  if (input.card !== null) {
+    card = input.card;
+    const paymentMethod = paymentMethodObject(newId('pm'), card.card, unixNow());
+    await savePaymentMethod(tx, ctx.identity.accountId, paymentMethod);
+    intent.payment_method = paymentMethod.id;
+  }
+  if (sent.size > 0 && intent.status !== 'requires_payment_method') {
+    await supersedeChallenges(tx, intent.id);
+    intent.next_action = null;
+    intent.status = card ? 'requires_confirmation' : 'requires_payment_method';
+  } else if (input.card !== null) {
+    intent.status = 'requires_confirmation';
+  }
+  await saveIntent(tx, intent, card);
+  return { answer: { status: 200, body: intent }, wake: false };
+}
+
+function validateRefundUpdate(params: FormHash): { metadata: MetadataPatch | undefined } {
+  param(() => rejectUnknown(params, ['metadata']));
+  return { metadata: readMetadataPatch(params) };
+}
+
+async function executeRefundUpdate(
+  ctx: StripeContext,
+  tx: Tx,
+  call: ApiCall,
+  id: string,
+  input: { metadata: MetadataPatch | undefined },
+): Promise<Executed> {
+  const accountId = ctx.identity.accountId;
+  const [row] = await tx<{ object: RefundObject }[]>`
+    SELECT object FROM psp_sandbox.stripe_refunds WHERE id = ${id} AND account_id = ${accountId} FOR UPDATE`;
+  if (!row) throw invalidRequest(`No such refund: '${id}'`, { code: 'resource_missing', param: 'id' }, 404);
+  const refund = row.object;
+  if (input.metadata === undefined) return { answer: { status: 200, body: refund }, wake: false };
+  refund.metadata = applyMetadata(refund.metadata, input.metadata);
+  await tx`UPDATE psp_sandbox.stripe_refunds SET object = ${jsonb(tx, refund)} WHERE id = ${id}`;
+  const intent = await selectIntent(tx, accountId, refund.payment_intent, false);
+  if (!intent) throw new Error(`refund ${id} of an unknown PaymentIntent ${refund.payment_intent}`);
+  const wake = await emitEvent(ctx, tx, call, intent.object, 'refund.updated', refund);
+  return { answer: { status: 200, body: refund }, wake };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Webhook endpoints (https://docs.stripe.com/api/webhook_endpoints)
 
 interface EndpointObject {
@@ -1717,28 +1871,24 @@ async function executeEndpointUpdate(ctx: StripeContext, tx: Tx, id: string, inp
 }
 
 async function listEndpoints(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
-  param(() => rejectUnknown(params, ['limit', 'starting_after']));
+  param(() => rejectUnknown(params, ['limit', 'starting_after', 'ending_before']));
   const limit = readLimit(params);
-  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
-  let after: string | null = null;
-  if (startingAfter !== undefined) {
+  const cursor = param(() => readCursor(params));
+  let seq: string | null = null;
+  if (cursor) {
     const [row] = await ctx.sql<{ seq: string }[]>`
-      SELECT seq FROM psp_sandbox.stripe_webhook_endpoints WHERE id = ${startingAfter} AND account_id = ${ctx.identity.accountId}`;
-    if (!row) throw invalidRequest(`No such webhook endpoint: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
-    after = row.seq;
+      SELECT seq FROM psp_sandbox.stripe_webhook_endpoints WHERE id = ${cursor.id} AND account_id = ${ctx.identity.accountId}`;
+    if (!row) throw invalidRequest(`No such webhook endpoint: '${cursor.id}'`, { code: 'resource_missing', param: cursor.param });
+    seq = row.seq;
   }
   const rows = await ctx.sql<{ object: EndpointObject }[]>`
     SELECT object FROM psp_sandbox.stripe_webhook_endpoints
-     WHERE account_id = ${ctx.identity.accountId} AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
-     ORDER BY seq DESC LIMIT ${limit + 1}`;
+     WHERE account_id = ${ctx.identity.accountId} AND ${afterCursor(ctx.sql, seq, cursor)}
+     ORDER BY ${newestFirst(ctx.sql, cursor)} LIMIT ${limit + 1}`;
+  const page = pageOf(rows, limit, cursor);
   return {
     status: 200,
-    body: {
-      object: 'list',
-      data: rows.slice(0, limit).map((row) => row.object),
-      has_more: rows.length > limit,
-      url: '/v1/webhook_endpoints',
-    },
+    body: { object: 'list', data: page.data.map((row) => row.object), has_more: page.hasMore, url: '/v1/webhook_endpoints' },
   };
 }
 
@@ -1797,7 +1947,8 @@ async function runPost<I>(
   execute: (tx: Tx, input: I) => Promise<Executed>,
 ): Promise<SandboxResponse> {
   const key = call.idempotencyKey;
-  const hash = paramsHash(params);
+  // handleApi takes expand[] out of the parameters; it is still part of what a key was used with.
+  const hash = paramsHash(call.expand ? { ...params, expand: call.expand.paths } : params);
   let wake = false;
   /** A stored answer for this key, replayed — or refused when the request is not the same one. */
   const answerFromStore = (row: KeyRow): SandboxResponse => {
@@ -1885,6 +2036,11 @@ async function runPost<I>(
         console.error('[psp-sandbox] stripe %s failed:', endpoint, err);
         executed = { answer: { status: 500, body: errorBody({ type: 'api_error', message: 'An unknown error occurred' }) }, wake: false };
       }
+    }
+    // Expanded inside the transaction, so the answer (and what a replay returns) shows the objects as written.
+    if (call.expand && executed.answer.status === 200) {
+      const expanded = await expandBody(tx, ctx.identity.accountId, executed.answer.body, call.expand.root, call.expand.paths);
+      executed = { ...executed, answer: { ...executed.answer, body: expanded } };
     }
     const body = JSON.stringify(executed.answer.body, null, 2);
     if (key !== null) {
@@ -2016,36 +2172,43 @@ function readCreatedFilter(params: FormHash): { gt: number | null; gte: number |
   return out;
 }
 
+/** The rows beyond a list's cursor in its direction of travel (stripe-lists.ts); every row without one. */
+function afterCursor(sql: Sql, seq: string | null, cursor: Cursor | undefined): postgres.Fragment {
+  if (seq === null) return sql`true`;
+  return isBackwards(cursor) ? sql`seq > ${seq}::bigint` : sql`seq < ${seq}::bigint`;
+}
+
+/** A list's order in its direction of travel: pageOf shows ending_before's ascending page newest first again. */
+function newestFirst(sql: Sql, cursor: Cursor | undefined): postgres.Fragment {
+  return isBackwards(cursor) ? sql`seq ASC` : sql`seq DESC`;
+}
+
 /** List is strongly consistent (unlike search): the way to find a PaymentIntent created seconds ago. */
 async function list(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
-  param(() => rejectUnknown(params, ['limit', 'starting_after', 'created']));
+  param(() => rejectUnknown(params, ['limit', 'starting_after', 'ending_before', 'created']));
   const limit = readLimit(params);
   const created = readCreatedFilter(params);
-  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
-  let after: string | null = null;
-  if (startingAfter !== undefined) {
-    const row = await selectIntent(ctx.sql, ctx.identity.accountId, startingAfter, false);
-    if (!row) throw invalidRequest(`No such payment_intent: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
-    after = row.seq;
+  const cursor = param(() => readCursor(params));
+  let seq: string | null = null;
+  if (cursor) {
+    const row = await selectIntent(ctx.sql, ctx.identity.accountId, cursor.id, false);
+    if (!row) throw invalidRequest(`No such payment_intent: '${cursor.id}'`, { code: 'resource_missing', param: cursor.param });
+    seq = row.seq;
   }
   const rows = await ctx.sql<{ object: PaymentIntentObject }[]>`
     SELECT object FROM psp_sandbox.stripe_payment_intents
      WHERE account_id = ${ctx.identity.accountId}
-       AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
+       AND ${afterCursor(ctx.sql, seq, cursor)}
        AND (${created.gt}::bigint IS NULL OR (object ->> 'created')::bigint > ${created.gt}::bigint)
        AND (${created.gte}::bigint IS NULL OR (object ->> 'created')::bigint >= ${created.gte}::bigint)
        AND (${created.lt}::bigint IS NULL OR (object ->> 'created')::bigint < ${created.lt}::bigint)
        AND (${created.lte}::bigint IS NULL OR (object ->> 'created')::bigint <= ${created.lte}::bigint)
-     ORDER BY seq DESC
+     ORDER BY ${newestFirst(ctx.sql, cursor)}
      LIMIT ${limit + 1}`;
+  const page = pageOf(rows, limit, cursor);
   return {
     status: 200,
-    body: {
-      object: 'list',
-      data: rows.slice(0, limit).map((row) => row.object),
-      has_more: rows.length > limit,
-      url: '/v1/payment_intents',
-    },
+    body: { object: 'list', data: page.data.map((row) => row.object), has_more: page.hasMore, url: '/v1/payment_intents' },
   };
 }
 
@@ -2061,7 +2224,7 @@ async function retrieve(ctx: StripeContext, call: ApiCall, id: string, params: F
 
 /** GET /v1/refunds: newest first, filtered by payment_intent or charge; strongly consistent like every list. */
 async function listRefunds(ctx: StripeContext, params: FormHash): Promise<ApiAnswer> {
-  param(() => rejectUnknown(params, ['payment_intent', 'charge', 'limit', 'starting_after']));
+  param(() => rejectUnknown(params, ['payment_intent', 'charge', 'limit', 'starting_after', 'ending_before']));
   const limit = readLimit(params);
   const accountId = ctx.identity.accountId;
   const paymentIntent = param(() => readString(params.payment_intent, 'payment_intent')) ?? null;
@@ -2069,26 +2232,24 @@ async function listRefunds(ctx: StripeContext, params: FormHash): Promise<ApiAns
   // [unverified] that an unknown PaymentIntent filter is a 404 rather than an empty list.
   if (paymentIntent !== null && !(await selectIntent(ctx.sql, accountId, paymentIntent, false)))
     throw noSuchIntent(paymentIntent, 'payment_intent');
-  const startingAfter = param(() => readString(params.starting_after, 'starting_after'));
-  let after: string | null = null;
-  if (startingAfter !== undefined) {
+  const cursor = param(() => readCursor(params));
+  let seq: string | null = null;
+  if (cursor) {
     const [row] = await ctx.sql<{ seq: string }[]>`
-      SELECT seq FROM psp_sandbox.stripe_refunds WHERE id = ${startingAfter} AND account_id = ${accountId}`;
-    if (!row) throw invalidRequest(`No such refund: '${startingAfter}'`, { code: 'resource_missing', param: 'starting_after' });
-    after = row.seq;
+      SELECT seq FROM psp_sandbox.stripe_refunds WHERE id = ${cursor.id} AND account_id = ${accountId}`;
+    if (!row) throw invalidRequest(`No such refund: '${cursor.id}'`, { code: 'resource_missing', param: cursor.param });
+    seq = row.seq;
   }
   const rows = await ctx.sql<{ object: RefundObject }[]>`
     SELECT object FROM psp_sandbox.stripe_refunds
      WHERE account_id = ${accountId}
        AND (${paymentIntent}::text IS NULL OR payment_intent = ${paymentIntent}::text)
        AND (${charge}::text IS NULL OR charge = ${charge}::text)
-       AND (${after}::bigint IS NULL OR seq < ${after}::bigint)
-     ORDER BY seq DESC
+       AND ${afterCursor(ctx.sql, seq, cursor)}
+     ORDER BY ${newestFirst(ctx.sql, cursor)}
      LIMIT ${limit + 1}`;
-  return {
-    status: 200,
-    body: { object: 'list', data: rows.slice(0, limit).map((row) => row.object), has_more: rows.length > limit, url: '/v1/refunds' },
-  };
+  const page = pageOf(rows, limit, cursor);
+  return { status: 200, body: { object: 'list', data: page.data.map((row) => row.object), has_more: page.hasMore, url: '/v1/refunds' } };
 }
 
 async function retrieveRefund(ctx: StripeContext, id: string, params: FormHash): Promise<ApiAnswer> {
@@ -2119,7 +2280,11 @@ type Route =
   | { kind: 'update_endpoint'; id: string }
   | { kind: 'delete_endpoint'; id: string }
   | { kind: 'list_events' }
-  | { kind: 'retrieve_event'; id: string };
+  | { kind: 'retrieve_event'; id: string }
+  | { kind: 'update'; id: string }
+  | { kind: 'update_refund'; id: string }
+  | { kind: 'list_charges' }
+  | { kind: 'retrieve_charge'; id: string };
 
 function matchRoute(method: string, path: string): Route | undefined {
   if (path === '/v1/events') return method === 'GET' ? { kind: 'list_events' } : undefined;
@@ -2144,7 +2309,14 @@ function matchRoute(method: string, path: string): Route | undefined {
     return undefined;
   }
   const refund = /^\/v1\/refunds\/([^/]+)$/.exec(path);
-  if (refund) return method === 'GET' ? { kind: 'retrieve_refund', id: decodeURIComponent(refund[1] ?? '') } : undefined;
+  if (refund) {
+    const id = decodeURIComponent(refund[1] ?? '');
+    if (method === 'GET') return { kind: 'retrieve_refund', id };
+    return method === 'POST' ? { kind: 'update_refund', id } : undefined;
+  }
+  if (path === '/v1/charges') return method === 'GET' ? { kind: 'list_charges' } : undefined;
+  const charge = /^\/v1\/charges\/([^/]+)$/.exec(path);
+  if (charge) return method === 'GET' ? { kind: 'retrieve_charge', id: decodeURIComponent(charge[1] ?? '') } : undefined;
   if (path === '/v1/payment_intents') {
     if (method === 'POST') return { kind: 'create' };
     if (method === 'GET') return { kind: 'list' };
@@ -2155,10 +2327,41 @@ function matchRoute(method: string, path: string): Route | undefined {
   if (!match) return undefined;
   const id = decodeURIComponent(match[1] ?? '');
   const action = match[2];
-  if (action === undefined) return method === 'GET' ? { kind: 'retrieve', id } : undefined;
+  if (action === undefined) {
+    if (method === 'GET') return { kind: 'retrieve', id };
+    return method === 'POST' ? { kind: 'update', id } : undefined;
+  }
   if (method !== 'POST') return undefined;
   if (action === 'capture') return { kind: 'capture', id };
   return action === 'confirm' ? { kind: 'confirm', id } : { kind: 'cancel', id };
+}
+
+/** The object (or list of them) a route answers with, which expand[] starts from; undefined: no expand here. */
+function expandRootOf(route: Route): ExpandRoot | undefined {
+  switch (route.kind) {
+    case 'create':
+    case 'confirm':
+    case 'cancel':
+    case 'capture':
+    case 'retrieve':
+    case 'update':
+      return { type: 'payment_intent', list: false };
+    case 'list':
+    case 'search':
+      return { type: 'payment_intent', list: true };
+    case 'refund':
+    case 'retrieve_refund':
+    case 'update_refund':
+      return { type: 'refund', list: false };
+    case 'list_refunds':
+      return { type: 'refund', list: true };
+    case 'retrieve_charge':
+      return { type: 'charge', list: false };
+    case 'list_charges':
+      return { type: 'charge', list: true };
+    default:
+      return undefined;
+  }
 }
 
 function headerValue(headers: SandboxRequest['headers'], name: string): string | undefined {
@@ -2233,7 +2436,19 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
       throw paramError;
     }
     if (call.publishable) delete params.key;
+    const root = call.publishable ? undefined : expandRootOf(route);
+    if (root && params.expand !== undefined) {
+      call.expand = { root, paths: param(() => readExpand(params, root)) };
+      delete params.expand;
+    }
     const input = params;
+    /** A read's answer, expanded as the request asked. */
+    const read = async (answer: Promise<ApiAnswer>): Promise<SandboxResponse> => {
+      const done = await answer;
+      if (!call.expand || done.status !== 200) return renderAnswer(call, done);
+      const body = await expandBody(ctx.sql, ctx.identity.accountId, done.body, call.expand.root, call.expand.paths);
+      return renderAnswer(call, { status: 200, body });
+    };
     const endpoint = `${request.method} ${path}`;
 
     switch (route.kind) {
@@ -2265,16 +2480,28 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
         );
       case 'refund':
         return await runPost(ctx, call, endpoint, input, validateRefund, (tx, validated) => executeRefund(ctx, tx, call, validated));
+      case 'update':
+        return await runPost(ctx, call, endpoint, input, validateIntentUpdate, (tx, validated) =>
+          executeIntentUpdate(ctx, tx, call, route.id, validated),
+        );
+      case 'update_refund':
+        return await runPost(ctx, call, endpoint, input, validateRefundUpdate, (tx, validated) =>
+          executeRefundUpdate(ctx, tx, call, route.id, validated),
+        );
       case 'list_refunds':
-        return renderAnswer(call, await listRefunds(ctx, input));
+        return await read(listRefunds(ctx, input));
       case 'retrieve_refund':
-        return renderAnswer(call, await retrieveRefund(ctx, route.id, input));
+        return await read(retrieveRefund(ctx, route.id, input));
       case 'retrieve':
-        return renderAnswer(call, await retrieve(ctx, call, route.id, input));
+        return await read(retrieve(ctx, call, route.id, input));
       case 'list':
-        return renderAnswer(call, await list(ctx, input));
+        return await read(list(ctx, input));
       case 'search':
-        return renderAnswer(call, await search(ctx, input));
+        return await read(search(ctx, input));
+      case 'list_charges':
+        return await read(listCharges(ctx.sql, ctx.identity.accountId, input));
+      case 'retrieve_charge':
+        return await read(retrieveCharge(ctx.sql, ctx.identity.accountId, route.id, input));
       case 'create_endpoint':
         return await runPost(ctx, call, endpoint, input, validateEndpointCreate, (tx, validated) =>
           executeEndpointCreate(ctx, tx, validated),
@@ -2443,7 +2670,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
   const searchLagMs = options.searchLagMs ?? 0;
   return {
     gateway: GATEWAY,
-    schemaSql: SCHEMA_SQL + EVENTS_SCHEMA_SQL,
+    schemaSql: SCHEMA_SQL + EVENTS_SCHEMA_SQL + CHARGES_SCHEMA_SQL,
     async setUp(tx, moduleContext) {
       const identity = await loadOrCreateIdentity(tx);
       await deleteExpiredKeys(tx);

@@ -233,9 +233,12 @@ describe('credentials, authentication and routing', () => {
   });
 
   it('answers unknown /v1 paths with Stripe’s 404 and the tool’s bad requests with JSON 4xx', async () => {
-    const res = await fetch(`${sandbox.url}/v1/charges`, { headers: { authorization: `Bearer ${creds.secretKey}` } });
+    const res = await fetch(`${sandbox.url}/v1/customers`, { headers: { authorization: `Bearer ${creds.secretKey}` } });
     assert.equal(res.status, 404);
-    assert.match(((await res.json()) as { error: { message: string } }).error.message, /^Unrecognized request URL \(GET: \/v1\/charges\)/);
+    assert.match(
+      ((await res.json()) as { error: { message: string } }).error.message,
+      /^Unrecognized request URL \(GET: \/v1\/customers\)/,
+    );
     assert.equal((await fetch(`${sandbox.url}/elsewhere`)).status, 404);
 
     const tool = (body: string, type = 'application/json') =>
