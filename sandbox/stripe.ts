@@ -121,6 +121,7 @@ import { EVENTS_SCHEMA_SQL, listEvents, retrieveEvent, unknownEnabledEvent } fro
 import { CHARGES_SCHEMA_SQL, listCharges, retrieveCharge, savePaymentMethod } from './stripe-charges';
 import { expandBody, readExpand, type ExpandRoot } from './stripe-expand';
 import { isBackwards, pageOf, readCursor, type Cursor } from './stripe-lists';
+import { amountTooSmallMessage, minimumCharge } from './stripe-amounts';
 import { applyMetadata, refusedField, refusedFieldMessage, type MetadataPatch, type PaymentField } from './stripe-updates';
 
 const GATEWAY = 'stripe';
@@ -436,8 +437,17 @@ function noSuchIntent(id: string, param = 'intent'): ApiError {
   return invalidRequest(`No such payment_intent: '${id}'`, { code: 'resource_missing', param }, 404);
 }
 
+/**
+ * How Stripe shows a key in its errors: the key's kind (sk_test_, pk_live_, …) and its last four
+ * characters, the rest as asterisks ("sk_test_****…LDER"). A key that would hide fewer than 8 of its
+ * own characters (after its kind, if it has one) shows none of them, so a mistyped or truncated
+ * secret is never echoed back [unverified: where Stripe draws that line].
+ */
 function maskKey(key: string): string {
-  return `${key.slice(0, 8)}${'*'.repeat(Math.max(0, key.length - 12))}${key.slice(-4)}`;
+  const kind = /^(?:sk|pk|rk)_(?:test|live)_/.exec(key)?.[0] ?? '';
+  const rest = key.slice(kind.length);
+  const shown = rest.length >= 12 ? rest.slice(-4) : '';
+  return `${kind}${'*'.repeat(rest.length - shown.length)}${shown}`;
 }
 
 interface Authenticated {
@@ -645,6 +655,14 @@ function checkAmountRange(amount: number): void {
   }
 }
 
+/** Stripe's minimum charge in the currency (stripe-amounts.ts): 400 amount_too_small below it. */
+function checkMinimum(amount: number, currency: string): void {
+  const minimum = minimumCharge(currency);
+  if (minimum !== undefined && amount < minimum) {
+    throw invalidRequest(amountTooSmallMessage(currency, minimum), { code: 'amount_too_small', param: 'amount' });
+  }
+}
+
 function readCurrency(text: string): string {
   const currency = text.toLowerCase();
   if (!CURRENCIES.has(currency)) {
@@ -667,6 +685,7 @@ function validateCreate(params: FormHash, apiVersion: string): CreateInput {
   if (currencyText === undefined)
     throw invalidRequest('Missing required param: currency.', { code: 'parameter_missing', param: 'currency' });
   const currency = readCurrency(currencyText);
+  checkMinimum(amount, currency);
   const metadata = readMetadata(params);
   const description = param(() => readString(params.description, 'description')) ?? null;
   if (description !== null && description.length > 1000) {
@@ -1694,6 +1713,9 @@ async function executeIntentUpdate(ctx: StripeContext, tx: Tx, call: ApiCall, id
   if (refused) {
     const error = { code: 'payment_intent_unexpected_state', param: refused, payment_intent: intent };
     return { answer: invalidRequest(refusedFieldMessage(refused, intent.status), error).answer(), wake: false };
+  }
+  if (input.amount !== undefined || input.currency !== undefined) {
+    checkMinimum(input.amount ?? intent.amount, input.currency ?? intent.currency);
   }
   if (input.amount !== undefined) intent.amount = input.amount;
   if (input.currency !== undefined) intent.currency = input.currency;
