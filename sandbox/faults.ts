@@ -16,6 +16,10 @@
  *                            each after a random delay, so the copies arrive out of order
  *   lose_notifications    the next `times` scheduled deliveries never reach the receiver (recorded
  *                         as failed deliveries), so only the reconciler can settle the payment
+ *   rate_limit            the next `times` API requests of the gateway — queries included, whatever
+ *                         `operation` says, as a rate limiter counts every request — are refused
+ *                         unprocessed with the gateway's own 429 (its module's `rateLimited`:
+ *                         Stripe's rate_limit error with Stripe-Rate-Limited-Reason)
  *
  * Armed with POST /sandbox/faults { gateway?, operation?, action, delayMs?, times?, outTradeNo? }, cleared
  * with DELETE. `outTradeNo` holds a notification fault for that order's notifications only, so a fault
@@ -33,6 +37,7 @@ export const SANDBOX_FAULT_ACTIONS = [
   'drop_after_charge',
   'duplicate_notifications',
   'lose_notifications',
+  'rate_limit',
 ] as const;
 
 export const SANDBOX_FAULT_OPERATIONS = ['charge', 'close', 'refund'] as const;
@@ -85,6 +90,16 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   return undefined;
 }
 
+/** Which gateway's API a request is on (any method): where a rate limit counts it. */
+export function apiGatewayOf(request: SandboxRequest): string | undefined {
+  const path = request.url.pathname;
+  if (path === '/v1' || path.startsWith('/v1/')) return 'stripe';
+  if (path === '/gateway.do') return 'alipay';
+  if (path.startsWith('/v3/')) return 'wechatpay';
+  if (path.toLowerCase().startsWith('/payment/4.3/')) return '2c2p';
+  return undefined;
+}
+
 export class SandboxFaults {
   #armed: SandboxFault[] = [];
 
@@ -119,6 +134,13 @@ export class SandboxFaults {
     return this.#consume(gateway, (action) => action === 'lose_notifications', undefined, outTradeNo) !== undefined;
   }
 
+  /** Whether this API request is refused by a rate limit (a consumed fault), and for which gateway. */
+  takeRateLimit(request: SandboxRequest): string | undefined {
+    const gateway = apiGatewayOf(request);
+    if (!gateway) return undefined;
+    return this.#consume(gateway, (action) => action === 'rate_limit') ? gateway : undefined;
+  }
+
   /**
    * The fault that fires on this charge, close or refund request, if any (consumed). `classify` reads
    * what the path cannot tell (a gateway module's own reading of the body); operationOf() the rest.
@@ -129,7 +151,9 @@ export class SandboxFaults {
   ): SandboxFault | undefined {
     const op = classify(request);
     if (!op) return undefined;
-    return this.#consume(op.gateway, (action) => action !== 'duplicate_notifications' && action !== 'lose_notifications', op.operation);
+    const requestFault = (action: SandboxFault['action']) =>
+      action !== 'duplicate_notifications' && action !== 'lose_notifications' && action !== 'rate_limit';
+    return this.#consume(op.gateway, requestFault, op.operation);
   }
 
   /** Fires the first armed fault for `gateway` whose action (and operation) matches, forgetting it once spent. */

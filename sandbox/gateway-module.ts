@@ -48,6 +48,11 @@ export interface SandboxGatewayInstance {
    */
   systemError?(request: SandboxRequest): SandboxResponse | Promise<SandboxResponse>;
   /**
+   * This gateway's own refusal of a request over its rate limit (the rate_limit fault): nothing was
+   * processed. Absent: a bare 429.
+   */
+  rateLimited?(request: SandboxRequest): SandboxResponse;
+  /**
    * Which operation a request on this gateway's own paths is, when its path cannot tell (2C2P's
    * Payment Maintenance API carries refunds and queries alike in one encrypted body): what the fault
    * switchboard arms on. Absent or undefined: the path decides (sandbox/faults.ts).

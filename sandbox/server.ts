@@ -262,6 +262,14 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       return sendJson(res, 201, { fault: faults.arm(parsed.data) });
     }
     const request = { method, url, headers: req.headers, body, baseUrl };
+    const limited = faults.takeRateLimit(request);
+    if (limited) {
+      const own = gateways.find((g) => g.gateway === limited)?.instance.rateLimited;
+      const answer = own ? own(request) : { status: 429, headers: { 'content-type': 'application/json' }, body: '{"code":"RATE_LIMITED"}' };
+      res.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) });
+      res.end(answer.body);
+      return;
+    }
     const operation = operationOfRequest(request);
     const fault = faults.take(request, () => operation);
     if (fault?.action === 'fail_before_charge') {

@@ -2713,6 +2713,7 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
           headers: { 'content-type': 'application/json', 'request-id': `req_${randomBytes(7).toString('hex')}` },
           body: JSON.stringify(errorBody({ type: 'api_error', message: 'An unknown error occurred' }), null, 2),
         }),
+        rateLimited: () => rateLimitedAnswer(),
         credentials: (baseUrl) => {
           const url = new URL(baseUrl);
           const protocol = url.protocol === 'https:' ? 'https' : 'http';
@@ -2760,6 +2761,26 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
         },
       };
     },
+  };
+}
+
+/**
+ * Stripe's answer over a rate limit (https://docs.stripe.com/rate-limits): 429, type
+ * invalid_request_error, code rate_limit, and which limiter said no in Stripe-Rate-Limited-Reason.
+ * No Retry-After (Stripe documents none) and no Stripe-Should-Retry: true — that header marks the
+ * lock_timeout 429s, which stripe-node retries by itself; a rate limit is left to the caller's own
+ * backoff [unverified: that Stripe omits the header on rate limits].
+ */
+function rateLimitedAnswer(): SandboxResponse {
+  const body = errorBody({
+    type: 'invalid_request_error',
+    code: 'rate_limit',
+    message: 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.',
+  });
+  return {
+    status: 429,
+    headers: { 'content-type': 'application/json', 'request-id': newRequestId(), 'stripe-rate-limited-reason': 'global-rate' },
+    body: JSON.stringify(body, null, 2),
   };
 }
 

@@ -147,6 +147,36 @@ describe('sandbox faults: a flaky gateway', () => {
     assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
   });
 
+  it('Stripe rate-limited for a moment: the adapter backs off and the shopper is charged once', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    // The order's look-up and the create's first try are refused; the create's next try gets through.
+    await stack.sandboxFault({ gateway: 'stripe', action: 'rate_limit', times: 2 });
+    const paid = await customer.pay(order.orderId, { gateway: 'stripe' });
+    assert.equal(paid.status, 201, paid.text);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
+  it('Stripe still rate-limited: the retryable 503 with Retry-After, nothing charged, the retry pays once', async () => {
+    const customer = stack.customer();
+    const order = await customer.createOrder();
+    const key = randomUUID();
+    await stack.sandboxFault({ gateway: 'stripe', action: 'rate_limit', times: 50 });
+    try {
+      const limited = await customer.pay(order.orderId, { key, gateway: 'stripe' });
+      // Never a decline (402) or a 500: the page retries this one by itself.
+      assert.equal(limited.status, 503, limited.text);
+      assert.equal(limited.json.error.data.reason, 'GATEWAY_UNAVAILABLE');
+      assert.ok(Number(limited.headers.get('retry-after')) > 0, 'Retry-After');
+      assert.equal((await stack.ledger(order.outTradeNo)).charges.length, 0);
+    } finally {
+      await fetch(`${stack.sandboxUrl}/sandbox/faults`, { method: 'DELETE' });
+    }
+    const retry = await customer.pay(order.orderId, { key, gateway: 'stripe' });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+  });
+
   it("connection dropped after charging: still one charge, settled by the gateway's own dedupe", async () => {
     const customer = stack.customer();
     const order = await customer.createOrder();
