@@ -1,7 +1,10 @@
 /**
  * Hostile notifications for all four gateways, delivered by the sandbox exactly as the gateway would
  * send them but forged, downgraded, stale or replayed. A forgery gets a 4xx and leaves no trace; a
- * replay of a genuine notification is acknowledged as the duplicate it is and changes nothing.
+ * replay of a genuine notification is acknowledged as the duplicate it is and changes nothing. For
+ * Stripe, whose events the adapter re-fetches by id before acting, a correctly signed event (a leaked
+ * secret) is believed only as far as the API's copy: an id the API does not know is acknowledged and
+ * leaves no trace; a body that lies is acted on as the API says.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -97,5 +100,28 @@ for (const gateway of Object.keys(ATTACKS) as GatewayId[]) {
       assert.equal(duplicates.length, 1);
       assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
     });
+
+    if (gateway === 'stripe') {
+      it('a signed event whose id Stripe does not know → acknowledged, nothing recorded', async () => {
+        const delivery = await leavesNoTrace(stack, () =>
+          deliver(gateway, order.outTradeNo, { event_id: 'evt_1ForgedWithALeakedSecret0' }),
+        );
+        assert.ok(delivery.status !== null && delivery.status >= 200 && delivery.status < 300, `status ${delivery.status}`);
+      });
+
+      it('a signed event whose body lies (another order, 1 fen) → the API’s copy: the paid order’s duplicate (after the replay above)', async () => {
+        const victim = await stack.customer().createOrder();
+        const traceOf = async () =>
+          stack.sql`
+            select 'payment' as what from payments where order_id = ${victim.orderId}
+            union all select kind from payment_exceptions where order_id = ${victim.orderId}
+            union all select kind from payment_events where order_id = ${victim.orderId}`;
+        const before = await traceOf();
+        const delivery = await deliver(gateway, order.outTradeNo, { out_trade_no: victim.outTradeNo, amount: '1' });
+        assert.ok(delivery.status !== null && delivery.status >= 200 && delivery.status < 300, `status ${delivery.status}`);
+        assert.deepEqual(await traceOf(), before, 'the victim order is untouched');
+        assert.equal((await stack.succeededCharges(order.outTradeNo)).length, 1);
+      });
+    }
   });
 }

@@ -239,7 +239,7 @@ describe('notifications', () => {
   let lastVerdict: NotificationVerdict | undefined;
   /** An account of its own whose registered endpoint is the receiver, and the adapter configured for it. */
   let notified: PaymentGateway;
-  let merchant: { accountId: string; webhookSecret: string };
+  let merchant: { accountId: string; webhookSecret: string; secretKey: string };
 
   before(async () => {
     receiver = await startServer((req, res) => {
@@ -275,8 +275,8 @@ describe('notifications', () => {
       url: `${receiver.url}/stripe`,
       enabled_events: ['payment_intent.succeeded', 'payment_intent.payment_failed', 'refund.created', 'charge.refunded'],
     });
-    merchant = { accountId: account.accountId, webhookSecret: endpoint.secret ?? '' };
-    notified = createStripeGateway({ ...config(), secretKey: account.secretKey, ...merchant });
+    merchant = { accountId: account.accountId, webhookSecret: endpoint.secret ?? '', secretKey: account.secretKey };
+    notified = createStripeGateway({ ...config(), ...merchant });
   });
   after(async () => {
     await receiver.close();
@@ -342,17 +342,35 @@ describe('notifications', () => {
     assert.equal(verdict.notification.outTradeNo, outTradeNo);
   });
 
-  it('verifies a validly signed tampered event (the app’s own checks must catch it) and rejects every forgery', async () => {
+  it('acts on the API’s copy of a validly signed event whose body lies, and rejects every forgery', async () => {
     const outTradeNo = newOutTradeNo();
     const paid = await notified.charge(chargeRequest(outTradeNo));
     assert.ok(paid.kind === 'succeeded');
     await waitFor('the scheduled delivery', async () => ((verdicts.get(outTradeNo) ?? []).length >= 1 ? true : undefined));
+    const [delivered] = verdicts.get(outTradeNo) ?? [];
+    assert.ok(delivered?.kind === 'verified');
 
+    // Signed with the endpoint's secret (a leaked one, say), lying about amount, order, type and
+    // status: the adapter re-fetches the event by its id and acts on what the API says.
     const victim = newOutTradeNo();
-    const lie = await tool(outTradeNo, { amount: '1', out_trade_no: victim });
-    assert.ok(lie.kind === 'verified');
-    assert.equal(lie.notification.amountMinor, 1);
-    assert.equal(lie.notification.outTradeNo, victim);
+    const lies = { amount: '1', out_trade_no: victim, type: 'payment_intent.processing', status: 'processing' };
+    assert.deepEqual(await tool(outTradeNo, lies), delivered);
+    assert.deepEqual(await tool(outTradeNo, { amount: '12.30' }), delivered);
+    // An id the API does not know is acknowledged and acts on nothing.
+    const unknown = await tool(outTradeNo, { event_id: 'evt_1NotAnEventOfStripes0000' });
+    assert.deepEqual(unknown, {
+      kind: 'verified',
+      notification: {
+        gateway: 'stripe',
+        eventId: 'evt_1NotAnEventOfStripes0000',
+        merchantId: merchant.accountId,
+        outTradeNo: '',
+        status: 'other',
+        gatewayTradeNo: '',
+        amountMinor: 0,
+        currency: '',
+      },
+    });
 
     assert.deepEqual(await tool(outTradeNo, { signature: 'ab'.repeat(32) }), {
       kind: 'rejected',
@@ -368,10 +386,6 @@ describe('notifications', () => {
     // Within the window either way is fine (clocks differ by seconds, not minutes).
     assert.equal((await tool(outTradeNo, { timestamp: String(Math.floor(Date.now() / 1000) + 60) })).kind, 'verified');
     assert.equal((await tool(outTradeNo, { signature: '' })).kind, 'rejected');
-    const processing = await tool(outTradeNo, { type: 'payment_intent.processing', status: 'processing' });
-    assert.ok(processing.kind === 'verified');
-    assert.equal(processing.notification.status, 'other');
-    assert.deepEqual(await tool(outTradeNo, { amount: '12.30' }), { kind: 'rejected', reason: 'invalid amount "12.30"' });
 
     // Signed with another secret, or not signed at all.
     const body = JSON.stringify({
@@ -457,12 +471,46 @@ describe('notifications', () => {
     });
   });
 
+  it('does not acknowledge an event it could not re-fetch, so Stripe delivers it again', async () => {
+    const outTradeNo = newOutTradeNo();
+    assert.ok((await notified.charge(chargeRequest(outTradeNo))).kind === 'succeeded');
+    const [delivered] = await waitFor('the scheduled delivery', async () => verdicts.get(outTradeNo));
+    assert.ok(delivered?.kind === 'verified');
+    await fetch(`${sandbox.url}/sandbox/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ gateway: 'stripe', action: 'rate_limit', times: 10 }),
+    });
+    try {
+      const unread = await tool(outTradeNo, {});
+      assert.deepEqual(unread, {
+        kind: 'rejected',
+        reason: `event ${delivered.notification.eventId} could not be re-fetched from Stripe (rate_limit): deliver again`,
+      });
+    } finally {
+      await fetch(`${sandbox.url}/sandbox/faults`, { method: 'DELETE' });
+    }
+    assert.deepEqual(await tool(outTradeNo, {}), delivered);
+  });
+
   it('reports a refund made elsewhere (no refund_id) as other, and rejects a forged refund event', async () => {
+    // Refunded from the Dashboard, say: no refund_id of ours. Its event, as the API has it.
+    const { hostname, port } = new URL(sandbox.url);
+    const dashboard = new Stripe(merchant.secretKey, { host: hostname, port, protocol: 'http' });
+    const outTradeNo = newOutTradeNo();
+    const paid = await notified.charge(chargeRequest(outTradeNo));
+    assert.ok(paid.kind === 'succeeded');
+    const refund = await dashboard.refunds.create({ payment_intent: paid.gatewayTradeNo, amount: 100 });
+    const [event] = (await dashboard.events.list({ type: 'refund.created', limit: 1 })).data;
+    assert.equal((event?.data.object as Stripe.Refund).id, refund.id);
+    // The body delivered may say anything: only its id is read before the re-fetch.
     const body = JSON.stringify({
-      id: 'evt_refund_other',
+      id: event?.id,
       object: 'event',
       type: 'refund.updated',
-      data: { object: { id: 're_1', object: 'refund', amount: 100, currency: 'cny', status: 'succeeded', metadata: {} } },
+      data: {
+        object: { id: 're_1', object: 'refund', amount: 1, currency: 'usd', status: 'succeeded', metadata: { refund_id: 'RF_LIE' } },
+      },
     });
     const t = Math.floor(Date.now() / 1000);
     const sign = (secret: string) => `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')}`;
@@ -473,7 +521,7 @@ describe('notifications', () => {
     assert.ok(verdict.kind === 'refund', JSON.stringify(verdict));
     assert.equal(verdict.notification.status, 'other');
     assert.equal(verdict.notification.refundId, '');
-    assert.equal(verdict.notification.gatewayRefundId, 're_1');
+    assert.equal(verdict.notification.gatewayRefundId, refund.id);
     const forged = await notified.verifyNotification({ headers: new Headers({ 'stripe-signature': sign('whsec_wrong') }), rawBody: body });
     assert.equal(forged.kind, 'rejected');
   });

@@ -1,10 +1,12 @@
 /**
  * Stripe's webhooks: the `Stripe-Signature` check (the SDK's constructEvent — HMAC-SHA256, v1 only,
- * never by hand — plus the same tolerance towards the future), the verified event handed to
- * ./classify, and the reply that stops Stripe's deliveries or asks for another.
+ * never by hand — plus the same tolerance towards the future), then the event re-fetched by id from
+ * the API (GET /v1/events/{id}) and only that copy handed to ./classify, and the reply that stops
+ * Stripe's deliveries or asks for another.
  */
 import Stripe from 'stripe';
 import type { NotificationReply, NotificationVerdict } from '@/server/payments/gateway';
+import { call } from './call';
 import { classifyEvent } from './classify';
 import type { StripeContext } from './config';
 
@@ -46,8 +48,35 @@ export async function verifyNotification(ctx: StripeContext, request: { headers:
   if (!verified.ok) return { kind: 'rejected', reason: verified.reason };
   const ahead = futureSignature(header, Date.now() / 1000);
   if (ahead) return { kind: 'rejected', reason: ahead };
-  // Signed by Stripe from here on; what follows only checks the event is one we can read.
-  return classifyEvent(verified.event, ctx.config.accountId);
+  // Signed by Stripe from here on — yet a leaked signing secret signs anything. Stripe advises
+  // re-fetching the event: only the API's own copy is acted on, whatever the delivered body says.
+  return refetched(ctx, verified.event.id);
+}
+
+/**
+ * The event as the API has it, classified; the dedupe key stays the delivered id, which is the
+ * fetched one's. An id the API does not know (a body signed with a leaked secret, another account's
+ * or mode's event, one older than the API keeps) is acknowledged and ignored: Stripe creates an
+ * event before delivering it, so no retry will ever find it, and refusing it would only make Stripe
+ * deliver it for three days and then disable the endpoint. A re-fetch that fails otherwise (network,
+ * 5xx, a rate limit) is not acknowledged, so Stripe delivers it again later.
+ */
+async function refetched(ctx: StripeContext, eventId: string): Promise<NotificationVerdict> {
+  const fetched = await call(() => ctx.stripe.events.retrieve(eventId));
+  if (fetched.ok) return classifyEvent(fetched.value, ctx.config.accountId);
+  const { failure } = fetched;
+  if (failure.kind === 'invalid_request' && failure.code === 'resource_missing') {
+    const notification = {
+      gateway: 'stripe' as const,
+      eventId,
+      merchantId: ctx.config.accountId,
+      outTradeNo: '',
+      status: 'other' as const,
+    };
+    return { kind: 'verified', notification: { ...notification, gatewayTradeNo: '', amountMinor: 0, currency: '' } };
+  }
+  // Refused (a 4xx, which Stripe retries like any non-2xx): the checkout has no "unavailable" verdict.
+  return { kind: 'rejected', reason: `event ${eventId} could not be re-fetched from Stripe (${failure.code}): deliver again` };
 }
 
 export function notificationReply(ack: boolean): NotificationReply {
