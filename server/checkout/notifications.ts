@@ -62,6 +62,12 @@ export async function handleGatewayNotification(services: CheckoutServices, gate
     count('rejected');
     return refuse('INVALID_SIGNATURE', verdict.reason);
   }
+  // Genuine, but not readable now: not acknowledged, so the gateway delivers it again later.
+  if (verdict.kind === 'unavailable') {
+    count('unavailable');
+    console.warn(`[payonce] ${gatewayId} notification not processed yet: ${verdict.reason}`);
+    return toResponse(gateway.notificationReply(false));
+  }
   // 2. It must be for this merchant.
   if (verdict.notification.merchantId !== gateway.merchantId) {
     count('rejected');

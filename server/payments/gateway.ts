@@ -118,7 +118,9 @@ export interface PaymentNotification {
 export type NotificationVerdict =
   | { kind: 'verified'; notification: PaymentNotification }
   | { kind: 'refund'; notification: RefundNotification }
-  | { kind: 'rejected'; reason: string };
+  | { kind: 'rejected'; reason: string }
+  /** Verified, but what it says cannot be read right now (Stripe: the event re-fetched): deliver again later. */
+  | { kind: 'unavailable'; reason: string };
 
 /** An HTTP answer to a gateway's notification, exactly as that gateway expects it. */
 export interface NotificationReply {

@@ -109,6 +109,21 @@ for (const gateway of Object.keys(ATTACKS) as GatewayId[]) {
         assert.ok(delivery.status !== null && delivery.status >= 200 && delivery.status < 300, `status ${delivery.status}`);
       });
 
+      it('a genuine event Stripe cannot be asked about right now (rate limited) → 503, not acknowledged, nothing recorded', async () => {
+        const arm = await fetch(`${stack.sandboxUrl}/sandbox/faults`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ gateway: 'stripe', action: 'rate_limit', times: 20 }),
+        });
+        assert.equal(arm.status, 201, await arm.text());
+        try {
+          const delivery = await leavesNoTrace(stack, () => deliver(gateway, order.outTradeNo));
+          assert.equal(delivery.status, 503, `status ${delivery.status}: ${delivery.body}`);
+        } finally {
+          await fetch(`${stack.sandboxUrl}/sandbox/faults`, { method: 'DELETE' });
+        }
+      });
+
       it('a signed event whose body lies (another order, 1 fen) → the API’s copy: the paid order’s duplicate (after the replay above)', async () => {
         const victim = await stack.customer().createOrder();
         const traceOf = async () =>

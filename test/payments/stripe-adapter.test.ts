@@ -484,7 +484,7 @@ describe('notifications', () => {
     try {
       const unread = await tool(outTradeNo, {});
       assert.deepEqual(unread, {
-        kind: 'rejected',
+        kind: 'unavailable',
         reason: `event ${delivered.notification.eventId} could not be re-fetched from Stripe (rate_limit): deliver again`,
       });
     } finally {

@@ -75,8 +75,7 @@ async function refetched(ctx: StripeContext, eventId: string): Promise<Notificat
     };
     return { kind: 'verified', notification: { ...notification, gatewayTradeNo: '', amountMinor: 0, currency: '' } };
   }
-  // Refused (a 4xx, which Stripe retries like any non-2xx): the checkout has no "unavailable" verdict.
-  return { kind: 'rejected', reason: `event ${eventId} could not be re-fetched from Stripe (${failure.code}): deliver again` };
+  return { kind: 'unavailable', reason: `event ${eventId} could not be re-fetched from Stripe (${failure.code}): deliver again` };
 }
 
 export function notificationReply(ack: boolean): NotificationReply {
