@@ -32,6 +32,18 @@ for (const gateway of DRILL_GATEWAYS) {
       const title = other === gateway ? 'two tabs' : `two tabs and two gateways (${gateway} + ${other})`;
       if (drillRunsOn(drill, gateway))
         test(`${title}: the same order paid at once charges once (${gateway})`, async ({ checkout, drill, context }) => {
+          // The second tab is open before the first pays, so that only a reload separates the first
+          // tab's attempt from the second's (a new tab's first page load is the slow part on a busy
+          // machine). It knows the order but starts its own attempt: a new Idempotency-Key. (Left in
+          // storage, the first tab's attempt would be resumed by the page as it loads.)
+          const second = new CheckoutPage(await context.newPage());
+          await second.page.addInitScript(() => {
+            const state = JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}');
+            delete state.attempt;
+            localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
+          });
+          await second.open();
+          await checkout.page.bringToFront();
           await test.step('1. the first tab starts paying; its gateway is slow, so the attempt stays in flight', async () => {
             // Held in the app, with the attempt started (the order is paying) and before the gateway is
             // called: long enough for the second tab to open and pay on a busy machine, and shorter than
@@ -43,16 +55,10 @@ for (const gateway of DRILL_GATEWAYS) {
             await checkout.pay();
             await expect.poll(() => checkout.page.evaluate(() => localStorage.getItem('payonce.checkout.v1') ?? '')).toContain('attempt');
           });
-          const second = new CheckoutPage(await context.newPage());
           await test.step('2. a second tab pays the same order with an attempt (and key) of its own', async () => {
-            // The second tab knows the order but starts its own attempt: a new Idempotency-Key. (Left
-            // in storage, the first tab's attempt would be resumed by the page as it loads.)
-            await second.page.addInitScript(() => {
-              const state = JSON.parse(localStorage.getItem('payonce.checkout.v1') ?? '{}');
-              delete state.attempt;
-              localStorage.setItem('payonce.checkout.v1', JSON.stringify(state));
-            });
-            await second.open();
+            await second.page.bringToFront();
+            await second.page.reload();
+            await second.loaded();
             await second.chooseGateway(GATEWAY_LABELS[other]);
             await second.pay();
             // While the first tab's attempt is in flight, the second says so in the shopper's words.
