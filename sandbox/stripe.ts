@@ -296,13 +296,25 @@ export interface StripeIdentity {
   webhookSecret: string;
 }
 
+/** An account as psp_sandbox.stripe_accounts holds it. */
+interface AccountRow {
+  account_id: string;
+  secret_key: string;
+  publishable_key: string;
+  webhook_secret: string;
+}
+
+function identityOf(row: AccountRow): StripeIdentity {
+  return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+}
+
 async function loadOrCreateIdentity(tx: Tx): Promise<StripeIdentity> {
-  const rows = await tx<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+  const rows = await tx<AccountRow[]>`
     SELECT account_id, secret_key, publishable_key, webhook_secret
       FROM psp_sandbox.stripe_accounts ORDER BY created_at, account_id LIMIT 1`;
   const row = rows[0];
   if (row) {
-    return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+    return identityOf(row);
   }
   return openAccount(tx);
 }
@@ -324,7 +336,7 @@ async function openAccount(db: Sql | Tx): Promise<StripeIdentity> {
 
 /** The account that owns an API key, and which kind of key it is; undefined for a key no account owns. */
 async function accountByKey(sql: Sql, key: string): Promise<{ identity: StripeIdentity; publishable: boolean } | undefined> {
-  const [row] = await sql<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+  const [row] = await sql<AccountRow[]>`
     SELECT account_id, secret_key, publishable_key, webhook_secret
       FROM psp_sandbox.stripe_accounts WHERE secret_key = ${key} OR publishable_key = ${key} LIMIT 1`;
   if (!row) return undefined;
@@ -372,6 +384,14 @@ interface ApiCall {
   baseUrl: string;
   /** expand[] of the request, checked against the object it answers with (sandbox/stripe-expand.ts). */
   expand?: { root: ExpandRoot; paths: string[] };
+}
+
+/**
+ * A request the sandbox makes on Stripe's side (a buyer's confirm, a challenge answered, an
+ * authorisation lapsing): no merchant key, no Idempotency-Key, the account's API version.
+ */
+function sandboxCall(baseUrl = ''): ApiCall {
+  return { requestId: newRequestId(), apiVersion: ACCOUNT_API_VERSION, scope: '', idempotencyKey: null, publishable: false, baseUrl };
 }
 
 interface ApiAnswer {
@@ -1222,14 +1242,7 @@ async function settleChallenge(base: StripeContext, challengeId: string, outcome
       SELECT status FROM psp_sandbox.stripe_authentications WHERE id = ${challengeId} FOR UPDATE`;
     const view = { intent, returnUrl: challenge.return_url };
     if (pending?.status !== 'pending' || intent.status !== 'requires_action') return { settled: false, ...view };
-    const call: ApiCall = {
-      requestId: newRequestId(),
-      apiVersion: ACCOUNT_API_VERSION,
-      scope: '',
-      idempotencyKey: null,
-      publishable: false,
-      baseUrl: '',
-    };
+    const call = sandboxCall();
     const card = row.card_number ? cardByNumber(row.card_number) : undefined;
     // requireAuthentication keeps the card with the PaymentIntent for as long as it waits.
     if (!card) throw new Error(`PaymentIntent ${intent.id} awaits authentication without a card`);
@@ -1272,10 +1285,10 @@ async function readChallenge(base: StripeContext, challengeId: string): Promise<
 }
 
 async function accountById(tx: Tx, accountId: string): Promise<StripeIdentity | undefined> {
-  const [row] = await tx<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+  const [row] = await tx<AccountRow[]>`
     SELECT account_id, secret_key, publishable_key, webhook_secret FROM psp_sandbox.stripe_accounts WHERE account_id = ${accountId}`;
   if (!row) return undefined;
-  return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+  return identityOf(row);
 }
 
 async function executeCreate(ctx: StripeContext, tx: Tx, call: ApiCall, input: CreateInput): Promise<Executed> {
@@ -1473,14 +1486,7 @@ async function lapseAuthorization(ctx: StripeContext, tx: Tx, intent: PaymentInt
   intent.amount_capturable = 0;
   await saveIntent(tx, intent, null);
   await tx`UPDATE psp_sandbox.stripe_payment_intents SET capture_before = NULL WHERE id = ${intent.id}`;
-  const call: ApiCall = {
-    requestId: newRequestId(),
-    apiVersion: ACCOUNT_API_VERSION,
-    scope: '',
-    idempotencyKey: null,
-    publishable: false,
-    baseUrl: '',
-  };
+  const call = sandboxCall();
   return emitEvent(ctx, tx, call, intent, 'payment_intent.canceled');
 }
 
@@ -2557,12 +2563,12 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
 
 /** The account whose PaymentIntent for `outTradeNo` is the newest; undefined when none has one. */
 async function ownerOfOrder(sql: Sql, outTradeNo: string): Promise<StripeIdentity | undefined> {
-  const [row] = await sql<{ account_id: string; secret_key: string; publishable_key: string; webhook_secret: string }[]>`
+  const [row] = await sql<AccountRow[]>`
     SELECT a.account_id, a.secret_key, a.publishable_key, a.webhook_secret
       FROM psp_sandbox.stripe_payment_intents p JOIN psp_sandbox.stripe_accounts a USING (account_id)
      WHERE p.out_trade_no = ${outTradeNo} ORDER BY p.seq DESC LIMIT 1`;
   if (!row) return undefined;
-  return { accountId: row.account_id, secretKey: row.secret_key, publishableKey: row.publishable_key, webhookSecret: row.webhook_secret };
+  return identityOf(row);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2586,14 +2592,7 @@ async function handleBuyerPays(base: StripeContext, request: SandboxRequest): Pr
   if (!card) throw new Error(`no test card for buyer ${buyer}`);
   // The buyer's confirm is a request of its own on Stripe (made with the publishable key): no
   // Idempotency-Key of the merchant's.
-  const call: ApiCall = {
-    requestId: newRequestId(),
-    apiVersion: ACCOUNT_API_VERSION,
-    scope: '',
-    idempotencyKey: null,
-    publishable: false,
-    baseUrl: request.baseUrl,
-  };
+  const call = sandboxCall(request.baseUrl);
   let wake = false;
   const paid = await ctx.sql.begin(async (tx) => {
     await lockOrder(tx, accountId, outTradeNo);
