@@ -16,17 +16,21 @@ import { findPgBouncer, pgbouncerUser } from './scripts/pgbouncer';
  *                                  SIGKILL is followed by a restart; its two instances reach
  *                                  PostgreSQL through a PgBouncer in transaction-pooling mode
  *                                  whenever pgbouncer is installed (DRILL_PGBOUNCER=0: direct)
+ *   capture   e2e/capture/*.spec.ts authorise, then capture: Stripe payments only hold the money
+ *                                  (STRIPE_CAPTURE_METHOD=manual) and the merchant's API captures
+ *                                  or releases it (MERCHANT_API_TOKEN); demo mode, fast jobs
  *
  * One drill for one gateway: npx playwright test --project=drills -g "crash.*alipay"
  * One checkout spec: npx playwright test e2e/buyer-steps.spec.ts (or npm run test:e2e -- <spec>):
  * only the stacks of the projects a run can reach are started, and a checkout spec alone runs on
- * `next dev`, with no build to wait for. A run that reaches both projects makes one production build
- * (.next-e2e), which both stacks start on (scripts/build-once.ts).
+ * `next dev`, with no build to wait for. A run that reaches more than one project makes one production
+ * build (.next-e2e), which every stack starts on (scripts/build-once.ts).
  *
  * Ports (each overridable, so two checkouts of the project can run their tests side by side):
  *   checkout  app E2E_APP_PORT (3100), sandbox E2E_SANDBOX_PORT (4110)
  *   drills    app DRILL_APP_PORT (3200) and the next port for its second instance, sandbox
  *             DRILL_SANDBOX_PORT (4210), PgBouncer DRILL_PGBOUNCER_PORT (6232)
+ *   capture   app CAPTURE_APP_PORT (3300), sandbox CAPTURE_SANDBOX_PORT (4310)
  *
  * The browser: CHROMIUM_PATH if set, else the system Chromium where there is one (Debian's
  * /usr/bin/chromium), else Playwright's own download (`npx playwright install chromium`).
@@ -39,6 +43,11 @@ process.env.PSP_SANDBOX_URL = `http://127.0.0.1:${SANDBOX_PORT}`;
 process.env.DRILL_SANDBOX_URL = `http://127.0.0.1:${DRILL_SANDBOX_PORT}`;
 // The drills' second app instance (same database and sandbox) for the two-instance drill.
 process.env.DRILL_SECOND_APP_URL = `http://127.0.0.1:${DRILL_APP_PORT + 1}`;
+const CAPTURE_APP_PORT = Number(process.env.CAPTURE_APP_PORT ?? 3300);
+const CAPTURE_SANDBOX_PORT = Number(process.env.CAPTURE_SANDBOX_PORT ?? 4310);
+process.env.CAPTURE_SANDBOX_URL = `http://127.0.0.1:${CAPTURE_SANDBOX_PORT}`;
+/** The capture stack's merchant API token: the specs act as the merchant's back office with it. */
+process.env.CAPTURE_MERCHANT_TOKEN ??= `capture-drills-${randomUUID()}`;
 
 // Each checkout of the project that runs its browser tests beside another on one PostgreSQL server
 // (DATABASE_URL) gives its stacks databases of their own: E2E_DATABASE_PREFIX=payonce_mine_.
@@ -47,13 +56,16 @@ const DATABASE_PREFIX = process.env.E2E_DATABASE_PREFIX ?? 'payonce_';
 // The drills read their ground truth from the drills' stack database over their own connection
 // (e2e/drills/ground-truth.ts): the one scripts/stack.ts gives `--database`, on the DATABASE_URL
 // server or the embedded one.
-process.env.DRILL_DATABASE_URL = (() => {
-  const name = `${DATABASE_PREFIX}drills`;
+/** A stack's database: on the embedded server, or beside DATABASE_URL's. */
+function stackDatabaseUrl(stackName: string): string {
+  const name = `${DATABASE_PREFIX}${stackName}`;
   if (!process.env.DATABASE_URL) return embeddedDatabaseUrl(name);
   const url = new URL(process.env.DATABASE_URL);
   url.pathname = `/${encodeURIComponent(name)}`;
   return url.toString();
-})();
+}
+process.env.DRILL_DATABASE_URL = stackDatabaseUrl('drills');
+process.env.CAPTURE_DATABASE_URL = stackDatabaseUrl('capture');
 
 // The drills' app instances share one database through PgBouncer in transaction-pooling mode, as
 // instances behind one pooler do in production (docs/scaling.md) — whenever pgbouncer is installed
@@ -94,8 +106,8 @@ const stack = (name: string, appPort: number, sandboxPort: number, flags: string
   env,
 });
 
-// One production build for the run, shared by both stacks: whichever starts first builds it, the
-// other waits and starts on it (STACK_BUILD_ONCE, scripts/build-once.ts). Checkout specs run alone
+// One production build for the run, shared by every stack: whichever starts first builds it, the
+// others wait and start on it (STACK_BUILD_ONCE, scripts/build-once.ts). Checkout specs run alone
 // use `next dev` instead.
 process.env.STACK_BUILD_ONCE ??= randomUUID();
 // Playwright passes its own environment on: empty values switch off whatever a developer's shell
@@ -144,6 +156,23 @@ const drillsStack = stack('drills', DRILL_APP_PORT, DRILL_SANDBOX_PORT, '--prod 
   STACK_PGBOUNCER_PASSWORD: DRILL_PGBOUNCER_PASSWORD,
 });
 
+const captureStack = stack('capture', CAPTURE_APP_PORT, CAPTURE_SANDBOX_PORT, '--prod', {
+  PAYONCE_DEMO: '1',
+  STRIPE_CAPTURE_METHOD: 'manual',
+  MERCHANT_API_TOKEN: process.env.CAPTURE_MERCHANT_TOKEN,
+  GATEWAY_TIMEOUT_MS: drillMs(5000),
+  IDEMPOTENCY_LEASE_MS: drillMs(16000),
+  JOBS_RECONCILE_SECONDS: '2',
+  JOBS_OUTBOX_SECONDS: '1',
+  JOBS_REFUND_SECONDS: '1',
+  REFUND_BACKOFF_MS: drillMs(500),
+  REFUND_LEASE_MS: drillMs(20000),
+  RATE_LIMIT_SESSION_PER_MINUTE: '0',
+  RATE_LIMIT_ADDRESS_PER_MINUTE: '0',
+  OPEN_ORDERS_PER_ADDRESS: '0',
+  OPEN_ORDER_HELD_UNITS_PER_SKU_PER_ADDRESS: '0',
+});
+
 /** Options of `playwright test` that take a value in the next argument (not a test-file filter). */
 const VALUE_OPTIONS = new Set([
   '-c',
@@ -178,12 +207,13 @@ function specFiles(dir: string): string[] {
 /**
  * Which projects this run can reach, from the command line as Playwright reads it: `--project`
  * names them; file filters (regular expressions over the test files' paths) reach the projects whose
- * files they match. A worker process, or anything unparseable, reaches both.
+ * files they match. A worker process, or anything unparseable, reaches all three.
  */
-function reachableProjects(argv: string[]): Set<'checkout' | 'drills'> {
-  const both = new Set<'checkout' | 'drills'>(['checkout', 'drills']);
+type ProjectName = 'checkout' | 'drills' | 'capture';
+function reachableProjects(argv: string[]): Set<ProjectName> {
+  const all = new Set<ProjectName>(['checkout', 'drills', 'capture']);
   const testAt = argv.indexOf('test');
-  if (testAt < 0) return both;
+  if (testAt < 0) return all;
   const projects: string[] = [];
   const filters: string[] = [];
   for (let i = testAt + 1; i < argv.length; i++) {
@@ -193,9 +223,7 @@ function reachableProjects(argv: string[]): Set<'checkout' | 'drills'> {
     else if (VALUE_OPTIONS.has(arg)) i++;
     else if (!arg.startsWith('-')) filters.push(arg);
   }
-  const reached = new Set<'checkout' | 'drills'>(
-    projects.length ? (projects.filter((p) => both.has(p as 'checkout')) as ('checkout' | 'drills')[]) : both,
-  );
+  const reached = new Set<ProjectName>(projects.length ? (projects.filter((p) => all.has(p as ProjectName)) as ProjectName[]) : all);
   if (filters.length === 0) return reached;
   const matches = (file: string) =>
     filters.some((filter) => {
@@ -206,9 +234,11 @@ function reachableProjects(argv: string[]): Set<'checkout' | 'drills'> {
       }
     });
   const drills = specFiles('e2e/drills');
-  const checkout = specFiles('e2e').filter((file) => !drills.includes(file));
+  const capture = specFiles('e2e/capture');
+  const checkout = specFiles('e2e').filter((file) => !drills.includes(file) && !capture.includes(file));
   if (!checkout.some(matches)) reached.delete('checkout');
   if (!drills.some(matches)) reached.delete('drills');
+  if (!capture.some(matches)) reached.delete('capture');
   return reached;
 }
 
@@ -238,7 +268,7 @@ export default defineConfig({
       name: 'checkout',
       workers: 1,
       testDir: 'e2e',
-      testIgnore: 'drills/**',
+      testIgnore: ['drills/**', 'capture/**'],
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${APP_PORT}` },
     },
     {
@@ -247,9 +277,18 @@ export default defineConfig({
       testDir: 'e2e/drills',
       use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${DRILL_APP_PORT}` },
     },
+    {
+      name: 'capture',
+      workers: 1,
+      testDir: 'e2e/capture',
+      use: { browserName: 'chromium', baseURL: `http://127.0.0.1:${CAPTURE_APP_PORT}` },
+    },
   ],
   webServer: [
-    ...(reachable.has('checkout') ? [checkoutStack(reachable.has('drills'))] : []),
+    // The checkout stack runs on `next dev` only when it is the run's one stack: a production build is
+    // shared by every stack that starts (scripts/build-once.ts).
+    ...(reachable.has('checkout') ? [checkoutStack(reachable.has('drills') || reachable.has('capture'))] : []),
     ...(reachable.has('drills') ? [drillsStack] : []),
+    ...(reachable.has('capture') ? [captureStack] : []),
   ],
 });

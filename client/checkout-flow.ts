@@ -3,8 +3,9 @@
  * Idempotency-Key per order creation and per payment attempt, kept in storage with the order so a
  * reload (or a crashed client) retries with the same key instead of paying again.
  *
- * A key lives until its request has a final answer: 201 (paid), 402 (declined) or 422 (the key was
- * used for a different request). After a decline the next attempt gets a new key.
+ * A key lives until its request has a final answer: 201 (paid, or authorised: the money held until
+ * the order ships), 402 (declined) or 422 (the key was used for a different request). After a decline
+ * the next attempt gets a new key.
  *
  * The stored attempt keeps the request it was sent with (gateway, buyer, cart), so a reload resumes
  * that very request: the same key with another gateway would be a different request (422) while the
@@ -12,6 +13,7 @@
  * retries that ran out — the order itself is asked (checkout.order), and only its state decides
  * between paid, declined, still confirming and "nothing was charged".
  */
+import type { AuthorizedOrder } from '@/server/checkout/authorizations';
 import type { CreatedOrder, OrderView } from '@/server/checkout/orders';
 import type { AwaitingBuyer, DeclinedPayment } from '@/server/checkout/pay';
 import type { PaidOrder } from '@/server/checkout/settle';
@@ -47,11 +49,18 @@ export type {
 } from './checkout-storage';
 
 /**
+ * The buyer's payment is done, whichever way the checkout takes money: taken (`paid`), or held on the
+ * card for the merchant to take when the order ships (`authorized`). Either way the shopper has
+ * nothing left to do, and paying the same cart again would be a second purchase.
+ */
+export type CompletedPayment = PaidOrder | AuthorizedOrder;
+
+/**
  * `key` is the payment attempt's Idempotency-Key when there was one; `confirmedByOrder` says the
  * result was read from the order's state rather than from the pay call's own answer.
  */
 export type PayResult =
-  | { kind: 'paid'; order: CreatedOrder; paid: PaidOrder; key?: string; confirmedByOrder?: boolean }
+  | { kind: 'paid'; order: CreatedOrder; paid: CompletedPayment; key?: string; confirmedByOrder?: boolean }
   /**
    * The trade is open and waits for the buyer's own step (`awaiting.action`). The attempt stays saved:
    * a reload sends the same key again and gets the same step back (a stored, replayed answer).
@@ -69,6 +78,8 @@ export type PayResult =
       declined?: DeclinedPayment;
       /** With orderState `closed`: whether any charge succeeded on the order (it is refunded). */
       charged?: boolean;
+      /** With orderState `closed`: how it closed, as the order's status (`expired`, `voided`). */
+      closedAs?: string;
     }
   | { kind: 'gave_up'; failure: CallFailure; message: string; key?: string };
 
@@ -81,38 +92,28 @@ export type PayProgress =
 
 /** What the order's own state says about the money. */
 export type OrderTruth =
-  | { kind: 'paid'; paid: PaidOrder }
+  /** Paid, or authorised (the money held): the buyer is done. */
+  | { kind: 'paid'; paid: CompletedPayment }
   /** A payment is in flight (the order is `paying`): its result is not known yet. */
   | { kind: 'paying' }
   /** The order's latest attempt was declined and nothing is in flight. */
   | { kind: 'declined'; declined: DeclinedPayment }
   /** Still payable and no payment succeeded: nothing was charged. */
   | { kind: 'not_charged' }
-  /** Expired or failed: no longer payable. `charged`: a charge succeeded on it (refunded, as it cannot stay). */
+  /**
+   * Expired, or voided (its hold released or lapsed): no longer payable. `charged`: a charge succeeded
+   * on it (refunded, as it cannot stay).
+   */
   | { kind: 'closed'; status: string; charged: boolean }
   | { kind: 'unknown'; failure: CallFailure };
 
 /** Reads one order's state and says what it means for the money; never guesses. */
 export function orderTruth(view: OrderView): OrderTruth {
-  const payment = view.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
-  if (view.status === 'paid' && payment) {
-    return {
-      kind: 'paid',
-      paid: {
-        orderId: view.orderId,
-        status: 'paid',
-        payment: {
-          gateway: payment.gateway as GatewayId,
-          outTradeNo: view.outTradeNo,
-          amountMinor: payment.amountMinor,
-          currency: payment.currency,
-          gatewayTradeNo: payment.gatewayTradeNo ?? '',
-        },
-      },
-    };
-  }
-  if (view.status === 'paying' || view.status === 'paid') return { kind: 'paying' };
-  if (view.status === 'expired') {
+  const completed = completedPayment(view);
+  if (completed) return { kind: 'paid', paid: completed };
+  // Paid or authorised without the payment that says so: read between two writes; ask again.
+  if (view.status === 'paying' || view.status === 'paid' || view.status === 'authorized') return { kind: 'paying' };
+  if (view.status === 'expired' || view.status === 'voided') {
     return { kind: 'closed', status: view.status, charged: view.payments.some((p) => p.status === 'succeeded') };
   }
   const latest = view.payments.filter((p) => p.role === 'payment').at(-1);
@@ -129,6 +130,26 @@ export function orderTruth(view: OrderView): OrderTruth {
     };
   }
   return { kind: 'not_charged' };
+}
+
+/** The order's own payment, when the order is paid or authorised and has it. */
+function completedPayment(view: OrderView): CompletedPayment | undefined {
+  if (view.status !== 'paid' && view.status !== 'authorized') return undefined;
+  // A paid order's payment has succeeded (captured, if it was an authorisation); an authorised one's holds.
+  const held = view.status === 'paid' ? 'succeeded' : 'authorized';
+  const payment = view.payments.find((p) => p.status === held && p.role === 'payment');
+  if (!payment) return undefined;
+  return {
+    orderId: view.orderId,
+    status: view.status,
+    payment: {
+      gateway: payment.gateway as GatewayId,
+      outTradeNo: view.outTradeNo,
+      amountMinor: payment.amountMinor,
+      currency: payment.currency,
+      gatewayTradeNo: payment.gatewayTradeNo ?? '',
+    },
+  };
 }
 
 /**
@@ -305,7 +326,7 @@ async function sendAttempt(run: PayRun, order: StoredOrder, attempt: StoredAttem
   return { answer, settledByOrder };
 }
 
-/** 4. The answer: the buyer's own step to take (the attempt stays saved), or the paid order. */
+/** 4. The answer: the buyer's own step to take (the attempt stays saved), or the paid (or authorised) order. */
 function answerResult(
   run: PayRun,
   order: StoredOrder,
@@ -316,8 +337,8 @@ function answerResult(
   run.storage.save({});
   if (!settledByOrder) return { kind: 'paid', order, paid: answer, key: attempt.key };
   // The shopper has their answer; the key has not. Keep retrying it quietly until a retry takes
-  // the dead request's key over (it finds the order paid and completes the key with that answer),
-  // so no key is left in flight behind a paid order.
+  // the dead request's key over (it finds the order paid or authorised and completes the key with
+  // that answer), so no key is left in flight behind a finished order.
   void callWithRetry(payRequest(run, order, attempt), { policy: KEY_SETTLING_POLICY, sleep: run.sleep }).catch(() => {});
   return { kind: 'paid', order, paid: answer, key: attempt.key, confirmedByOrder: true };
 }
@@ -383,7 +404,7 @@ async function retriesExhausted(run: PayRun, failure: CallFailure, key: string |
 /** Patient enough to outlast a dead request's lease (30 s) several times over, then gives up quietly. */
 const KEY_SETTLING_POLICY: RetryPolicy = { maxRetries: 20, baseDelayMs: 1000, maxDelayMs: 8000 };
 
-/** The order's payment, if the order is paid by now; anything else (or no answer) is undefined. */
+/** The order's payment, if the order is paid or authorised by now; anything else (or no answer) is undefined. */
 async function paidMeanwhile(client: CheckoutClient, orderId: string) {
   try {
     const truth = orderTruth(await client.checkout.order.query({ orderId }));
@@ -392,6 +413,9 @@ async function paidMeanwhile(client: CheckoutClient, orderId: string) {
     return undefined;
   }
 }
+
+/** How a closed order ended, in the words of the technical detail a 422 ends with. */
+const CLOSED_AS: Record<string, string> = { expired: '过期', voided: '取消（授权已释放）' };
 
 /** The result a 422 ends with, once the order has said what happened. */
 function settleByOrder(
@@ -430,10 +454,11 @@ function settleByOrder(
       return {
         kind: 'failed',
         failure,
-        message: `订单已${truth.status === 'expired' ? '过期' : '关闭'}，请重新下单。`,
+        message: `订单已${CLOSED_AS[truth.status] ?? '关闭'}，请重新下单。`,
         key,
         orderState: 'closed',
         charged: truth.charged,
+        closedAs: truth.status,
       };
     case 'paying':
     case 'unknown':

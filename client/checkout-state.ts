@@ -10,13 +10,13 @@
  * own step, and reading the order a return link names, follow the status instead.
  */
 import type { OrderView } from '@/server/checkout/orders';
-import type { PaidOrder } from '@/server/checkout/settle';
 import type { BuyerStep, TestBuyer } from '@/server/payments/gateway';
 import type { GatewayId } from '@/server/payments/gateway-ids';
 import {
   cartSignature,
   orderTruth,
   type CartLine,
+  type CompletedPayment,
   type CurrentCheckout,
   type OrderTruth,
   type PayProgress,
@@ -25,13 +25,13 @@ import {
 import {
   awaitingStatus,
   busyStatus,
-  closedLines,
+  closedStatus,
+  completedStatus,
   declinedStatus,
   failedStatus,
   IDLE,
   isFrozen,
   orderStateFailure,
-  paidStatus,
   pendingStatus,
   progressStatus,
   type Status,
@@ -83,7 +83,7 @@ export interface CheckoutState {
   returning?: { orderId: string; token: string; round: number };
   /** The stored state has been read (and the page is interactive): once, on load. */
   loaded: boolean;
-  /** The last payment this page saw, for the duplicate-purchase question (the hook stores it). */
+  /** The last payment this page saw (paid or authorised), for the duplicate-purchase question (the hook stores it). */
   lastPaid?: LastPaid;
 }
 
@@ -155,7 +155,7 @@ export function reduce(state: CheckoutState, action: CheckoutAction): CheckoutSt
     case 'switch_method':
       return { ...state, status: IDLE };
     case 'new_order':
-      // 再来一单: no follow-up is owed any more; a payment under way (there is none after 支付成功) would go on.
+      // 再来一单: no follow-up is owed any more; a payment under way (there is none after 支付成功 or 已授权) would go on.
       return { ...state, status: IDLE, returning: undefined, task: state.task?.kind === 'pay' ? state.task : undefined };
     default:
       return unreachable(action);
@@ -282,7 +282,7 @@ function payResult(state: CheckoutState, taskId: number, result: PayResult, at: 
     case 'awaiting_buyer':
       return { ...withForm(done, { gateway: result.awaiting.gateway }), status: awaitingStatus(result) };
     case 'paid':
-      return paid(done, result.paid, task.choice.cart, at);
+      return completed(done, result.paid, task.choice.cart, at);
     case 'declined':
       return { ...done, status: declinedStatus(result, task.choice.gateway) };
     case 'failed':
@@ -294,12 +294,16 @@ function payResult(state: CheckoutState, taskId: number, result: PayResult, at: 
   }
 }
 
-/** Paid: shown on the gateway that actually took the money, whatever the form said before a reload. */
-function paid(state: CheckoutState, paidOrder: PaidOrder, cart: CartLine[], at: number): CheckoutState {
+/**
+ * Paid, or the money held (authorised): shown on the gateway that took or holds the money, whatever
+ * the form said before a reload. A hold counts as a purchase for the duplicate-purchase question: the
+ * money is taken when the order ships.
+ */
+function completed(state: CheckoutState, payment: CompletedPayment, cart: CartLine[], at: number): CheckoutState {
   return {
-    ...withForm(state, { gateway: paidOrder.payment.gateway }),
-    status: paidStatus(paidOrder.orderId),
-    lastPaid: { cart: cartSignature(cart), paidAt: at, orderId: paidOrder.orderId },
+    ...withForm(state, { gateway: payment.payment.gateway }),
+    status: completedStatus(payment),
+    lastPaid: { cart: cartSignature(cart), paidAt: at, orderId: payment.orderId },
   };
 }
 
@@ -328,14 +332,14 @@ function orderAnswer(state: CheckoutState, taskId: number, truth: OrderTruth, at
   const done = { ...state, task: undefined };
   switch (truth.kind) {
     case 'paid':
-      return paid(done, truth.paid, task.choice.cart, at);
+      return completed(done, truth.paid, task.choice.cart, at);
     case 'declined':
       return { ...done, status: declinedStatus({ declined: truth.declined, key: undefined }, task.choice.gateway) };
     case 'not_charged':
     case 'closed': {
-      const charged = truth.kind === 'closed' ? truth.charged : undefined;
+      const closed = truth.kind === 'closed' ? { charged: truth.charged, closedAs: truth.status } : {};
       const failure = orderStateFailure(truth.kind);
-      return { ...done, status: failedStatus({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind, charged }) };
+      return { ...done, status: failedStatus({ kind: 'failed', failure, message: truth.kind, orderState: truth.kind, ...closed }) };
     }
     case 'paying':
     case 'unknown':
@@ -351,16 +355,14 @@ function orderAnswer(state: CheckoutState, taskId: number, truth: OrderTruth, at
  */
 function watched(state: CheckoutState, { orderId, truth, stored, at }: Extract<CheckoutAction, { type: 'watched' }>): CheckoutState {
   if (state.status.tone !== 'wait' || state.status.awaiting.orderId !== orderId) return state;
-  if (truth.kind === 'paid') return paid(state, truth.paid, (openAttempt(stored) ?? { cart: cartOf(state.form.quantities) }).cart, at);
+  if (truth.kind === 'paid') return completed(state, truth.paid, (openAttempt(stored) ?? { cart: cartOf(state.form.quantities) }).cart, at);
   if (truth.kind !== 'closed') return state;
   const failure = orderStateFailure(truth.status, 'ORDER_NOT_PAYABLE');
-  return {
-    ...state,
-    status: failedStatus({ kind: 'failed', failure, message: truth.status, orderState: 'closed', charged: truth.charged }),
-  };
+  const closed = { orderState: 'closed', charged: truth.charged, closedAs: truth.status } as const;
+  return { ...state, status: failedStatus({ kind: 'failed', failure, message: truth.status, ...closed }) };
 }
 
-/** The order a return link names: shown with its cart, and asked again until it is paid or closed. */
+/** The order a return link names: shown with its cart, and asked again until it is paid (or authorised) or closed. */
 function returned(state: CheckoutState, view: OrderView): CheckoutState {
   const { returning } = state;
   if (!returning) return state;
@@ -370,11 +372,9 @@ function returned(state: CheckoutState, view: OrderView): CheckoutState {
     return {
       ...withForm(next, { gateway: truth.paid.payment.gateway }),
       returning: undefined,
-      status: paidStatus(view.orderId, returning.token),
+      status: completedStatus(truth.paid, returning.token),
     };
   }
-  if (truth.kind === 'closed') {
-    return { ...next, returning: undefined, status: { tone: 'bad', title: 'status.failed', lines: closedLines(truth.charged) } };
-  }
+  if (truth.kind === 'closed') return { ...next, returning: undefined, status: closedStatus(truth) };
   return { ...next, returning: { ...returning, round: returning.round + 1 } };
 }

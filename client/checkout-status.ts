@@ -4,7 +4,8 @@
  * (checkout-state.ts) builds these from the answers it is given.
  */
 import type { AwaitingBuyer, DeclinedPayment } from '@/server/checkout/pay';
-import type { PayProgress, PayResult } from './checkout-flow';
+import type { CompletedPayment, OrderTruth, PayProgress, PayResult } from './checkout-flow';
+import { formatMoney } from './money';
 import type { CallFailure } from './retry';
 
 type Vars = Record<string, string | number>;
@@ -51,8 +52,8 @@ function isCartRefusal(reason: string | undefined): reason is string {
 }
 
 /**
- * Paid: the order is done and its cart is locked until 再来一单. Busy or unconfirmed: a payment is
- * under way, and nothing the shopper changes could apply to it.
+ * Paid or authorised: the order is done and its cart is locked until 再来一单. Busy or unconfirmed: a
+ * payment is under way, and nothing the shopper changes could apply to it.
  */
 export const isFrozen = (status: Status) =>
   status.tone === 'ok' || status.tone === 'busy' || status.tone === 'warn' || status.tone === 'wait';
@@ -94,6 +95,34 @@ export function paidStatus(orderId: string, returnToken?: string): Status {
   return { tone: 'ok', title: 'status.paid', lines: [{ key: 'status.paidDetail' }], orderId, ...(returnToken ? { returnToken } : {}) };
 }
 
+/**
+ * Authorised: as final for the shopper as paid (the money is held and nothing more is asked of them),
+ * so it is an `ok` status too; the line says what is held and that it is taken only when the order ships.
+ */
+export function authorizedStatus({ orderId, payment }: Extract<CompletedPayment, { status: 'authorized' }>, returnToken?: string): Status {
+  return {
+    tone: 'ok',
+    title: 'status.authorized',
+    lines: [{ key: 'status.authorizedDetail', vars: { amount: formatMoney(payment.amountMinor, payment.currency) } }],
+    orderId,
+    ...(returnToken ? { returnToken } : {}),
+  };
+}
+
+/** The buyer is done: paid, or the money held. */
+export function completedStatus(completed: CompletedPayment, returnToken?: string): Status {
+  switch (completed.status) {
+    case 'paid':
+      return paidStatus(completed.orderId, returnToken);
+    case 'authorized':
+      return authorizedStatus(completed, returnToken);
+    default: {
+      const unknown: never = completed;
+      throw new Error(`unknown completed payment ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
 /** A decline on `gateway`, in the shopper's words: nothing was charged, and another way may pay. */
 function declineStatus(declined: DeclinedPayment, gateway: string, tech: TechnicalDetail): Status {
   return {
@@ -118,25 +147,35 @@ export function failedStatus(result: Result<'failed'>): Status {
   const tech = { status: failure.status, reason: failure.reason, message: result.message, key: result.key };
   if (result.orderState === 'declined' && result.declined) return declineStatus(result.declined, result.declined.gateway, tech);
   // A cart refused before any order existed is not a failed payment: nothing was ordered or charged.
-  const title = isCartRefusal(failure.reason) ? 'status.notOrdered' : 'status.failed';
+  const title = isCartRefusal(failure.reason) ? 'status.notOrdered' : closedTitle(result.closedAs);
   return { tone: 'bad', title, lines: failedLines(result), tech };
 }
 
-function failedLines({ failure, orderState, charged }: Result<'failed'>): StatusLine[] {
+function failedLines({ failure, orderState, charged, closedAs }: Result<'failed'>): StatusLine[] {
   if (orderState === 'not_charged') return [{ key: 'status.mismatchNotCharged' }];
   // Refused before any order or charge existed: what to change, in the shopper's words.
   const refusal = isCartRefusal(failure.reason) ? CART_REFUSALS[failure.reason] : undefined;
   if (refusal) return [{ key: refusal }];
   // What happened to the money, when the order said: an expired order never took any, or what it
   // took is being given back.
-  if (orderState === 'closed' || failure.reason === 'ORDER_NOT_PAYABLE' || failure.status === 404) return closedLines(charged);
+  if (orderState === 'closed' || failure.reason === 'ORDER_NOT_PAYABLE' || failure.status === 404) return closedLines(charged, closedAs);
   return [{ key: 'status.failedGeneric' }];
 }
 
-/** A closed order; with `charged` known, what happened to the money. */
-export function closedLines(charged: boolean | undefined): StatusLine[] {
+/**
+ * A closed order as the order itself says it closed. A voided one did not fail: the merchant released
+ * its hold (or the hold lapsed), so it is called cancelled and the money it held released.
+ */
+export function closedStatus({ status, charged }: Extract<OrderTruth, { kind: 'closed' }>): Status {
+  return { tone: 'bad', title: closedTitle(status), lines: closedLines(charged, status) };
+}
+
+const closedTitle = (closedAs: string | undefined) => (closedAs === 'voided' ? 'status.voided' : 'status.failed');
+
+/** A closed order (`closedAs`: its status, when known); with `charged` known, what happened to the money. */
+export function closedLines(charged: boolean | undefined, closedAs?: string): StatusLine[] {
   const money = charged === undefined ? [] : [{ key: charged ? 'status.closedRefunded' : 'status.closedNotCharged' }];
-  return [{ key: 'status.orderClosed' }, ...money];
+  return [{ key: closedAs === 'voided' ? 'status.voidedDetail' : 'status.orderClosed' }, ...money];
 }
 
 export function pendingStatus({ failure, key }: Result<'gave_up'>): Status {

@@ -52,9 +52,11 @@ export const SHARED_MESSAGES: Catalogue = {
     ...gatewayMessages('zh'),
     'order.status.awaiting_payment': '待支付',
     'order.status.paying': '支付确认中',
+    'order.status.authorized': '已授权，发货时扣款',
     'order.status.paid': '已支付',
     'order.status.failed': '已关闭',
     'order.status.expired': '已过期',
+    'order.status.voided': '已取消，授权已释放',
   },
   en: {
     'lang.switch': 'Language',
@@ -63,9 +65,11 @@ export const SHARED_MESSAGES: Catalogue = {
     ...gatewayMessages('en'),
     'order.status.awaiting_payment': 'Awaiting payment',
     'order.status.paying': 'Confirming payment',
+    'order.status.authorized': 'Authorised; charged when it ships',
     'order.status.paid': 'Paid',
     'order.status.failed': 'Closed',
     'order.status.expired': 'Expired',
+    'order.status.voided': 'Cancelled; hold released',
   },
 };
 

@@ -34,7 +34,12 @@ export const products = pgTable(
   (t) => [check('products_stock_non_negative', sql`${t.stock} >= 0`), check('products_price_positive', sql`${t.priceMinor} > 0`)],
 );
 
-export const ORDER_STATUSES = ['awaiting_payment', 'paying', 'paid', 'expired'] as const;
+/**
+ * `authorized`: the buyer's money is held for the order and not taken yet (authorise, then capture at
+ * shipment); `voided`: that hold was released — by the merchant, or lapsed at the gateway — and the
+ * stock went back. server/checkout/order-state.ts has every change between them.
+ */
+export const ORDER_STATUSES = ['awaiting_payment', 'paying', 'authorized', 'paid', 'expired', 'voided'] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export const orders = pgTable(
@@ -63,6 +68,8 @@ export const orders = pgTable(
     attemptGateway: text(),
     attemptStartedAt: timestamptz('attempt_started_at'),
     paidAt: timestamptz('paid_at'),
+    /** When the buyer's money came to be held for the order (status `authorized`); the lapse is counted from it. */
+    authorizedAt: timestamptz('authorized_at'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
     /**
@@ -86,7 +93,11 @@ export const orders = pgTable(
       .where(sql`${t.status} in ('awaiting_payment', 'paying')`),
     check('orders_amount_positive', sql`${t.amountMinor} > 0`),
     // The statuses of server/checkout/order-state.ts, and no other.
-    check('orders_status_known', sql`${t.status} in ('awaiting_payment', 'paying', 'paid', 'expired')`),
+    check('orders_status_known', sql`${t.status} in ('awaiting_payment', 'paying', 'authorized', 'paid', 'expired', 'voided')`),
+    // Authorised orders wait for the merchant's capture; the reconciler asks after the old ones (a lapse).
+    index('orders_authorized_idx')
+      .on(t.authorizedAt)
+      .where(sql`${t.status} = 'authorized'`),
   ],
 );
 
@@ -106,7 +117,11 @@ export const orderItems = pgTable(
   (t) => [primaryKey({ columns: [t.orderId, t.sku] }), check('order_items_quantity_positive', sql`${t.quantity} > 0`)],
 );
 
-export const PAYMENT_STATUSES = ['succeeded', 'declined'] as const;
+/**
+ * `authorized`: the money is held and not taken; it becomes `succeeded` when captured (amount_minor
+ * then what was taken) or `voided` when the hold is released or lapses.
+ */
+export const PAYMENT_STATUSES = ['succeeded', 'declined', 'authorized', 'voided'] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 /**
@@ -133,6 +148,8 @@ export const payments = pgTable(
     gatewayTradeNo: text(),
     declineCode: text(),
     declineMessage: text(),
+    /** For an authorisation: what was held. amount_minor is what was taken once it is captured. */
+    authorizedMinor: integer(),
     /** What told us: the gateway's response, its notification, a reconciliation query or a close. */
     source: text().$type<PaymentSource>().notNull(),
     /** `payment` for the charge that pays the order; `excess` for money being given back. */
@@ -142,12 +159,13 @@ export const payments = pgTable(
   (t) => [
     // The database's own last line of defence for promise 1: one successful payment per order. A
     // second success is kept too, as `excess`, and refunded.
+    // An authorisation holding the money counts as the order's payment: it is captured, or released.
     uniqueIndex('payments_one_success_per_order')
       .on(t.orderId)
-      .where(sql`${t.status} = 'succeeded' and ${t.role} = 'payment'`),
+      .where(sql`${t.status} in ('succeeded', 'authorized') and ${t.role} = 'payment'`),
     uniqueIndex('payments_gateway_trade_unique')
       .on(t.gateway, t.gatewayTradeNo)
-      .where(sql`${t.gatewayTradeNo} is not null and ${t.status} = 'succeeded'`),
+      .where(sql`${t.gatewayTradeNo} is not null and ${t.status} in ('succeeded', 'authorized', 'voided')`),
     index('payments_order_idx').on(t.orderId),
   ],
 );
@@ -256,6 +274,68 @@ export const refunds = pgTable(
       .where(sql`${t.status} in ('pending', 'sent', 'processing')`),
     index('refunds_order_idx').on(t.orderId),
     check('refunds_amount_positive', sql`${t.amountMinor} > 0`),
+  ],
+);
+
+export const AUTHORIZATION_ACTIONS = ['capture', 'release'] as const;
+export type AuthorizationAction = (typeof AUTHORIZATION_ACTIONS)[number];
+/**
+ *   pending    decided, never sent
+ *   sent       sent at least once, answer unknown: the next run sends it again with the same
+ *              capture id (the gateway's idempotency key) — a capture or release is idempotent there
+ *   succeeded  done: captured (amount_minor taken) or released
+ *   failed     refused for good (the hold had lapsed before a capture, more than held): recorded
+ */
+export const AUTHORIZATION_ACTION_STATUSES = ['pending', 'sent', 'succeeded', 'failed'] as const;
+export type AuthorizationActionState = (typeof AUTHORIZATION_ACTION_STATUSES)[number];
+export type AuthorizationActionReason = 'merchant' | 'excess_authorization';
+
+/**
+ * What is to become of an authorisation (a payment in status `authorized`): captured — all or part —
+ * or released. One per authorisation (payment_id unique): two operators, a double click or a retry all
+ * find the first decision, so the gateway is asked to capture once with one capture id. Written in
+ * the transaction that decides it; the authorization worker (server/jobs/authorization-worker.ts)
+ * carries it out, as the refund worker does refunds.
+ */
+export const authorizationActions = pgTable(
+  'authorization_actions',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    paymentId: uuid()
+      .notNull()
+      .unique()
+      .references(() => payments.id),
+    gateway: text().notNull(),
+    outTradeNo: text().notNull(),
+    gatewayTradeNo: text().notNull(),
+    action: text().$type<AuthorizationAction>().notNull(),
+    /** A capture: how much to take (≤ what is held; the rest is released with it). Null for a release. */
+    amountMinor: integer(),
+    currency: text().notNull(),
+    /** Ours, fixed when decided and sent every time: the gateway's idempotency key is made from it. */
+    captureId: text().notNull().unique(),
+    reason: text().$type<AuthorizationActionReason>().notNull(),
+    /** Who decided: the merchant's credential label, or `payonce` for an excess authorisation. */
+    decidedBy: text().notNull(),
+    status: text().$type<AuthorizationActionState>().notNull().default('pending'),
+    /** What the gateway took, once captured. */
+    capturedMinor: integer(),
+    attempts: integer().notNull().default(0),
+    nextAttemptAt: timestamptz('next_attempt_at').notNull().defaultNow(),
+    leaseUntil: timestamptz('lease_until'),
+    lastError: text(),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    settledAt: timestamptz('settled_at'),
+  },
+  (t) => [
+    index('authorization_actions_due_idx')
+      .on(t.nextAttemptAt)
+      .where(sql`${t.status} in ('pending', 'sent')`),
+    index('authorization_actions_order_idx').on(t.orderId),
+    check('authorization_actions_capture_amount', sql`(${t.action} = 'capture') = (${t.amountMinor} is not null and ${t.amountMinor} > 0)`),
   ],
 );
 

@@ -1,8 +1,8 @@
 /**
  * Faults the failure drills arm on the sandbox, as a flaky gateway would inflict them. Each applies to
- * one operation — `charge` (the default), `close` or `refund` — and never to queries (a query after a
- * failure must still get through, as it does in real life). For close and refund, read "charge" below
- * as "process the close / the refund":
+ * one operation — `charge` (the default), `close`, `refund` or `capture` (Stripe's capture of an
+ * authorisation) — and never to queries (a query after a failure must still get through, as it does in
+ * real life). For the others, read "charge" below as "process the close / the refund / the capture":
  *
  *   fail_before_charge    answer with the gateway's own system error without charging (its module's
  *                         `systemError`: Alipay's signed 20000 in an HTTP 200, WeChat Pay's signed
@@ -40,7 +40,7 @@ export const SANDBOX_FAULT_ACTIONS = [
   'rate_limit',
 ] as const;
 
-export const SANDBOX_FAULT_OPERATIONS = ['charge', 'close', 'refund'] as const;
+export const SANDBOX_FAULT_OPERATIONS = ['charge', 'close', 'refund', 'capture'] as const;
 export type SandboxOperation = (typeof SANDBOX_FAULT_OPERATIONS)[number];
 
 export const sandboxFaultSpec = z.object({
@@ -80,6 +80,7 @@ export function operationOf(request: SandboxRequest): { gateway: string; operati
   if (path === '/v3/refund/domestic/refunds') return { gateway: 'wechatpay', operation: 'refund' };
   if (/^\/v1\/payment_intents(\/[^/]+\/confirm)?$/.test(path)) return { gateway: 'stripe', operation: 'charge' };
   if (/^\/v1\/payment_intents\/[^/]+\/cancel$/.test(path)) return { gateway: 'stripe', operation: 'close' };
+  if (/^\/v1\/payment_intents\/[^/]+\/capture$/.test(path)) return { gateway: 'stripe', operation: 'capture' };
   if (path === '/v1/refunds') return { gateway: 'stripe', operation: 'refund' };
   // 2C2P, whose paths ignore case: PGW v4.3's Do Payment, the buyer submitting the hosted payment page
   // (the charge of the redirect step) and cancelTransaction. Its Payment Maintenance API carries

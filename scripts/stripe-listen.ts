@@ -15,6 +15,8 @@ export const STRIPE_WEBHOOK_EVENTS = [
   'payment_intent.succeeded',
   'payment_intent.payment_failed',
   'payment_intent.canceled',
+  // Authorise, then capture: the buyer's money held (capture_method manual).
+  'payment_intent.amount_capturable_updated',
   'refund.created',
   'refund.updated',
   'charge.refunded',

@@ -5,10 +5,10 @@ import Link from 'next/link';
 import { useMemo, useState } from 'react';
 import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client';
 import { LangProvider, LangSwitch, useLang, type Lang } from '@/client/i18n';
+import { formatMoney } from '@/client/money';
 import type { OrderTimeline } from '@/server/checkout/timeline';
 import { describe } from './behind-describe';
 import { LEGEND, ORDER_STATUS, TEXT } from './behind-words';
-import { formatMoney } from './money';
 import './behind.css';
 
 /**
@@ -135,7 +135,7 @@ function EventTable({ timeline, lang }: { timeline: OrderTimeline; lang: Lang })
         </thead>
         <tbody>
           {timeline.events.map((event) => {
-            const shown = describe(event, lang);
+            const shown = describe(event, lang, timeline.order.currency);
             return (
               <tr key={event.seq} data-kind={event.kind} data-tone={shown.tone}>
                 <td>{event.seq}</td>

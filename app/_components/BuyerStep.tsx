@@ -10,8 +10,8 @@ import QRCode from 'qrcode';
 import { useEffect, useRef, useState } from 'react';
 import { declineText } from '@/client/decline-reasons';
 import { useLang } from '@/client/i18n';
+import { formatMoney } from '@/client/money';
 import type { AwaitingBuyer } from '@/server/checkout/pay';
-import { formatMoney } from './money';
 
 export function BuyerStep({ awaiting, sandboxScanUrl }: { awaiting: AwaitingBuyer; sandboxScanUrl: string | null }) {
   const action = awaiting.action;

@@ -1,7 +1,7 @@
 'use client';
 
 import { useLang } from '@/client/i18n';
-import { formatMoney } from './money';
+import { formatMoney } from '@/client/money';
 import type { Product } from './use-checkout';
 
 interface Products {

@@ -2,12 +2,13 @@
 
 import { useQuery } from '@tanstack/react-query';
 import { useLang } from '@/client/i18n';
+import { formatMoney } from '@/client/money';
 import type { CheckoutClient } from '@/client/trpc-client';
-import { formatMoney } from './money';
 
 /**
- * The paid order as the server has it: what was bought, how it was paid, every charge and refund.
- * Read by the session, or by a return link's `token` when the buyer came back without the session.
+ * The paid (or authorised) order as the server has it: what was bought, how it was paid, every charge
+ * and refund. Read by the session, or by a return link's `token` when the buyer came back without the
+ * session.
  */
 export function OrderDetails({ client, orderId, token }: { client: CheckoutClient; orderId: string; token?: string }) {
   const { t, lang } = useLang();
@@ -15,7 +16,8 @@ export function OrderDetails({ client, orderId, token }: { client: CheckoutClien
     queryKey: ['order', orderId, token],
     queryFn: () => (token ? client.checkout.returnedOrder.query({ orderId, token }) : client.checkout.order.query({ orderId })),
   });
-  const payment = order.data?.payments.find((p) => p.status === 'succeeded' && p.role === 'payment');
+  // An authorised order's payment holds the money instead of having taken it: still how the order is paid.
+  const payment = order.data?.payments.find((p) => p.role === 'payment' && (p.status === 'succeeded' || p.status === 'authorized'));
   const charges = order.data?.payments.filter((p) => p.status === 'succeeded') ?? [];
   const refunds = order.data?.refunds ?? [];
   return (

@@ -4,8 +4,8 @@ import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-quer
 import Link from 'next/link';
 import { useMemo, useState } from 'react';
 import { LangProvider, LangSwitch, useLang } from '@/client/i18n';
+import { formatMoney } from '@/client/money';
 import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client';
-import { formatMoney } from './money';
 
 /** The customer's newest orders (every customer's in demo mode), each linking to its 幕后 view. */
 export function OrderList() {

@@ -10,7 +10,7 @@ import { OrderDetails } from './OrderDetails';
 import { PaymentStatus } from './PaymentStatus';
 import type { GatewayInfo } from './use-checkout';
 
-/** 支付结果: the status, then the buyer's own step while the order awaits it, or the paid order. */
+/** 支付结果: the status, then the buyer's own step while the order awaits it, or the paid (or authorised) order. */
 export function ResultSection(props: {
   client: CheckoutClient;
   status: Status;

@@ -3,10 +3,10 @@
  * language. Each event kind writes its own JSON shape; each describer reads its own fields.
  */
 import type { Lang } from '@/client/i18n';
+import { formatMoney } from '@/client/money';
 import type { TimelineEvent } from '@/server/checkout/timeline';
 import { GATEWAY_NAMES, isGatewayId } from '@/server/payments/gateway-ids';
-import { FAULT, GUARD, OPERATION, OUTCOME, VIA } from './behind-words';
-import { formatMoney } from './money';
+import { FAULT, GUARD, OPERATION, ORDER_STATUS, OUTCOME, VIA } from './behind-words';
 
 export interface Described {
   title: string;
@@ -19,6 +19,8 @@ interface Event {
   d: Record<string, any>;
   lang: Lang;
   zh: boolean;
+  /** The order's currency: what an event that names none (a hold, a decision on it) is in. */
+  currency: string;
 }
 
 const gw = ({ lang }: Event, id: unknown) => (isGatewayId(id) ? GATEWAY_NAMES[id][lang] : String(id));
@@ -26,6 +28,20 @@ const money = (minor: unknown, currency: unknown) => (typeof minor === 'number' 
 const operation = ({ d, lang }: Event) => OPERATION[lang][String(d.operation)] ?? d.operation;
 const via = ({ d, lang }: Event) => VIA[lang][String(d.via)] ?? d.via;
 const eventId = ({ d }: Event) => String(d.eventId).slice(0, 24);
+const orderMoney = (e: Event, minor: unknown) => money(minor, e.currency);
+/** What a decision on an authorisation (capture, release) was made by: an operator, or PayOnce itself for an excess hold. */
+const decidedBy = ({ d, zh }: Event) => (zh ? `决定人 ${d.by}` : `by ${d.by}`);
+/** How a hold ended without a capture: released as decided, or lapsed at the gateway. */
+const holdEnded = ({ d, zh }: Event) =>
+  d.how === 'lapsed' ? (zh ? '授权在网关过期失效' : 'Hold lapsed at the gateway') : zh ? '授权已释放' : 'Hold released';
+const orderStatus = ({ d, zh, lang }: Event) => `${zh ? '订单' : 'order'} ${ORDER_STATUS[lang][String(d.orderStatus)] ?? d.orderStatus}`;
+const holdRole = ({ d, zh }: Event) =>
+  d.role === 'excess' ? (zh ? '多出的授权' : 'an excess hold') : zh ? '本订单的授权' : 'the order’s hold';
+/** An amount taken from a hold, and the hold beside it when the capture takes less (a partial capture). */
+const fromHold = (e: Event, taken: unknown, held: unknown, currency: unknown = e.currency) => {
+  if (taken === held) return money(taken, currency);
+  return e.zh ? `${money(taken, currency)}（授权 ${money(held, currency)}）` : `${money(taken, currency)} of ${money(held, currency)} held`;
+};
 
 function request(e: Event): Described {
   const { d, zh, lang } = e;
@@ -46,9 +62,12 @@ function request(e: Event): Described {
   };
 }
 
+/** Gateway answers that are the call going as intended; a decline is the buyer's, anything else is worth a look. */
+const OK_OUTCOMES = new Set(['succeeded', 'closed', 'authorized', 'captured', 'released']);
+
 function gatewayAnswer(e: Event): Described {
   const { d, lang } = e;
-  const tone = d.outcome === 'succeeded' || d.outcome === 'closed' ? 'ok' : d.outcome === 'declined' ? 'bad' : 'warn';
+  const tone = OK_OUTCOMES.has(String(d.outcome)) ? 'ok' : d.outcome === 'declined' ? 'bad' : 'warn';
   return {
     title: `← ${gw(e, d.gateway)} ${operation(e)}: ${OUTCOME[lang][String(d.outcome)] ?? d.outcome}`,
     details: [d.gatewayTradeNo, d.code, d.message, `${d.ms} ms`].filter(Boolean).join(' · '),
@@ -73,7 +92,7 @@ const DESCRIBERS: Record<string, (e: Event) => Described> = {
   }),
   'gateway.call': (e) => ({
     title: `→ ${gw(e, e.d.gateway)} ${operation(e)}`,
-    details: [e.d.outTradeNo, e.d.refundId, e.d.attempt ? (e.zh ? `尝试 ${e.d.attempt}` : `attempt ${e.d.attempt}`) : '']
+    details: [e.d.outTradeNo, e.d.refundId, e.d.captureId, e.d.attempt ? (e.zh ? `尝试 ${e.d.attempt}` : `attempt ${e.d.attempt}`) : '']
       .filter(Boolean)
       .join(' · '),
   }),
@@ -96,6 +115,33 @@ const DESCRIBERS: Record<string, (e: Event) => Described> = {
     title: e.zh ? '多收的一笔：不保留，自动退款' : 'A charge that must not stay: refund queued',
     details: `${gw(e, e.d.gateway)} · ${money(e.d.amountMinor, e.d.currency)} · ${via(e)} · ${e.d.refundId}`,
     tone: 'warn',
+  }),
+  'payment.authorized': (e) => ({
+    title: e.zh ? '授权成功：款项已冻结，发货时请款' : 'Authorised: the money is held, to be captured at shipment',
+    details: `${gw(e, e.d.gateway)} · ${money(e.d.amountMinor, e.d.currency)} · ${via(e)} · ${e.d.gatewayTradeNo}`,
+    tone: 'ok',
+  }),
+  'payment.excess_authorization': (e) => ({
+    title: e.zh ? '多出的一笔授权：订单不能保留，释放它' : 'An authorisation the order cannot keep: its release decided',
+    details: `${gw(e, e.d.gateway)} · ${money(e.d.amountMinor, e.d.currency)} · ${via(e)} · ${orderStatus(e)} · ${e.d.captureId}`,
+    tone: 'warn',
+  }),
+  'payment.captured': (e) => ({
+    title: e.zh ? '请款成功，订单已支付' : 'Captured, order paid',
+    details: `${gw(e, e.d.gateway)} · ${fromHold(e, e.d.amountMinor, e.d.authorizedMinor, e.d.currency)} · ${via(e)} · ${e.d.gatewayTradeNo}`,
+    tone: 'ok',
+  }),
+  'payment.authorization_voided': (e) => ({
+    title: e.zh ? `${holdEnded(e)}，未扣款` : `${holdEnded(e)}: nothing charged`,
+    details: `${gw(e, e.d.gateway)} · ${orderMoney(e, e.d.amountMinor)} · ${holdRole(e)} · ${e.d.gatewayTradeNo}`,
+  }),
+  'authorization.capture_decided': (e) => ({
+    title: e.zh ? '决定请款' : 'Capture decided',
+    details: `${fromHold(e, e.d.amountMinor, e.d.authorizedMinor)} · ${decidedBy(e)} · ${e.d.captureId}`,
+  }),
+  'authorization.release_decided': (e) => ({
+    title: e.zh ? '决定释放授权，不扣款' : 'Release decided: nothing to be charged',
+    details: `${e.zh ? '授权' : 'held'} ${orderMoney(e, e.d.authorizedMinor)} · ${decidedBy(e)} · ${e.d.captureId}`,
   }),
   'trade.closed': (e) => ({ title: e.zh ? '关闭网关交易（不能再付款）' : 'Gateway trade closed', details: gw(e, e.d.gateway) }),
   'trade.payment_reversed': (e) => ({
@@ -135,6 +181,7 @@ const DESCRIBERS: Record<string, (e: Event) => Described> = {
   }),
   'email.sent': ({ d, zh }) => ({ title: zh ? '邮件已发出' : 'Email sent', details: String(d.subject ?? '') }),
   'order.expired': ({ zh }) => ({ title: zh ? '订单过期，库存归还' : 'Order expired, stock returned', details: '' }),
+  'order.voided': (e) => ({ title: e.zh ? '订单已取消，库存归还' : 'Order voided, stock returned', details: holdEnded(e) }),
   'fault.injected': ({ d, zh, lang }) => ({
     title:
       FAULT[lang][`${d.point}:${d.action}`] ??
@@ -150,7 +197,8 @@ const DESCRIBERS: Record<string, (e: Event) => Described> = {
   }),
 };
 
-export function describe(event: TimelineEvent, lang: Lang): Described {
-  const e: Event = { d: event.data, lang, zh: lang === 'zh' };
+/** `currency`: the order's, for the events that name none. */
+export function describe(event: TimelineEvent, lang: Lang, currency: string): Described {
+  const e: Event = { d: event.data, lang, zh: lang === 'zh', currency };
   return Object.hasOwn(DESCRIBERS, event.kind) ? DESCRIBERS[event.kind]!(e) : { title: event.kind, details: JSON.stringify(event.data) };
 }

@@ -52,8 +52,22 @@ export const TEXT = {
 } as const;
 
 export const ORDER_STATUS: Record<Lang, Record<string, string>> = {
-  zh: { awaiting_payment: '待支付', paying: '支付中', paid: '已支付', expired: '已过期' },
-  en: { awaiting_payment: 'awaiting payment', paying: 'paying', paid: 'paid', expired: 'expired' },
+  zh: {
+    awaiting_payment: '待支付',
+    paying: '支付中',
+    authorized: '已授权（款项冻结）',
+    paid: '已支付',
+    expired: '已过期',
+    voided: '已取消（授权已释放）',
+  },
+  en: {
+    awaiting_payment: 'awaiting payment',
+    paying: 'paying',
+    authorized: 'authorised (money held)',
+    paid: 'paid',
+    expired: 'expired',
+    voided: 'voided (hold released)',
+  },
 };
 
 export const GUARD: Record<Lang, Record<string, string>> = {
@@ -76,13 +90,33 @@ export const GUARD: Record<Lang, Record<string, string>> = {
 };
 
 export const OPERATION: Record<Lang, Record<string, string>> = {
-  zh: { charge: '扣款', query: '查询交易', close: '关闭交易', refund: '退款', refund_query: '查询退款' },
-  en: { charge: 'charge', query: 'query', close: 'close trade', refund: 'refund', refund_query: 'refund query' },
+  zh: {
+    charge: '扣款',
+    query: '查询交易',
+    close: '关闭交易',
+    refund: '退款',
+    refund_query: '查询退款',
+    capture: '请款',
+    release: '释放授权',
+  },
+  en: {
+    charge: 'charge',
+    query: 'query',
+    close: 'close trade',
+    refund: 'refund',
+    refund_query: 'refund query',
+    capture: 'capture',
+    release: 'release hold',
+  },
 };
 
 export const OUTCOME: Record<Lang, Record<string, string>> = {
   zh: {
     succeeded: '成功',
+    authorized: '已授权（款项冻结）',
+    captured: '已请款',
+    released: '授权已释放',
+    refused: '拒绝请款',
     declined: '拒绝',
     retryable: '暂不可用（可重试）',
     indeterminate: '结果未知',
@@ -97,6 +131,10 @@ export const OUTCOME: Record<Lang, Record<string, string>> = {
   },
   en: {
     succeeded: 'succeeded',
+    authorized: 'authorised (money held)',
+    captured: 'captured',
+    released: 'hold released',
+    refused: 'capture refused',
     declined: 'declined',
     retryable: 'unavailable (retryable)',
     indeterminate: 'outcome unknown',

@@ -65,7 +65,7 @@ export function useFollowUp(client: CheckoutClient, task: Task | undefined, disp
   }, [client, asking, dispatch]);
 }
 
-/** While the buyer takes their own step, the order is asked until it is paid or closed. */
+/** While the buyer takes their own step, the order is asked until it is paid (or authorised) or closed. */
 export function useWatch(client: CheckoutClient, status: Status, dispatch: Dispatch) {
   const orderId = status.tone === 'wait' ? status.awaiting.orderId : undefined;
   useEffect(() => {
@@ -80,7 +80,7 @@ export function useWatch(client: CheckoutClient, status: Status, dispatch: Dispa
       }
       if (!live) return;
       const stored = storage.load();
-      // A paid or closed order leaves no attempt to resume.
+      // A paid, authorised or closed order leaves no attempt to resume.
       if (truth.kind === 'paid' || truth.kind === 'closed') storage.save({});
       dispatch({ type: 'watched', orderId, truth, stored, at: Date.now() });
     }, WATCH_ORDER_MS);

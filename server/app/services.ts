@@ -59,6 +59,7 @@ export function appServices(): AppServices {
     rateLimits: rateLimitPolicyFromEnv(),
     orderCaps: orderCapsFromEnv(),
     orderTtlSeconds: env.ORDER_TTL_SECONDS,
+    ...(env.MERCHANT_API_TOKEN ? { merchantApiToken: env.MERCHANT_API_TOKEN } : {}),
     ...(faultInjector ? { faults: faultInjector, faultInjector } : {}),
   };
   if (services.demo && env.NODE_ENV === 'production') {

@@ -1,4 +1,4 @@
-import { asc } from 'drizzle-orm';
+import { asc, sql } from 'drizzle-orm';
 import type { Executor } from '@/db/client';
 import { products } from '@/db/schema';
 
@@ -24,4 +24,15 @@ export async function listProducts(db: Executor): Promise<Product[]> {
     })
     .from(products)
     .orderBy(asc(products.sku));
+}
+
+/**
+ * Gives an order's stock back (an order expired or voided). Call in the transaction that moved the
+ * order to that state, and only when that transition applied: then it happens once.
+ */
+export async function restockOrder(db: Executor, orderId: string): Promise<void> {
+  await db.execute(sql`
+    update products p set stock = p.stock + i.quantity
+      from order_items i
+     where i.order_id = ${orderId} and p.sku = i.sku`);
 }

@@ -13,6 +13,8 @@
  *   after_commit        everything is committed, the response has not been sent
  *   after_refund_call   the refund worker's gateway call answered (money may have gone back),
  *                       nothing is committed (procedure `refunds.process`)
+ *   after_capture_call  the authorization worker's capture or release answered (money may have been
+ *                       taken), nothing is committed (procedure `authorizations.process`)
  */
 export const FAULT_POINTS = [
   'before_claim',
@@ -21,6 +23,7 @@ export const FAULT_POINTS = [
   'after_gateway_call',
   'after_commit',
   'after_refund_call',
+  'after_capture_call',
 ] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 

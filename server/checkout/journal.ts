@@ -31,6 +31,21 @@ export type PaymentEventKind =
   | 'payment.awaiting_buyer'
   /** A success that must not stay (second success, expired order): recorded as excess, refund queued. */
   | 'payment.excess'
+  /** Authorise, then capture (./authorizations): the money held for the order, not taken yet. */
+  | 'payment.authorized'
+  /** An authorisation the order cannot take (paid, authorised elsewhere, over): its release decided. */
+  | 'payment.excess_authorization'
+  /** The authorisation captured: the order paid for what was taken. */
+  | 'payment.captured'
+  /** The authorisation released (by the merchant, or as excess) or lapsed at the gateway. */
+  | 'payment.authorization_voided'
+  /** The merchant decided to capture, or to release, the order's authorisation. */
+  | 'authorization.capture_decided'
+  | 'authorization.release_decided'
+  /** The gateway refused the decision for good (more than held, nothing left): the order stays as it is. */
+  | 'authorization.refused'
+  /** The order's authorisation is gone without a capture: the order is over and its stock back. */
+  | 'order.voided'
   | 'gateway.call'
   | 'gateway.answer'
   | 'trade.closed'
@@ -67,6 +82,14 @@ export async function journal(db: Executor, event: PaymentEventInput): Promise<v
   );
 }
 
+/** A merchant's request about an order (merchant.capture, .release): journaled if the order exists. */
+export async function journalMerchantRequest(db: Executor, orderId: string, data: Record<string, unknown>): Promise<void> {
+  await db.execute(sql`
+    select append_payment_event('order:' || o.id::text, o.id, 'request', ${JSON.stringify({ ...data, by: 'merchant' })}::jsonb)
+      from orders o
+     where o.id = ${orderId}::uuid`);
+}
+
 /**
  * Appends a request event to the order's stream only if the order is this customer's: a request
  * naming someone else's order (answered 404) must not write into that order's history.
@@ -79,7 +102,7 @@ export async function journalRequest(db: Executor, customerId: string, orderId: 
      where o.id = ${orderId}::uuid and o.customer_id = ${customerId}::uuid`);
 }
 
-export type GatewayOperation = 'charge' | 'query' | 'close' | 'refund' | 'refund_query';
+export type GatewayOperation = 'charge' | 'query' | 'close' | 'refund' | 'refund_query' | 'capture' | 'release';
 
 /**
  * A gateway call and its answer, each journaled when it happens: the call before it is sent (so a

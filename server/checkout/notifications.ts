@@ -6,9 +6,9 @@
  * committed; a duplicate that arrives while the first is still being processed is NOT acknowledged,
  * so the gateway tries again later instead of believing it was handled.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, sql } from 'drizzle-orm';
 import type { Transaction } from '@/db/client';
-import { orders, orderTrades, refunds } from '@/db/schema';
+import { orders, orderTrades, payments, refunds } from '@/db/schema';
 import { MAX_BODY_BYTES, readBodyWithin } from '@payonce/idempotency/fetch';
 import { recordPaymentException } from './payment-exceptions';
 import { journal } from './journal';
@@ -18,6 +18,7 @@ import type { GatewayId, NotificationReply, PaymentGateway, PaymentNotification,
 import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
+import { settleAuthorizedCharge, settleVoidedAuthorization } from './authorizations';
 
 function toResponse(reply: NotificationReply): Response {
   // A 204 may carry no body at all (WeChat Pay acknowledges with 200 or 204).
@@ -84,12 +85,14 @@ async function handlePaymentNotification(
   notification: PaymentNotification,
   count: Count,
 ): Promise<Response> {
-  if (notification.status !== 'succeeded') {
-    // Only a success settles anything; other statuses are acknowledged so they stop. They never
-    // touch the dedupe key, so a later success for the same trade is still processed.
+  if (notification.status === 'other') {
+    // Only a success, an authorisation or its release settles anything; other statuses are
+    // acknowledged so they stop. They never touch the dedupe key, so a later success for the same
+    // trade is still processed.
     count('ignored');
     return toResponse(gateway.notificationReply(true));
   }
+  if (notification.status === 'canceled') return handleVoidedNotification(services, gateway, notification, count);
   const order = await placeOnOrder(services, gateway.id, notification, count);
   if (order instanceof Response) return order;
 
@@ -106,25 +109,63 @@ async function handlePaymentNotification(
   }
 
   // 3. Dedupe through the same core as the API, then settle and store the outcome in one transaction.
-  const { outTradeNo, gatewayTradeNo, amountMinor, currency } = notification;
+  const { outTradeNo, gatewayTradeNo, currency } = notification;
+  // What moved: for the capture of an authorisation, what was taken (maybe less than the order).
+  const amountMinor = notification.capturedMinor ?? notification.amountMinor;
+  const charge = { gateway: gateway.id, outTradeNo, gatewayTradeNo, amountMinor, currency, source: 'notification' } as const;
+  const held = notification.status === 'authorized';
   return processOnce(
     services,
     gateway.id,
     { orderId: order.id, eventId: notification.eventId, about: 'payment' },
-    { key: notification.eventId, path: `webhook.${gateway.id}`, input: { outTradeNo, gatewayTradeNo, amountMinor, currency } },
+    {
+      key: notification.eventId,
+      path: `webhook.${gateway.id}`,
+      input: { outTradeNo, gatewayTradeNo, amountMinor, currency, ...(held ? { authorized: true } : {}) },
+    },
     async (tx) => {
-      const settled = await settleSucceededCharge(tx, {
-        gateway: gateway.id,
-        outTradeNo,
-        gatewayTradeNo,
-        amountMinor,
-        currency,
-        source: 'notification',
-      });
+      if (held) {
+        const settled = await settleAuthorizedCharge(tx, charge);
+        return { settled: settled.kind, orderId: order.id };
+      }
+      const settled = await settleSucceededCharge(tx, charge);
       return settled.kind === 'paid'
         ? { settled: 'paid', orderId: settled.paid.orderId }
         : { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId };
     },
+    count,
+  );
+}
+
+/**
+ * An authorisation released or lapsed at the gateway (Stripe payment_intent.canceled): the order it
+ * held the money for is voided and restocked, once. A cancel of anything else — a PaymentIntent a
+ * close abandoned, another system's — is acknowledged and changes nothing.
+ */
+async function handleVoidedNotification(
+  services: CheckoutServices,
+  gateway: PaymentGateway,
+  notification: PaymentNotification,
+  count: Count,
+): Promise<Response> {
+  const { outTradeNo, gatewayTradeNo } = notification;
+  const [held] = await services.db
+    .select({ orderId: payments.orderId })
+    .from(payments)
+    .where(and(eq(payments.gateway, gateway.id), eq(payments.gatewayTradeNo, gatewayTradeNo), isNotNull(payments.authorizedMinor)));
+  if (!held) {
+    count('ignored');
+    return toResponse(gateway.notificationReply(true));
+  }
+  return processOnce(
+    services,
+    gateway.id,
+    { orderId: held.orderId, eventId: notification.eventId, about: 'payment' },
+    { key: notification.eventId, path: `webhook.${gateway.id}`, input: { outTradeNo, gatewayTradeNo, canceled: true } },
+    async (tx) => ({
+      settled: await settleVoidedAuthorization(tx, { gateway: gateway.id, outTradeNo, gatewayTradeNo }),
+      orderId: held.orderId,
+    }),
     count,
   );
 }
@@ -147,7 +188,7 @@ async function placeOnOrder(services: CheckoutServices, gatewayId: GatewayId, no
     })
     .from(orders)
     .where(eq(orders.outTradeNo, notification.outTradeNo));
-  const { eventId, outTradeNo } = notification;
+  const { eventId, outTradeNo, capturedMinor } = notification;
   if (!order) {
     // Recorded once however often the gateway retries.
     const exception = { kind: 'unknown_order', dedupeKey: `unknown-order:${gatewayId}:${eventId}`, orderId: null } as const;
@@ -155,7 +196,13 @@ async function placeOnOrder(services: CheckoutServices, gatewayId: GatewayId, no
     count('unplaced');
     return refuse('ORDER_NOT_FOUND');
   }
-  if (order.amountMinor !== notification.amountMinor || order.currency !== notification.currency) {
+  // Less taken than the trade's amount is a partial capture only of an authorisation we hold for it.
+  const partial = capturedMinor !== undefined && capturedMinor !== notification.amountMinor;
+  if (
+    order.amountMinor !== notification.amountMinor ||
+    order.currency !== notification.currency ||
+    (partial && !(await holdsAuthorization(services, gatewayId, notification.gatewayTradeNo, capturedMinor)))
+  ) {
     // Correctly signed, so money may really have moved — for the wrong amount: never settled.
     const exception = { kind: 'amount_mismatch', dedupeKey: `amount-mismatch:${gatewayId}:${eventId}`, orderId: order.id } as const;
     const details = { ...notification, orderAmountMinor: order.amountMinor, orderCurrency: order.currency };
@@ -164,6 +211,15 @@ async function placeOnOrder(services: CheckoutServices, gatewayId: GatewayId, no
     return refuse('AMOUNT_MISMATCH');
   }
   return order;
+}
+
+/** Whether this trade is an authorisation of ours that held at least `takenMinor`. */
+async function holdsAuthorization(services: CheckoutServices, gatewayId: GatewayId, gatewayTradeNo: string, takenMinor: number) {
+  const [held] = await services.db
+    .select({ authorizedMinor: payments.authorizedMinor })
+    .from(payments)
+    .where(and(eq(payments.gateway, gatewayId), eq(payments.gatewayTradeNo, gatewayTradeNo), isNotNull(payments.authorizedMinor)));
+  return held?.authorizedMinor !== null && held?.authorizedMinor !== undefined && takenMinor <= held.authorizedMinor;
 }
 
 /**

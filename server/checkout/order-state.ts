@@ -8,10 +8,15 @@
  *   paying                      buyer_step_opened   awaiting_payment  the pay request (phase 3)
  *   awaiting_payment, paying    charge_succeeded    paid              pay response, notification,
  *                                                                     reconciler, close "already paid"
+ *   awaiting_payment, paying    charge_authorized   authorized        as charge_succeeded, when the
+ *                                                                     gateway only holds the money
+ *   authorized                  charge_captured     paid              the capture's answer, notification
+ *                                                                     or the reconciler
+ *   authorized                  authorization_voided voided           the release's answer, a lapse
  *   paying                      attempt_abandoned   awaiting_payment  the reconciler
  *   awaiting_payment            expired             expired           the expiry job
  *
- * `paid` and `expired` are over: nothing leaves them. A charge that still lands on an order that is
+ * `paid`, `expired` and `voided` are over: nothing leaves them. A charge that still lands on an order that is
  * over is not a transition — it is money that must not stay, recorded as excess and refunded
  * (./settle). The table holds no other status (CHECK orders_status_known).
  *
@@ -36,6 +41,9 @@ export interface OrderEventParams {
   /** `keyId`: the key whose attempt opened a trade that now waits for the buyer's own step. */
   buyer_step_opened: { keyId: string };
   charge_succeeded: Record<string, never>;
+  charge_authorized: Record<string, never>;
+  charge_captured: Record<string, never>;
+  authorization_voided: Record<string, never>;
   /** `attempt`: the attempt number the reconciler observed stuck. */
   attempt_abandoned: { attempt: number };
   /** `tradeInDoubt`: an open trade's close stayed in doubt past the grace, and the order expires anyway. */
@@ -101,6 +109,29 @@ export const ORDER_TRANSITIONS: { readonly [E in OrderEvent]: OrderTransition<Or
     to: 'paid',
     cause: 'a successful charge is settled (pay response, notification, reconciler or close)',
     set: () => ({ paidAt: sql`now()`, attemptKeyId: null }),
+  },
+  // The same, when the gateway only holds the money (authorise now, capture at shipment): the buyer is
+  // done and the order keeps its stock, but nothing is taken until the merchant captures.
+  charge_authorized: {
+    from: ['awaiting_payment', 'paying'],
+    to: 'authorized',
+    cause: 'a successful authorisation is settled (pay response, notification, reconciler)',
+    set: () => ({ authorizedAt: sql`now()`, attemptKeyId: null }),
+  },
+  // The merchant's capture took the money (all or part), whoever learns of it first: the capture's
+  // answer, the gateway's notification, or the reconciler's query.
+  charge_captured: {
+    from: ['authorized'],
+    to: 'paid',
+    cause: 'the capture of the order’s authorisation is settled',
+    set: () => ({ paidAt: sql`now()` }),
+  },
+  // The hold is gone without a capture — the merchant released it, or it lapsed at the gateway: the
+  // order is over and gives its stock back (the caller restocks only when this applied).
+  authorization_voided: {
+    from: ['authorized'],
+    to: 'voided',
+    cause: 'the order’s authorisation was released or lapsed',
   },
   // The reconciler found an attempt nobody finishes (no live lease) and the gateway reports no money
   // moved: the order is payable again. Guarded by the attempt number it observed, so an attempt

@@ -263,6 +263,8 @@ export interface OrderView {
   paymentAttempts: number;
   createdAt: string;
   paidAt: string | null;
+  /** When the buyer's money came to be held (authorise, then capture); null when it never was. */
+  authorizedAt: string | null;
   /** `name` as ordered (Chinese, kept with the order); `nameEn` the catalogue's English name now. */
   items: { sku: string; name: string; nameEn: string | null; quantity: number; unitPriceMinor: number }[];
   payments: {
@@ -277,6 +279,8 @@ export interface OrderView {
     source: string;
     /** `payment` pays the order; `excess` is money that must not stay, refunded (see `refunds`). */
     role: string;
+    /** An authorisation (capture later): what was held; `amountMinor` is what was taken once captured. */
+    authorizedMinor: number | null;
     createdAt: string;
   }[];
   /** Money given back: one refund per excess charge, with where it stands. */
@@ -331,6 +335,7 @@ export async function getOrder(db: Executor, customerId: string | null, orderId:
     paymentAttempts: order.paymentAttempt,
     createdAt: order.createdAt.toISOString(),
     paidAt: order.paidAt?.toISOString() ?? null,
+    authorizedAt: order.authorizedAt?.toISOString() ?? null,
     items,
     payments: paymentRows.map((p) => ({
       gateway: p.gateway,
@@ -343,6 +348,7 @@ export async function getOrder(db: Executor, customerId: string | null, orderId:
       declineMessage: p.declineMessage,
       source: p.source,
       role: p.role,
+      authorizedMinor: p.authorizedMinor,
       createdAt: p.createdAt.toISOString(),
     })),
     refunds: refundRows.map((r) => ({

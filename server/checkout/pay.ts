@@ -26,6 +26,7 @@ import { notifyUrlFor, type CheckoutServices } from './services';
 import { journal, journaledCall } from './journal';
 import { applyOrderTransition, orderNotFound, orderNotPayable, orderPaymentInProgress, requireOrderTransition } from './order-state';
 import { paidOrderView, settleSucceededCharge, type PaidOrder } from './settle';
+import { authorizedOrderView, settleAuthorizedCharge, type AuthorizedOrder } from './authorizations';
 import { closeOpenTrades, markTradeOpen, otherOpenTrades, tradeState } from './trades';
 
 export interface PayInput {
@@ -59,8 +60,15 @@ export interface AwaitingBuyer {
   action: BuyerAction;
 }
 
-/** checkout.pay's answers: the paid order, the buyer's step, or a terminal decline — each stored and replayed per key. */
-export type PayResponse = StoredResponse<PaidOrder, 201> | StoredResponse<AwaitingBuyer, 202> | StoredResponse<DeclinedPayment, 402>;
+/**
+ * checkout.pay's answers: the paid order (or, authorise-then-capture, the order whose money is held),
+ * the buyer's step, or a terminal decline — each stored and replayed per key.
+ */
+export type PayResponse =
+  | StoredResponse<PaidOrder, 201>
+  | StoredResponse<AuthorizedOrder, 201>
+  | StoredResponse<AwaitingBuyer, 202>
+  | StoredResponse<DeclinedPayment, 402>;
 
 /** What every step of one checkout.pay request works with. */
 export interface PayContext {
@@ -170,11 +178,15 @@ async function attemptPhase(tx: Transaction, context: PayContext): Promise<Phase
     case 'paid':
       // Already paid (by another tab, another gateway, a notification): that payment is the answer.
       return paidAnswer(tx, order.id);
+    case 'authorized':
+      // The buyer's money is already held for it: that authorisation is the answer.
+      return authorizedAnswer(tx, order.id);
     case 'paying':
       // Only the order sees two tabs or two gateways: they hold different keys.
       if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
       return recoveryPoint(ATTEMPT_STARTED); // our own attempt, found again after expiry
     case 'expired':
+    case 'voided':
       throw orderNotPayable(order.status);
     case 'awaiting_payment':
       if (keep && (await tradeState(tx, order.id, keep)) === 'closed') return recordTradeClosed(tx, context, order.id);
@@ -240,6 +252,8 @@ async function chargeAttempt(context: PayContext): Promise<PhaseResult<PayRespon
     case 'paid':
       // Settled meanwhile, e.g. by the gateway's notification racing this request.
       return key.atomicPhase((tx) => paidAnswer(tx, order.id));
+    case 'authorized':
+      return key.atomicPhase((tx) => authorizedAnswer(tx, order.id));
     case 'paying':
       if (order.attemptKeyId !== key.id) throw orderPaymentInProgress();
       break;
@@ -287,6 +301,13 @@ async function recordOutcome(context: PayContext, order: Order, outcome: ChargeO
       const status = 'orderStatus' in settled ? settled.orderStatus : 'not paid';
       throw new CheckoutError('ORDER_NOT_PAYABLE', `The order is ${status}; this charge is being refunded.`);
     }
+    case 'authorized': {
+      const held = await key.atomicPhase((tx) => recordAuthorized(tx, context, order, outcome));
+      if (held.kind !== 'none') return held;
+      // Committed: the order could not take it (it expired meanwhile) and its release is queued.
+      const status = 'orderStatus' in held ? held.orderStatus : 'not payable';
+      throw new CheckoutError('ORDER_NOT_PAYABLE', `The order is ${status}; this authorisation is being released.`);
+    }
     case 'declined':
       return key.atomicPhase(async (tx) => (await answerIfPaid(tx, order.id)) ?? recordDecline(tx, context, order, outcome));
     case 'awaiting_buyer':
@@ -333,6 +354,40 @@ async function recordSettled(
   // payment is the answer, and this charge is being refunded.
   if (settled.paid) return respond(201, settled.paid);
   return { kind: 'none', orderStatus: settled.kind === 'refunding' ? settled.orderStatus : 'not paid' };
+}
+
+/**
+ * The gateway holds the money (capture_method manual): the payment row, the order authorised and
+ * the 201, together. Paid or authorised by another trade meanwhile: that is the answer, and this
+ * authorisation is released.
+ */
+async function recordAuthorized(
+  tx: Transaction,
+  context: PayContext,
+  order: Order,
+  held: Extract<ChargeOutcome, { kind: 'authorized' }>,
+): Promise<PhaseResult<PayResponse> | ChargeNotPaying> {
+  const settled = await settleAuthorizedCharge(tx, {
+    gateway: context.input.gateway,
+    outTradeNo: order.outTradeNo,
+    gatewayTradeNo: held.gatewayTradeNo,
+    amountMinor: held.amountMinor,
+    currency: held.currency,
+    source: 'response',
+  });
+  switch (settled.kind) {
+    case 'authorized':
+      return respond(201, settled.authorized);
+    case 'paid':
+      return respond(201, settled.paid);
+    case 'releasing':
+      if (!settled.answer) return { kind: 'none', orderStatus: settled.orderStatus };
+      return settled.answer.status === 'paid' ? respond(201, settled.answer) : respond(201, settled.answer);
+    case 'voided':
+      return { kind: 'none', orderStatus: 'voided' };
+    default:
+      return assertNever(settled);
+  }
 }
 
 /**
@@ -398,7 +453,14 @@ async function recordAwaitingBuyer(
 async function answerIfPaid(tx: Transaction, orderId: string): Promise<PhaseResult<PayResponse> | undefined> {
   const [current] = await tx.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId)).for('update');
   // The buyer may have been quicker than this commit (a notification already settled the order).
+  if (current?.status === 'authorized') return authorizedAnswer(tx, orderId);
   return current?.status === 'paid' ? paidAnswer(tx, orderId) : undefined;
+}
+
+async function authorizedAnswer(tx: Transaction, orderId: string): Promise<PhaseResult<PayResponse>> {
+  const authorized = await authorizedOrderView(tx, orderId);
+  if (!authorized) throw new Error(`order ${orderId} is authorized but holds no authorisation`);
+  return respond(201, authorized);
 }
 
 async function paidAnswer(tx: Transaction, orderId: string): Promise<PhaseResult<PayResponse>> {

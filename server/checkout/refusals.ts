@@ -21,6 +21,12 @@ export const REFUSALS = {
   ORDER_NOT_FOUND: { httpStatus: 404 },
   ORDER_PAYMENT_IN_PROGRESS: { httpStatus: 409, retryAfterSeconds: 2 },
   ORDER_NOT_PAYABLE: { httpStatus: 409 },
+  // The merchant's decisions about an authorisation (./authorizations)
+  ORDER_NOT_AUTHORIZED: { httpStatus: 409 },
+  AUTHORIZATION_RELEASED: { httpStatus: 409 },
+  AUTHORIZATION_ALREADY_DECIDED: { httpStatus: 409 },
+  CAPTURE_AMOUNT_INVALID: { httpStatus: 422 },
+  MERCHANT_AUTH_REQUIRED: { httpStatus: 401 },
   // Paying
   INVALID_INPUT: { httpStatus: 400 },
   GATEWAY_NOT_CONFIGURED: { httpStatus: 400 },

@@ -39,7 +39,12 @@ export interface CheckoutServices {
   orderCaps?: OrderCaps;
   /** How long an order may stay unpaid (ORDER_TTL_SECONDS); absent, the column's default of 30 minutes. */
   orderTtlSeconds?: number;
+  /** The bearer token of the merchant's API (MERCHANT_API_TOKEN); absent, that API refuses everyone. */
+  merchantApiToken?: string;
 }
+
+/** Whose idempotency keys the merchant's API holds: one merchant, its own scope, apart from every customer's. */
+export const merchantScope = () => 'merchant:api-token';
 
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {
   return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();

@@ -169,6 +169,7 @@ const SECRETS = new Set([
   'TWOC2P_SECRET_KEY',
   'TWOC2P_MERCHANT_PRIVATE_KEY',
   'METRICS_TOKEN',
+  'MERCHANT_API_TOKEN',
 ]);
 
 const variables = {
@@ -249,6 +250,11 @@ const variables = {
   STRIPE_PUBLISHABLE_KEY: text(),
   /** Stripe.js, loaded by the page's card step; the sandbox serves its own copy. */
   STRIPE_JS_URL: url(HTTP, 'https://js.stripe.com/v3/'),
+  /**
+   * `automatic`: a Stripe payment takes the money at once. `manual`: it only holds it (the order is
+   * `authorized`) and the merchant captures at shipment, or releases it (merchant.capture / .release).
+   */
+  STRIPE_CAPTURE_METHOD: oneOf(['automatic', 'manual'] as const, 'automatic'),
   TWOC2P_MERCHANT_ID: text(),
   TWOC2P_SECRET_KEY: text(),
   TWOC2P_BASE_URL: url(HTTP, 'https://pgw.2c2p.com'),
@@ -318,6 +324,13 @@ const variables = {
   PAYONCE_DEMO: flag(),
   /** Off: fault injection lets anyone crash the server; the drills and the soak turn it on. */
   CHECKOUT_FAULTS: flag(),
+
+  // The merchant's API
+  /**
+   * Unset: merchant.capture and merchant.release answer 401 for everyone. The merchant's back office
+   * sends `Authorization: Bearer <token>` (`openssl rand -base64 32`); at least 32 characters.
+   */
+  MERCHANT_API_TOKEN: optional('at least 32 characters (openssl rand -base64 32)', (raw) => (raw.length >= 32 ? raw : undefined)),
 
   // Metrics
   /** Unset: /api/metrics needs METRICS_PUBLIC=1 or demo mode, else it is a 404. */

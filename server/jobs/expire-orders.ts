@@ -1,6 +1,7 @@
 /** Unpaid orders past their expiry: their trades closed, then expired and restocked, once. */
 import { sql } from 'drizzle-orm';
 import type { CheckoutServices } from '@/server/checkout/services';
+import { restockOrder } from '@/server/checkout/catalogue';
 import { journal } from '@/server/checkout/journal';
 import { applyOrderTransition } from '@/server/checkout/order-state';
 import { closeOpenTrades } from '@/server/checkout/trades';
@@ -51,10 +52,7 @@ export async function expireUnpaidOrders(
     expired += await services.db.transaction(async (tx) => {
       const expiry = await applyOrderTransition(tx, order.id, 'expired', { tradeInDoubt: force });
       if (!expiry.applied) return 0;
-      await tx.execute(sql`
-        update products p set stock = p.stock + i.quantity
-          from order_items i
-         where i.order_id = ${order.id} and p.sku = i.sku`);
+      await restockOrder(tx, order.id);
       await journal(tx, { orderId: order.id, kind: 'order.expired', data: { restocked: true, tradeInDoubt: force } });
       return 1;
     });

@@ -5,6 +5,7 @@
  */
 import type { CheckoutServices } from '@/server/checkout/services';
 import { journaledCall } from '@/server/checkout/journal';
+import { settleAuthorizedCharge } from '@/server/checkout/authorizations';
 import { settleSucceededCharge } from '@/server/checkout/settle';
 import type { GatewayId, PaymentGateway, QueryOutcome, SucceededTrade } from '@/server/payments/gateway';
 
@@ -20,16 +21,26 @@ export function askGateway(
   );
 }
 
-/** Settles a charge the gateway reported paid; idempotent with the response and the notification. */
-export async function settleFound(services: CheckoutServices, gateway: GatewayId, outTradeNo: string, paid: SucceededTrade): Promise<void> {
-  await services.db.transaction((tx) =>
-    settleSucceededCharge(tx, {
-      gateway,
-      outTradeNo,
-      gatewayTradeNo: paid.gatewayTradeNo,
-      amountMinor: paid.amountMinor,
-      currency: paid.currency,
-      source: 'reconciliation',
-    }),
-  );
+/**
+ * Settles a charge the gateway reported paid — or an authorisation it reports holding the money —
+ * idempotent with the response and the notification.
+ */
+export async function settleFound(
+  services: CheckoutServices,
+  gateway: GatewayId,
+  outTradeNo: string,
+  found: SucceededTrade & { kind: 'succeeded' | 'authorized' },
+): Promise<void> {
+  const charge = {
+    gateway,
+    outTradeNo,
+    gatewayTradeNo: found.gatewayTradeNo,
+    amountMinor: found.amountMinor,
+    currency: found.currency,
+    source: 'reconciliation',
+  } as const;
+  await services.db.transaction(async (tx) => {
+    if (found.kind === 'authorized') await settleAuthorizedCharge(tx, charge);
+    else await settleSucceededCharge(tx, charge);
+  });
 }

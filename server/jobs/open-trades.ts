@@ -36,7 +36,7 @@ export async function settlePaidOpenTrades(services: CheckoutServices, options: 
       sql`update order_trades set last_queried_at = now() where order_id = ${trade.id} and gateway = ${trade.gateway} and status = 'open'`,
     );
     const answer = await askGateway(services, gateway, trade.id, trade.out_trade_no);
-    if (answer.kind !== 'answered' || answer.trade.kind !== 'succeeded') continue;
+    if (answer.kind !== 'answered' || (answer.trade.kind !== 'succeeded' && answer.trade.kind !== 'authorized')) continue;
     await settleFound(services, trade.gateway, trade.out_trade_no, answer.trade);
     settled++;
   }

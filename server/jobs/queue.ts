@@ -14,6 +14,7 @@ import type { CheckoutServices } from '@/server/checkout/services';
 import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
 import { processDueRefunds } from './refund-worker';
+import { processDueAuthorizationActions } from './authorization-worker';
 import { reconcilePayments } from './reconciler';
 
 export interface JobIntervals {
@@ -23,7 +24,7 @@ export interface JobIntervals {
   outboxSeconds: number;
   /** How often expired idempotency keys are deleted. */
   keyCleanupSeconds: number;
-  /** How often due refunds are sent, settled by query, or retried. */
+  /** How often due refunds are sent, settled by query, or retried — and decided captures and releases sent. */
   refundSeconds: number;
 }
 
@@ -43,7 +44,7 @@ export interface RunningJobs {
   stop(): Promise<void>;
 }
 
-type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process';
+type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process' | 'authorizations.process';
 
 type Job = { name: JobName; everySeconds: number; run: () => Promise<string | undefined> };
 
@@ -105,6 +106,17 @@ function jobsOf(services: CheckoutServices, intervals: JobIntervals, policy: Job
         const s = await processDueRefunds(services, { backoffMs: policy.refundBackoffMs, leaseMs: policy.refundLeaseMs });
         return s.examined > 0
           ? `refunds: ${s.succeeded} succeeded, ${s.processing} processing, ${s.failed} failed, ${s.retried} to retry`
+          : undefined;
+      },
+    },
+    {
+      // The merchant's captures and releases, and excess authorisations released: at the refunds' pace.
+      name: 'authorizations.process',
+      everySeconds: intervals.refundSeconds,
+      run: async () => {
+        const s = await processDueAuthorizationActions(services, { backoffMs: policy.refundBackoffMs, leaseMs: policy.refundLeaseMs });
+        return s.examined > 0
+          ? `authorisations: ${s.captured} captured, ${s.released} released, ${s.failed} refused, ${s.retried} to retry`
           : undefined;
       },
     },

@@ -1,11 +1,13 @@
 /**
- * The reconciler settles what no request will, one pass of four jobs, each in a file of its own:
+ * The reconciler settles what no request will, one pass of five jobs, each in a file of its own:
  *
  *   ./stuck-attempts.ts  orders left in `paying` (tab closed, process died between the charge and the
  *                        commit, response lost): the gateway is asked by out_trade_no, the answer recorded
  *   ./open-trades.ts     open trades of payable orders the buyer may have paid, notification lost
  *   ./expire-orders.ts   unpaid orders past their expiry: trades closed, stock given back
  *   ./sweep-trades.ts    trades still open on orders that are over, closed
+ *   ./held-authorizations.ts  authorised orders whose hold lapsed, or was captured or released
+ *                        elsewhere, with no notification: settled by what the gateway says
  *
  * Closing follows one rule (server/checkout/trades.ts): an order's open trades are closed before it
  * opens a trade anywhere else and before it expires. Reopening a stuck order does not close its trade:
@@ -20,6 +22,7 @@
  */
 import type { CheckoutServices } from '@/server/checkout/services';
 import { DEFAULT_EXPIRY_CLOSE_GRACE_MS, expireUnpaidOrders } from './expire-orders';
+import { settleEndedAuthorizations } from './held-authorizations';
 import { settlePaidOpenTrades } from './open-trades';
 import { reconcileStuckAttempts } from './stuck-attempts';
 import { closeTradesOfSettledOrders } from './sweep-trades';
@@ -36,9 +39,11 @@ export interface ReconcileSummary {
   swept: number;
   /** Open trades of payable orders (the buyer's own step, a decline) found paid at the gateway and settled. */
   openTradesSettled: number;
+  /** Authorised orders found captured or voided at the gateway. */
+  authorizationsSettled: number;
 }
 
-/** One pass of the reconciler's four jobs. */
+/** One pass of the reconciler's five jobs. */
 export async function reconcilePayments(
   services: CheckoutServices,
   options: {
@@ -54,5 +59,6 @@ export async function reconcilePayments(
   const openTradesSettled = await settlePaidOpenTrades(services, { minAgeMs, limit });
   const expired = await expireUnpaidOrders(services, limit, options.expiryCloseGraceMs);
   const swept = await closeTradesOfSettledOrders(services, limit);
-  return { ...stuck, expired, swept, openTradesSettled };
+  const authorizationsSettled = await settleEndedAuthorizations(services, { minAgeMs, limit });
+  return { ...stuck, expired, swept, openTradesSettled, authorizationsSettled };
 }

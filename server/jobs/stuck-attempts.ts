@@ -75,6 +75,7 @@ async function settleOrReopen(
   const trade = answer.trade;
   switch (trade.kind) {
     case 'succeeded':
+    case 'authorized':
       await settleFound(services, gateway.id, order.out_trade_no, trade);
       return 'settled';
     case 'not_found':

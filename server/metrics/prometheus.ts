@@ -5,7 +5,7 @@
  */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GuardEvent } from '@payonce/idempotency';
-import type { PaymentGateway } from '@/server/payments/gateway';
+import type { AuthorizationOperations, PaymentGateway } from '@/server/payments/gateway';
 
 export interface CheckoutMetrics {
   registry: Registry;
@@ -122,5 +122,27 @@ export function instrumentGateway(gateway: PaymentGateway, metrics: CheckoutMetr
       ),
     verifyNotification: (request) => gateway.verifyNotification(request),
     notificationReply: (ack) => gateway.notificationReply(ack),
+    ...(gateway.authorizations ? { authorizations: instrumentAuthorizations(gateway.authorizations, counted) } : {}),
+  };
+}
+
+/** Captures and releases counted like every other gateway call. */
+function instrumentAuthorizations(
+  operations: AuthorizationOperations,
+  counted: <T>(operation: string, call: () => Promise<T>, outcomeOf: (result: T) => string) => Promise<T>,
+): AuthorizationOperations {
+  return {
+    capture: (request) =>
+      counted(
+        'capture',
+        () => operations.capture(request),
+        (o) => o.kind,
+      ),
+    release: (request) =>
+      counted(
+        'release',
+        () => operations.release(request),
+        (o) => o.kind,
+      ),
   };
 }

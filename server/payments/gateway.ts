@@ -84,19 +84,27 @@ export interface ChargeRequest {
  *   awaiting_buyer — the trade is open and waits for the buyer's own step (`action`); the outcome comes
  *                   by notification or query. Like a decline, the trade stays open: it is closed
  *                   before the order tries elsewhere and when the order expires.
+ *   authorized    — the money is held for the order, not taken (Stripe's capture_method manual): the
+ *                   merchant captures it later, all or part, or releases it (AuthorizationOperations).
  */
 export type ChargeOutcome =
   | { kind: 'succeeded'; gatewayTradeNo: string; amountMinor: number; currency: string }
+  | { kind: 'authorized'; gatewayTradeNo: string; amountMinor: number; currency: string }
   | { kind: 'awaiting_buyer'; action: BuyerAction }
   | { kind: 'declined'; code: string; message: string }
   | { kind: 'retryable'; code: string; message: string }
   | { kind: 'indeterminate'; code: string; message: string };
 
-/** What a query by out_trade_no tells about the gateway's trade. */
+/**
+ * What a query by out_trade_no tells about the gateway's trade. `succeeded`: money taken (for a
+ * captured authorisation, what was captured); `authorized`: held and not captured yet; `closed`:
+ * nothing can take money any more (an authorisation released or lapsed included).
+ */
 export type TradeStatus =
   | { kind: 'not_found' }
   | { kind: 'pending' }
   | { kind: 'succeeded'; gatewayTradeNo: string; amountMinor: number; currency: string }
+  | { kind: 'authorized'; gatewayTradeNo: string; amountMinor: number; currency: string }
   | { kind: 'closed' };
 
 export type QueryOutcome = { kind: 'answered'; trade: TradeStatus } | { kind: 'unavailable'; code: string; message: string };
@@ -108,10 +116,18 @@ export interface PaymentNotification {
   eventId: string;
   merchantId: string;
   outTradeNo: string;
-  /** Only `succeeded` notifications settle an order; others are acknowledged and ignored. */
-  status: 'succeeded' | 'other';
+  /**
+   * `succeeded` settles an order (or the capture of its authorisation); `authorized` holds the money
+   * for it; `canceled` says an authorisation was released or lapsed. Others are acknowledged and ignored.
+   */
+  status: 'succeeded' | 'authorized' | 'canceled' | 'other';
   gatewayTradeNo: string;
+  /**
+   * The trade's amount (what the order must be for). A capture may take less: `capturedMinor` is then
+   * what was taken.
+   */
   amountMinor: number;
+  capturedMinor?: number;
   currency: string;
 }
 

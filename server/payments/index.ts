@@ -72,6 +72,7 @@ export function gatewaysFromEnv(env?: RawEnv): Partial<Record<GatewayId, Payment
       timeoutMs,
       ...(base ? { host: base.hostname, port: base.port || undefined, protocol: base.protocol === 'http:' ? 'http' : 'https' } : {}),
       testBuyers: config.STRIPE_TEST_BUYERS ?? NO_TEST_BUYERS,
+      captureMethod: config.STRIPE_CAPTURE_METHOD,
       ...(config.STRIPE_PUBLISHABLE_KEY
         ? { cardStep: { publishableKey: config.STRIPE_PUBLISHABLE_KEY, scriptUrl: config.STRIPE_JS_URL ?? 'https://js.stripe.com/v3/' } }
         : {}),

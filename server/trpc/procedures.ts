@@ -6,10 +6,11 @@
  * Usage: `idempotentProcedure(inputSchema).mutation(idempotent(async ({ ctx, input, key }) => …))`.
  * The input is validated before the key is claimed, so bad input costs no write at all.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { z } from 'zod';
-import { journalRequest } from '@/server/checkout/journal';
+import { journalMerchantRequest, journalRequest } from '@/server/checkout/journal';
 import { CheckoutError } from '@/server/checkout/refusals';
-import { customerScope } from '@/server/checkout/services';
+import { customerScope, merchantScope } from '@/server/checkout/services';
 import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/trpc';
 import type { Transaction } from '@/db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
@@ -80,4 +81,62 @@ function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
 
 export function idempotentProcedure<TSchema extends z.ZodType>(input: TSchema) {
   return publicProcedure.input(input).use(rateLimit).use(requireSession).use(guard);
+}
+
+/**
+ * The merchant's API (capture, release): `Authorization: Bearer <MERCHANT_API_TOKEN>`, compared in
+ * constant time; without the variable set, nobody. Checked before the key is claimed, so a stranger's
+ * request stores nothing.
+ */
+const requireMerchant = middleware(async ({ ctx, next }) => {
+  const expected = ctx.services.merchantApiToken;
+  const given = /^Bearer (.+)$/.exec(ctx.headers.get('authorization') ?? '')?.[1];
+  if (!expected || given === undefined || !sameSecret(given, expected)) {
+    throw new CheckoutError(
+      'MERCHANT_AUTH_REQUIRED',
+      expected ? 'Send Authorization: Bearer <MERCHANT_API_TOKEN>.' : 'The merchant API is off: set MERCHANT_API_TOKEN to turn it on.',
+    );
+  }
+  return next({ ctx: { merchant: 'merchant-api-token' } });
+});
+
+const merchantGuard = middleware(async ({ ctx, next }) => {
+  const faults = ctx.services.faults;
+  const at = (request: { path: string; input: unknown }) => ({
+    procedure: request.path,
+    orderId: (request.input as { orderId?: string } | undefined)?.orderId,
+  });
+  const hooks: IdempotencyHooks = {
+    ...(faults
+      ? {
+          beforeClaim: (request) => faults.hit('before_claim', at(request)),
+          afterClaim: (request) => faults.hit('after_claim', at(request)),
+          afterCommit: (request) => faults.hit('after_commit', at(request)),
+        }
+      : {}),
+    async onOutcome(request, outcome, status) {
+      const orderId = (request.input as { orderId?: unknown } | undefined)?.orderId;
+      if (typeof orderId !== 'string' || outcome === 'refused') return;
+      await journalMerchantRequest(ctx.services.db, orderId, { procedure: request.path, key: request.key, outcome, status });
+    },
+  };
+  const idempotency: IdempotencyContext<Transaction> = {
+    store: ctx.services.idempotencyStore,
+    options: ctx.services.idempotencyOptions,
+    scope: merchantScope(),
+    key: ctx.headers.get('idempotency-key'),
+    response: ctx.response,
+    hooks,
+  };
+  return next({ ctx: { idempotency } });
+});
+
+export function merchantProcedure<TSchema extends z.ZodType>(input: TSchema) {
+  return publicProcedure.input(input).use(requireMerchant).use(merchantGuard);
+}
+
+/** Constant time over the secret: both sides hashed first, so a wrong guess's timing tells nothing. */
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(given), digest(expected));
 }

@@ -1,9 +1,11 @@
 import type { AnyRouter } from '@trpc/server';
 import { createTRPCRouter } from './init';
 import { checkoutRouter } from './routers/checkout';
+import { merchantRouter } from './routers/merchant';
 
 const productRouter = createTRPCRouter({
   checkout: checkoutRouter,
+  merchant: merchantRouter,
 });
 
 /** The public API. */
@@ -22,7 +24,11 @@ const globalForRouter = globalThis as unknown as {
 export function extendAppRouter(routers: Record<string, AnyRouter>): void {
   globalForRouter.__payonceRouterExtension = routers;
   // Typed as the product's API: the extension's paths are reached by name, never through the client.
-  globalForRouter.__payonceExtendedRouter = createTRPCRouter({ ...routers, checkout: checkoutRouter }) as unknown as AppRouter;
+  globalForRouter.__payonceExtendedRouter = createTRPCRouter({
+    ...routers,
+    checkout: checkoutRouter,
+    merchant: merchantRouter,
+  }) as unknown as AppRouter;
 }
 
 /**

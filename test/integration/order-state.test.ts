@@ -43,6 +43,9 @@ const PASSING: { [E in OrderEvent]: OrderEventParams[E] } = {
   charge_declined: { keyId: KEY },
   buyer_step_opened: { keyId: KEY },
   charge_succeeded: {},
+  charge_authorized: {},
+  charge_captured: {},
+  authorization_voided: {},
   attempt_abandoned: { attempt: 1 },
   expired: { tradeInDoubt: false },
 };
@@ -81,11 +84,15 @@ describe('the order state machine', () => {
         'paying --buyer_step_opened--> awaiting_payment',
         'awaiting_payment --charge_succeeded--> paid',
         'paying --charge_succeeded--> paid',
+        'awaiting_payment --charge_authorized--> authorized',
+        'paying --charge_authorized--> authorized',
+        'authorized --charge_captured--> paid',
+        'authorized --authorization_voided--> voided',
         'paying --attempt_abandoned--> awaiting_payment',
         'awaiting_payment --expired--> expired',
       ],
     );
-    assert.deepEqual([...FINAL_ORDER_STATUSES].sort(), ['expired', 'paid']);
+    assert.deepEqual([...FINAL_ORDER_STATUSES].sort(), ['expired', 'paid', 'voided']);
     for (const row of orderTransitionRows()) assert.ok(row.cause.length > 0, `${row.event} says who causes it`);
   });
 
@@ -102,6 +109,7 @@ describe('the order state machine', () => {
         assert.equal(row.attempt_gateway, 'alipay');
       }
       if (to === 'paid') assert.notEqual(row.paid_at, null);
+      if (to === 'authorized') assert.notEqual(row.authorized_at, null);
       if (from === 'paying') assert.equal(row.attempt_key_id, null, 'the attempt no longer owns the order');
     });
   }

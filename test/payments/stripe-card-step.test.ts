@@ -312,7 +312,8 @@ describe('a registered webhook endpoint (what the stacks will set up at start)',
       assert.deepEqual(
         summary.sort(),
         [
-          [other, 'other'],
+          // A cancel is told apart (it voids an authorisation the app holds); this one held nothing.
+          [other, 'canceled'],
           [outTradeNo, 'other'],
           [outTradeNo, 'succeeded'],
         ].sort(),

@@ -143,7 +143,14 @@ export interface TestStack {
   /** The sandbox's Stripe account, and the webhook endpoint the stack registered for the app on it. */
   stripe: { secretKey: string; accountId: string; webhookSecret: string; webhookEndpointId: string; client: Stripe };
   /** Arms a fault on the sandbox (POST /sandbox/faults). */
-  sandboxFault(spec: { gateway?: string; action: string; delayMs?: number; times?: number; outTradeNo?: string }): Promise<void>;
+  sandboxFault(spec: {
+    gateway?: string;
+    operation?: string;
+    action: string;
+    delayMs?: number;
+    times?: number;
+    outTradeNo?: string;
+  }): Promise<void>;
   succeededCharges(outTradeNo: string): Promise<LedgerCharge[]>;
   close(): Promise<void>;
 }
@@ -160,6 +167,10 @@ export async function startTestStack(
     orderCaps?: OrderCaps;
     /** Where the app's own pool connects (e.g. through test/support/db-proxy.ts); the sandbox and `sql` stay on DATABASE_URL. */
     appDatabaseUrl?: string;
+    /** `manual`: Stripe payments only authorise (STRIPE_CAPTURE_METHOD). */
+    stripeCaptureMethod?: 'automatic' | 'manual';
+    /** Turns the merchant's API on with this bearer token (MERCHANT_API_TOKEN). */
+    merchantApiToken?: string;
   } = {},
 ): Promise<TestStack> {
   const databaseUrl = requireDatabaseUrl();
@@ -170,6 +181,7 @@ export async function startTestStack(
   const credentials = (await (await fetch(`${sandbox.url}/sandbox/credentials`)).json()) as Parameters<typeof sandboxCredentialsToEnv>[0];
   const gatewayEnv: Record<string, string> = sandboxCredentialsToEnv(credentials);
   if (options.gatewayTimeoutMs) gatewayEnv.GATEWAY_TIMEOUT_MS = String(options.gatewayTimeoutMs);
+  if (options.stripeCaptureMethod) gatewayEnv.STRIPE_CAPTURE_METHOD = options.stripeCaptureMethod;
 
   const handle = openDatabase(options.appDatabaseUrl ?? databaseUrl, { max: 20 });
   const sql = options.appDatabaseUrl ? postgres(databaseUrl, { max: 4, onnotice: () => {} }) : handle.sql;
@@ -194,6 +206,7 @@ export async function startTestStack(
     ...(metrics ? { metrics } : {}),
     ...(options.rateLimits ? { rateLimits: options.rateLimits } : {}),
     ...(options.orderCaps ? { orderCaps: options.orderCaps } : {}),
+    ...(options.merchantApiToken ? { merchantApiToken: options.merchantApiToken } : {}),
   };
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {

@@ -730,8 +730,17 @@ describe('classifyPay (a charge’s PaymentIntent)', () => {
       message: `PaymentIntent ${PI_OPEN.id} is canceled`,
     });
   });
-  it('requires_action, requires_confirmation, processing, requires_capture: indeterminate under the status', () => {
-    for (const status of ['requires_action', 'requires_confirmation', 'processing', 'requires_capture']) {
+  it('requires_capture (capture_method manual): authorized, holding the whole amount', () => {
+    assert.deepEqual(classifyPay(intent(PI_OPEN, { status: 'requires_capture', amount: 1230 }), chargeRequest()), {
+      kind: 'authorized',
+      gatewayTradeNo: PI_OPEN.id,
+      amountMinor: 1230,
+      currency: 'CNY',
+    });
+    assert.equal(classifyPay(intent(PI_OPEN, { status: 'requires_capture', amount: 1000 }), chargeRequest()).kind, 'indeterminate');
+  });
+  it('requires_action, requires_confirmation, processing: indeterminate under the status', () => {
+    for (const status of ['requires_action', 'requires_confirmation', 'processing']) {
       assert.deepEqual(classifyPay(intent(PI_OPEN, { status }), chargeRequest()), {
         kind: 'indeterminate',
         code: status,
@@ -807,17 +816,16 @@ describe('classifyEarlierIntents (the "already paid" look-up before a charge)', 
   it('a succeeded one for another amount: indeterminate AMOUNT_MISMATCH', () => {
     assert.equal(classifyEarlierIntents([intent(PI_PAID)], chargeRequest({ amountMinor: 1231 }))?.kind, 'indeterminate');
   });
-  it('one processing or requires_capture: indeterminate (money may still move)', () => {
+  it('one processing: indeterminate (money may still move); one requires_capture: the authorisation is the answer', () => {
     assert.deepEqual(classifyEarlierIntents([intent(PI_OPEN, { status: 'processing' })], chargeRequest()), {
       kind: 'indeterminate',
       code: 'PAYMENT_PROCESSING',
       message: `PaymentIntent ${PI_OPEN.id} is processing`,
     });
-    assert.deepEqual(classifyEarlierIntents([intent(PI_OPEN, { status: 'requires_capture' })], chargeRequest()), {
-      kind: 'indeterminate',
-      code: 'PAYMENT_REQUIRES_CAPTURE',
-      message: `PaymentIntent ${PI_OPEN.id} is requires_capture`,
-    });
+    assert.equal(
+      classifyEarlierIntents([intent(PI_OPEN, { status: 'requires_capture', amount: 1230 })], chargeRequest())?.kind,
+      'authorized',
+    );
   });
   it('a succeeded one wins over one processing', () => {
     const outcome = classifyEarlierIntents([intent(PI_OPEN, { status: 'processing' }), intent(PI_PAID)], chargeRequest());
@@ -891,8 +899,14 @@ describe('classifyTrade (a query’s answer from the order’s PaymentIntents)',
   it('only canceled ones: closed', () => {
     assert.deepEqual(classifyTrade([intent(PI_CANCELED)], true), { kind: 'answered', trade: { kind: 'closed' } });
   });
-  it('one processing, requires_capture or requires_action: unavailable (money may still move)', () => {
-    for (const status of ['processing', 'requires_capture', 'requires_action']) {
+  it('one requires_capture: authorized, with what it holds', () => {
+    assert.deepEqual(classifyTrade([intent(PI_DECLINED), intent(PI_OPEN, { status: 'requires_capture', amount: 1230 })], false), {
+      kind: 'answered',
+      trade: { kind: 'authorized', gatewayTradeNo: PI_OPEN.id, amountMinor: 1230, currency: 'CNY' },
+    });
+  });
+  it('one processing or requires_action: unavailable (money may still move)', () => {
+    for (const status of ['processing', 'requires_action']) {
       assert.deepEqual(classifyTrade([intent(PI_DECLINED), intent(PI_OPEN, { status })], true), {
         kind: 'unavailable',
         code: `PAYMENT_${status.toUpperCase()}`,
@@ -1153,10 +1167,24 @@ describe('classifyEvent (a payment event)', () => {
       },
     });
   });
-  it('payment_intent.succeeded reads amount_received, not amount', () => {
+  it('payment_intent.succeeded taking less than the amount (a partial capture): the amount, and what was taken', () => {
     const partial = classifyEvent(eventOf(EVENTS.succeeded, { amount_received: 1000 }), ACCOUNT);
     assert.ok(partial.kind === 'verified', JSON.stringify(partial));
-    assert.equal(partial.notification.amountMinor, 1000);
+    assert.equal(partial.notification.amountMinor, 1230);
+    assert.equal(partial.notification.capturedMinor, 1000);
+    const whole = classifyEvent(event(EVENTS.succeeded), ACCOUNT);
+    assert.ok(whole.kind === 'verified' && whole.notification.capturedMinor === undefined, JSON.stringify(whole));
+  });
+  it('payment_intent.amount_capturable_updated of a PaymentIntent requiring capture: authorized; canceled: canceled', () => {
+    const held = classifyEvent(
+      eventOf(EVENTS.succeeded, { status: 'requires_capture' }, { type: 'payment_intent.amount_capturable_updated' }),
+      ACCOUNT,
+    );
+    assert.ok(held.kind === 'verified', JSON.stringify(held));
+    assert.equal(held.notification.status, 'authorized');
+    assert.equal(held.notification.amountMinor, 1230);
+    const gone = classifyEvent(eventOf(EVENTS.succeeded, { status: 'canceled' }, { type: 'payment_intent.canceled' }), ACCOUNT);
+    assert.ok(gone.kind === 'verified' && gone.notification.status === 'canceled', JSON.stringify(gone));
   });
   it('payment_intent.succeeded whose PaymentIntent is not succeeded: other', () => {
     const verdict = classifyEvent(eventOf(EVENTS.succeeded, { status: 'processing' }), ACCOUNT);
@@ -1228,10 +1256,11 @@ describe('classifyEvent (a payment event)', () => {
   it('an amount that is not a whole number of minor units: rejected', () => {
     assert.deepEqual(classifyEvent(eventOf(EVENTS.succeeded, { amount_received: '12.30' }), ACCOUNT), {
       kind: 'rejected',
-      reason: 'invalid amount "12.30"',
+      reason: 'invalid amount_received "12.30"',
     });
     assert.equal(classifyEvent(eventOf(EVENTS.succeeded, { amount_received: -1 }), ACCOUNT).kind, 'rejected');
     assert.equal(classifyEvent(eventOf(EVENTS.succeeded, { amount_received: 12.5 }), ACCOUNT).kind, 'rejected');
+    assert.equal(classifyEvent(eventOf(EVENTS.succeeded, { amount: 12.5 }), ACCOUNT).kind, 'rejected');
   });
   it('a currency that is not three letters: rejected', () => {
     assert.deepEqual(classifyEvent(eventOf(EVENTS.succeeded, { currency: 'yuan' }), ACCOUNT), {

@@ -211,6 +211,9 @@ async function close(adapter: Adapter, request: Gateway.CloseRequest): Promise<G
       // No trade yet, but a trade.pay of ours may still be on its way: cancel blocks the
       // out_trade_no so that it cannot be created (or paid) later.
       return closeWith(adapter, 'alipay.trade.cancel', request.outTradeNo);
+    case 'authorized':
+      // This adapter never authorises (Alipay's pre-authorisation is another product): never seen here.
+      return { kind: 'indeterminate', code: 'UNEXPECTED_AUTHORIZATION', message: 'Alipay reported an authorisation' };
     default:
       return assertNever(trade);
   }

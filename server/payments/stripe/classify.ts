@@ -54,6 +54,11 @@ function paidTrade(intent: Stripe.PaymentIntent): SucceededTrade | undefined {
   return { gatewayTradeNo: intent.id, amountMinor, currency: intent.currency.toUpperCase() };
 }
 
+/** An authorisation: what the PaymentIntent holds (capture_method manual, requires_capture). */
+function heldTrade(intent: Stripe.PaymentIntent): SucceededTrade {
+  return { gatewayTradeNo: intent.id, amountMinor: intent.amount, currency: intent.currency.toUpperCase() };
+}
+
 const stateOf = (intent: Stripe.PaymentIntent) => `PaymentIntent ${intent.id} is ${intent.status}`;
 
 /** A charge's PaymentIntent, as create answered it (or replayed it). */
@@ -84,10 +89,19 @@ export function classifyPay(intent: Stripe.PaymentIntent, request: ChargeRequest
     }
     case 'canceled':
       return { kind: 'declined', code: 'payment_intent_canceled', message: stateOf(intent) };
+    case 'requires_capture':
+      // capture_method manual: the whole amount is held for the order, nothing taken yet.
+      if (intent.amount !== request.amountMinor || intent.currency !== request.currency.toLowerCase()) {
+        return {
+          kind: 'indeterminate',
+          code: 'AMOUNT_MISMATCH',
+          message: `PaymentIntent ${intent.id} holds ${intent.amount} ${intent.currency}, asked ${request.amountMinor} ${request.currency}`,
+        };
+      }
+      return { kind: 'authorized', gatewayTradeNo: intent.id, amountMinor: intent.amount, currency: request.currency.toUpperCase() };
     case 'requires_action':
     case 'requires_confirmation':
     case 'processing':
-    case 'requires_capture':
       // Settled later by the webhook or a query, never by guessing.
       return { kind: 'indeterminate', code: status, message: stateOf(intent) };
     case 'unknown':
@@ -142,9 +156,9 @@ export function classifyCardStep(intent: Stripe.PaymentIntent, request: ChargeRe
  */
 export function classifyEarlierIntents(intents: readonly Stripe.PaymentIntent[], request: ChargeRequest): ChargeOutcome | undefined {
   const ordered = oldestFirst(intents);
-  const paid = ordered.find((intent) => intent.status === 'succeeded');
+  const paid = ordered.find((intent) => intent.status === 'succeeded' || intent.status === 'requires_capture');
   if (paid) return classifyPay(paid, request);
-  const busy = ordered.find((intent) => intent.status === 'processing' || intent.status === 'requires_capture');
+  const busy = ordered.find((intent) => intent.status === 'processing');
   if (busy) return { kind: 'indeterminate', code: `PAYMENT_${busy.status.toUpperCase()}`, message: stateOf(busy) };
   return undefined;
 }
@@ -178,6 +192,8 @@ export function classifyTrade(intents: readonly Stripe.PaymentIntent[], complete
       ? { kind: 'answered', trade: { kind: 'succeeded', ...trade } }
       : { kind: 'unavailable', code: 'MALFORMED_RESPONSE', message: `succeeded PaymentIntent ${paid.id} without amount_received` };
   }
+  const held = ordered.find((intent) => intent.status === 'requires_capture');
+  if (held) return { kind: 'answered', trade: { kind: 'authorized', ...heldTrade(held) } };
   // Anything short of a payment found is an answer only when every PaymentIntent was read: a paid one
   // in the unread part would otherwise let the reconciler reopen the order for a second payment.
   if (!complete) return { kind: 'unavailable', ...SEARCH_INCOMPLETE };
@@ -393,9 +409,13 @@ export function classifyEvent(event: Stripe.Event, accountId: string): Notificat
     const notification = ignoredNotification(event.id, accountId, typeof outTradeNo === 'string' ? outTradeNo : '', intent?.id ?? '');
     return { kind: 'verified', notification };
   }
-  const succeeded = event.type === 'payment_intent.succeeded';
-  const amountMinor: unknown = succeeded ? intent.amount_received : intent.amount;
+  const status = eventStatus(event.type, intent);
+  // The PaymentIntent's amount is what the order is for; a capture may have taken less.
+  const amountMinor: unknown = intent.amount;
   if (!isAmount(amountMinor)) return { kind: 'rejected', reason: `invalid amount ${JSON.stringify(amountMinor)}` };
+  const received: unknown = intent.amount_received;
+  if (status === 'succeeded' && !isAmount(received))
+    return { kind: 'rejected', reason: `invalid amount_received ${JSON.stringify(received)}` };
   if (typeof intent.currency !== 'string' || !CURRENCY.test(intent.currency)) {
     return { kind: 'rejected', reason: `invalid currency ${JSON.stringify(intent.currency)}` };
   }
@@ -407,12 +427,26 @@ export function classifyEvent(event: Stripe.Event, accountId: string): Notificat
       eventId: event.id,
       merchantId: accountId,
       outTradeNo,
-      status: succeeded && intent.status === 'succeeded' ? 'succeeded' : 'other',
+      status,
       gatewayTradeNo: intent.id,
       amountMinor,
+      ...(status === 'succeeded' && received !== amountMinor ? { capturedMinor: received as number } : {}),
       currency: intent.currency.toUpperCase(),
     },
   };
+}
+
+/**
+ * Which of a PaymentIntent's events move an order, judged on the PaymentIntent as the API has it (the
+ * handler re-fetched the event): succeeded takes the money (a payment, or the capture of an
+ * authorisation); amount_capturable_updated holds it (capture_method manual); canceled releases a hold
+ * (by us, or lapsed after seven days). Every other event is acknowledged and changes nothing.
+ */
+function eventStatus(type: string, intent: Stripe.PaymentIntent): PaymentNotification['status'] {
+  if (type === 'payment_intent.succeeded' && intent.status === 'succeeded') return 'succeeded';
+  if (type === 'payment_intent.amount_capturable_updated' && intent.status === 'requires_capture') return 'authorized';
+  if (type === 'payment_intent.canceled' && intent.status === 'canceled') return 'canceled';
+  return 'other';
 }
 
 /**

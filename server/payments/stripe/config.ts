@@ -20,6 +20,11 @@ export interface StripeGatewayConfig {
   testBuyers: Record<TestBuyer, string>;
   /** The page's card step (Stripe.js with the publishable key); absent, only test buyers can pay. */
   cardStep?: CardStepConfig;
+  /**
+   * `manual`: a PaymentIntent only holds the money when the buyer pays (requires_capture) and the
+   * merchant captures it later — at shipment — or releases it. Default `automatic`: paid at once.
+   */
+  captureMethod?: 'automatic' | 'manual';
   /** Per try; the SDK tries 1 + maxNetworkRetries times. Default 5000 ms. */
   timeoutMs?: number;
   /** Default 2, the SDK's own (MAX_TRIES_PER_GATEWAY_CALL counts on it). */

@@ -63,13 +63,20 @@ export function planCharge(request: ChargeRequest, config: StripeGatewayConfig, 
   const idempotencyKey = `payonce-${request.outTradeNo}-attempt-${request.attempt}`;
   if (idempotencyKey.length > MAX_IDEMPOTENCY_KEY_LENGTH)
     return refused('INVALID_OUT_TRADE_NO', 'out_trade_no too long for an idempotency key');
-  return { kind: 'send', params: paymentIntentParams(request, paymentMethod), idempotencyKey, ...(cardStep ? { cardStep } : {}) };
+  const params = paymentIntentParams(request, paymentMethod, config.captureMethod ?? 'automatic');
+  return { kind: 'send', params, idempotencyKey, ...(cardStep ? { cardStep } : {}) };
 }
 
-function paymentIntentParams(request: ChargeRequest, paymentMethod: string | undefined): Stripe.PaymentIntentCreateParams {
+function paymentIntentParams(
+  request: ChargeRequest,
+  paymentMethod: string | undefined,
+  captureMethod: 'automatic' | 'manual',
+): Stripe.PaymentIntentCreateParams {
   return {
     amount: request.amountMinor,
     currency: request.currency.toLowerCase(),
+    // Manual: the buyer's payment only authorises; the merchant captures at shipment (../../checkout/authorizations).
+    ...(captureMethod === 'manual' ? { capture_method: 'manual' as const } : {}),
     // A test buyer's card is confirmed here, server-side. The buyer's own card is confirmed by
     // Stripe.js in their browser with the client secret: no payment method and no confirm here.
     ...(paymentMethod !== undefined ? { confirm: true, payment_method: paymentMethod } : {}),

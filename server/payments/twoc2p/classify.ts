@@ -374,6 +374,12 @@ export function closeVerdictOf(found: QueryOutcome): CloseVerdict {
       return { kind: 'final', outcome: { kind: 'closed' } };
     case 'pending':
       return { kind: 'open' };
+    case 'authorized':
+      // This adapter never authorises: never seen here.
+      return {
+        kind: 'final',
+        outcome: { kind: 'indeterminate', code: 'UNEXPECTED_AUTHORIZATION', message: '2C2P reported an authorisation' },
+      };
     default:
       return assertNever(trade);
   }
