@@ -339,6 +339,58 @@ export const authorizationActions = pgTable(
   ],
 );
 
+export const OPERATOR_ROLES = ['viewer', 'refunder', 'admin'] as const;
+/**
+ *   viewer    reads orders, payments, the journal and reconciliation reports
+ *   refunder  also refunds, captures and releases
+ *   admin     also resolves reconciliation mismatches and manages operators
+ */
+export type OperatorRole = (typeof OPERATOR_ROLES)[number];
+
+/**
+ * The merchant's people (customer service, finance, on-call), apart from shoppers: their own
+ * accounts, their own sessions and cookie. Created by `npm run operator -- add …`; never deleted
+ * (the journal names them), disabled instead.
+ */
+export const operators = pgTable(
+  'operators',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    /** Lower case [a-z0-9._-], 3–64: what they sign in with and what the journal names. */
+    username: text().notNull().unique(),
+    role: text().$type<OperatorRole>().notNull(),
+    /** scrypt, its parameters and salt with it (server/operators/passwords.ts): never the password. */
+    passwordHash: text().notNull(),
+    passwordChangedAt: timestamptz('password_changed_at').notNull().defaultNow(),
+    disabledAt: timestamptz('disabled_at'),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+  },
+  (t) => [
+    check('operators_role_known', sql`${t.role} in ('viewer', 'refunder', 'admin')`),
+    check('operators_username_shape', sql`${t.username} ~ '^[a-z0-9._-]{3,64}$'`),
+  ],
+);
+
+/**
+ * Operators' sign-ins. The cookie carries a random token; only its SHA-256 is stored, so a copy of
+ * this table opens no session. A session ends at `expires_at` (absolute), after an idle spell, at
+ * sign-out, or when its operator is disabled or changes password.
+ */
+export const operatorSessions = pgTable(
+  'operator_sessions',
+  {
+    tokenHash: text().primaryKey(),
+    operatorId: uuid()
+      .notNull()
+      .references(() => operators.id),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    lastSeenAt: timestamptz('last_seen_at').notNull().defaultNow(),
+    expiresAt: timestamptz('expires_at').notNull(),
+    endedAt: timestamptz('ended_at'),
+  },
+  (t) => [index('operator_sessions_operator_idx').on(t.operatorId), index('operator_sessions_expires_idx').on(t.expiresAt)],
+);
+
 /**
  * What needs a person: a verified notification whose amount, currency or order does not match, a
  * refund the gateway refused for good. Recorded once per dedupe key, never dropped.

@@ -60,19 +60,31 @@ export type PaymentEventKind =
   | 'email.sent'
   | 'exception.recorded'
   /** Drills and demo mode only: a fault was injected here on purpose (answer dropped, process killed…). */
-  | 'fault.injected';
+  | 'fault.injected'
+  /** The merchant's people (server/operators), on the `operators` stream: who was let in, and what changed. */
+  | 'operator.added'
+  | 'operator.role_changed'
+  | 'operator.password_changed'
+  | 'operator.disabled'
+  | 'operator.enabled'
+  | 'operator.signed_in'
+  | 'operator.sign_in_refused'
+  | 'operator.signed_out';
 
 export interface PaymentEventInput {
   /** The order it belongs to; null for what belongs to no order (a notification for an unknown one). */
   orderId: string | null;
   /** Stream of an order-less event: `gateway:{id}`. */
   gateway?: GatewayId | string;
+  /** Or a stream of its own (`operators`), for what is neither an order's nor a gateway's. */
+  stream?: string;
   kind: PaymentEventKind;
   data: Record<string, unknown>;
 }
 
-export function streamOf(event: Pick<PaymentEventInput, 'orderId' | 'gateway'>): string {
-  return event.orderId ? `order:${event.orderId}` : `gateway:${event.gateway ?? 'unknown'}`;
+export function streamOf(event: Pick<PaymentEventInput, 'orderId' | 'gateway' | 'stream'>): string {
+  if (event.orderId) return `order:${event.orderId}`;
+  return event.stream ?? `gateway:${event.gateway ?? 'unknown'}`;
 }
 
 /** Appends one event, in the caller's transaction when given one. */
@@ -82,10 +94,10 @@ export async function journal(db: Executor, event: PaymentEventInput): Promise<v
   );
 }
 
-/** A merchant's request about an order (merchant.capture, .release): journaled if the order exists. */
+/** A merchant's request about an order (merchant.capture, .release), with who made it: journaled if the order exists. */
 export async function journalMerchantRequest(db: Executor, orderId: string, data: Record<string, unknown>): Promise<void> {
   await db.execute(sql`
-    select append_payment_event('order:' || o.id::text, o.id, 'request', ${JSON.stringify({ ...data, by: 'merchant' })}::jsonb)
+    select append_payment_event('order:' || o.id::text, o.id, 'request', ${JSON.stringify(data)}::jsonb)
       from orders o
      where o.id = ${orderId}::uuid`);
 }

@@ -27,6 +27,10 @@ export const REFUSALS = {
   AUTHORIZATION_ALREADY_DECIDED: { httpStatus: 409 },
   CAPTURE_AMOUNT_INVALID: { httpStatus: 422 },
   MERCHANT_AUTH_REQUIRED: { httpStatus: 401 },
+  // The console's operators (server/operators)
+  OPERATOR_SIGN_IN_REQUIRED: { httpStatus: 401 },
+  OPERATOR_ROLE_INSUFFICIENT: { httpStatus: 403 },
+  CSRF_TOKEN_INVALID: { httpStatus: 403 },
   // Paying
   INVALID_INPUT: { httpStatus: 400 },
   GATEWAY_NOT_CONFIGURED: { httpStatus: 400 },

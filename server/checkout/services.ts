@@ -46,6 +46,9 @@ export interface CheckoutServices {
 /** Whose idempotency keys the merchant's API holds: one merchant, its own scope, apart from every customer's. */
 export const merchantScope = () => 'merchant:api-token';
 
+/** An operator's keys (the console's clicks): their own scope, apart from every other operator's. */
+export const operatorScope = (operatorId: string) => `operator:${operatorId}`;
+
 export function notifyUrlFor(services: CheckoutServices, gateway: GatewayId): string {
   return new URL(`/api/webhooks/${gateway}`, services.publicBaseUrl).toString();
 }

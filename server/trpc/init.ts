@@ -10,6 +10,7 @@ import { CheckoutError } from '@/server/checkout/refusals';
 import type { CheckoutServices } from '@/server/checkout/services';
 import { databaseUnavailability } from '@/db/failures';
 import { issueSession, verifySession } from '@/server/http/session';
+import { operatorToken } from '@/server/operators/sessions';
 import { publicMessageOf, reasonOf, toTRPCError } from './errors';
 import { refusalHeaders, refusalOf } from '@payonce/idempotency';
 import type { ResponseMetaHolder } from '@payonce/idempotency/trpc';
@@ -43,7 +44,18 @@ export function createTRPCContext(opts: CreateContextOptions) {
     buyerOrigin(opts.headers, { publicBaseUrl: opts.services.publicBaseUrl, extraOrigins: opts.services.publicOrigins }),
   );
   const isReturnToken = (orderId: string, token: string) => verifyReturnToken(secret, orderId, token);
-  return { services: opts.services, headers: opts.headers, customerId, sessionIssued, response, returnTo, isReturnToken };
+  // An operator's session cookie (server/operators), read only by the operator procedures.
+  const operatorSessionToken = operatorToken(opts.headers.get('cookie'), opts.secureCookies);
+  return {
+    services: opts.services,
+    headers: opts.headers,
+    customerId,
+    sessionIssued,
+    response,
+    returnTo,
+    isReturnToken,
+    operatorSessionToken,
+  };
 }
 
 export type TRPCContext = ReturnType<typeof createTRPCContext>;

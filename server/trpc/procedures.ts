@@ -10,10 +10,13 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { z } from 'zod';
 import { journalMerchantRequest, journalRequest } from '@/server/checkout/journal';
 import { CheckoutError } from '@/server/checkout/refusals';
-import { customerScope, merchantScope } from '@/server/checkout/services';
+import { customerScope, merchantScope, operatorScope } from '@/server/checkout/services';
+import type { OperatorRole } from '@/db/schema';
+import { csrfMatches, roleAllows, sessionOperator, type Operator } from '@/server/operators/sessions';
 import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/trpc';
 import type { Transaction } from '@/db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
+import { sameOriginHeaders } from '@/server/http/same-origin';
 import { rateLimit } from './rate-limit';
 
 export { idempotent, idempotentOnePhase, idempotentPhases } from '@payonce/idempotency/trpc';
@@ -88,19 +91,52 @@ export function idempotentProcedure<TSchema extends z.ZodType>(input: TSchema) {
  * constant time; without the variable set, nobody. Checked before the key is claimed, so a stranger's
  * request stores nothing.
  */
-const requireMerchant = middleware(async ({ ctx, next }) => {
-  const expected = ctx.services.merchantApiToken;
+const requireMerchant = middleware(async ({ ctx, type, next }) => {
   const given = /^Bearer (.+)$/.exec(ctx.headers.get('authorization') ?? '')?.[1];
+  // A signed-in operator of the console, with the role to move money (refunder or admin).
+  if (given === undefined && ctx.operatorSessionToken) {
+    const operator = await signedInOperator(ctx, 'refunder', type === 'mutation');
+    const merchant = `operator:${operator.username}`;
+    return next({ ctx: { merchant, idempotency: merchantIdempotency(ctx, operatorScope(operator.id), merchant) } });
+  }
+  const expected = ctx.services.merchantApiToken;
   if (!expected || given === undefined || !sameSecret(given, expected)) {
     throw new CheckoutError(
       'MERCHANT_AUTH_REQUIRED',
-      expected ? 'Send Authorization: Bearer <MERCHANT_API_TOKEN>.' : 'The merchant API is off: set MERCHANT_API_TOKEN to turn it on.',
+      expected
+        ? 'Send Authorization: Bearer <MERCHANT_API_TOKEN>, or sign in to the console.'
+        : 'Sign in to the console (or set MERCHANT_API_TOKEN for the back office’s API).',
     );
   }
-  return next({ ctx: { merchant: 'merchant-api-token' } });
+  return next({ ctx: { merchant: 'merchant-api-token', idempotency: merchantIdempotency(ctx, merchantScope(), 'merchant-api-token') } });
 });
 
-const merchantGuard = middleware(async ({ ctx, next }) => {
+/**
+ * The operator of the request's console session, with at least `role`; a mutation must also carry
+ * the session's CSRF token (X-CSRF-Token) from this origin. Refused with 401 / 403 otherwise.
+ */
+async function signedInOperator(ctx: TRPCContext, role: OperatorRole, mutation: boolean): Promise<Operator> {
+  const token = ctx.operatorSessionToken;
+  const operator = token ? await sessionOperator(ctx.services.db, token) : undefined;
+  if (!operator || !token) throw new CheckoutError('OPERATOR_SIGN_IN_REQUIRED', 'Sign in to the console first.');
+  if (mutation && (!csrfMatches(token, ctx.headers.get('x-csrf-token')) || !sameOriginHeaders(ctx.headers))) {
+    throw new CheckoutError('CSRF_TOKEN_INVALID', 'Send the X-CSRF-Token the console was given, from the console’s own origin.');
+  }
+  if (!roleAllows(operator.role, role)) {
+    throw new CheckoutError('OPERATOR_ROLE_INSUFFICIENT', `This needs the ${role} role; ${operator.username} is a ${operator.role}.`);
+  }
+  return operator;
+}
+
+/** Operator procedures (the console's reads): a signed-in operator with at least `role`. */
+export function operatorProcedure(role: OperatorRole) {
+  return publicProcedure.use(
+    middleware(async ({ ctx, type, next }) => next({ ctx: { operator: await signedInOperator(ctx, role, type === 'mutation') } })),
+  );
+}
+
+/** The merchant's idempotency context: keys in the scope of who decides (the API token, or one operator). */
+function merchantIdempotency(ctx: TRPCContext, scope: string, by: string): IdempotencyContext<Transaction> {
   const faults = ctx.services.faults;
   const at = (request: { path: string; input: unknown }) => ({
     procedure: request.path,
@@ -117,22 +153,21 @@ const merchantGuard = middleware(async ({ ctx, next }) => {
     async onOutcome(request, outcome, status) {
       const orderId = (request.input as { orderId?: unknown } | undefined)?.orderId;
       if (typeof orderId !== 'string' || outcome === 'refused') return;
-      await journalMerchantRequest(ctx.services.db, orderId, { procedure: request.path, key: request.key, outcome, status });
+      await journalMerchantRequest(ctx.services.db, orderId, { procedure: request.path, key: request.key, outcome, status, by });
     },
   };
-  const idempotency: IdempotencyContext<Transaction> = {
+  return {
     store: ctx.services.idempotencyStore,
     options: ctx.services.idempotencyOptions,
-    scope: merchantScope(),
+    scope,
     key: ctx.headers.get('idempotency-key'),
     response: ctx.response,
     hooks,
   };
-  return next({ ctx: { idempotency } });
-});
+}
 
 export function merchantProcedure<TSchema extends z.ZodType>(input: TSchema) {
-  return publicProcedure.input(input).use(requireMerchant).use(merchantGuard);
+  return publicProcedure.input(input).use(requireMerchant);
 }
 
 /** Constant time over the secret: both sides hashed first, so a wrong guess's timing tells nothing. */

@@ -2,10 +2,12 @@ import type { AnyRouter } from '@trpc/server';
 import { createTRPCRouter } from './init';
 import { checkoutRouter } from './routers/checkout';
 import { merchantRouter } from './routers/merchant';
+import { operatorRouter } from './routers/operator';
 
 const productRouter = createTRPCRouter({
   checkout: checkoutRouter,
   merchant: merchantRouter,
+  operator: operatorRouter,
 });
 
 /** The public API. */

@@ -22,6 +22,7 @@ import type { GatewayId, TestBuyer } from '@/server/payments/gateway';
 import { createTrpcHandler } from '@/server/trpc/http';
 import { registerStripeWebhookEndpoint } from '@/scripts/stripe-listen';
 import Stripe from 'stripe';
+import { handleOperatorSession } from '@/server/operators/http';
 import { waitFor } from './harness';
 import { serveFetch } from './serve-fetch';
 
@@ -211,6 +212,7 @@ export async function startTestStack(
   const trpc = createTrpcHandler({ services: () => services, sessionSecret: () => 'test-session-secret' });
   const app = await serveFetch((pathname) => {
     if (pathname.startsWith('/api/trpc/')) return trpc;
+    if (pathname === '/api/operator/session') return (request) => handleOperatorSession(request, services.db, undefined);
     const webhook = /^\/api\/webhooks\/(alipay|wechatpay|stripe|2c2p)$/.exec(pathname)?.[1] as GatewayId | undefined;
     if (webhook) return (request) => handleGatewayNotification(services, webhook, request);
     return undefined;
