@@ -230,7 +230,11 @@ export const REFUND_STATUSES = ['pending', 'sent', 'processing', 'succeeded', 'f
  *   failed      final refusal: a person must look (payment_exceptions has the row)
  */
 export type RefundState = (typeof REFUND_STATUSES)[number];
-export type RefundReason = 'duplicate_charge' | 'order_not_payable';
+/**
+ * `duplicate_charge` and `order_not_payable`: money PayOnce found it must not keep (one refund per
+ * excess charge, automatic); `merchant`: an operator gave back all or part of a paid order.
+ */
+export type RefundReason = 'duplicate_charge' | 'order_not_payable' | 'merchant';
 
 /**
  * Money that must go back, one row per excess charge, written in the transaction that records the
@@ -247,7 +251,6 @@ export const refunds = pgTable(
       .references(() => orders.id),
     paymentId: uuid()
       .notNull()
-      .unique()
       .references(() => payments.id),
     gateway: text().notNull(),
     outTradeNo: text().notNull(),
@@ -257,6 +260,9 @@ export const refunds = pgTable(
     amountMinor: integer().notNull(),
     currency: text().notNull(),
     reason: text().$type<RefundReason>().notNull(),
+    /** A merchant refund: who asked for it (`operator:<username>`, or the back office's token), and why in their words. */
+    requestedBy: text(),
+    note: text(),
     status: text().$type<RefundState>().notNull().default('pending'),
     gatewayRefundId: text(),
     /** Calls and queries made so far; the backoff grows with it. */
@@ -273,6 +279,11 @@ export const refunds = pgTable(
       .on(t.nextAttemptAt)
       .where(sql`${t.status} in ('pending', 'sent', 'processing')`),
     index('refunds_order_idx').on(t.orderId),
+    // One automatic refund per excess charge; a paid order's own payment may be refunded in parts.
+    uniqueIndex('refunds_one_automatic_per_payment')
+      .on(t.paymentId)
+      .where(sql`${t.reason} <> 'merchant'`),
+    index('refunds_payment_idx').on(t.paymentId),
     check('refunds_amount_positive', sql`${t.amountMinor} > 0`),
   ],
 );

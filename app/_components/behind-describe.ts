@@ -165,6 +165,10 @@ const DESCRIBERS: Record<string, (e: Event) => Described> = {
     details: `${gw(e, e.d.gateway)} · ${eventId(e)}`,
     tone: 'warn',
   }),
+  'refund.requested': (e) => ({
+    title: e.zh ? `商家退款：${String(e.d.by)} 申请` : `Refund asked by ${String(e.d.by)}`,
+    details: `${gw(e, e.d.gateway)} · ${money(e.d.amountMinor, e.d.currency)} · ${e.d.refundId} · ${String(e.d.reason ?? '')}`,
+  }),
   'refund.succeeded': (e) => ({
     title: e.zh ? '退款成功' : 'Refund succeeded',
     details: `${gw(e, e.d.gateway)} · ${money(e.d.amountMinor, e.d.currency)} · ${e.d.refundId}`,

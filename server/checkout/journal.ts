@@ -54,6 +54,8 @@ export type PaymentEventKind =
   | 'notification.processed'
   | 'notification.duplicate'
   | 'notification.in_flight'
+  /** An operator (or the back office) asked to give back all or part of a paid order: who, how much, why. */
+  | 'refund.requested'
   | 'refund.succeeded'
   | 'refund.failed'
   | 'email.queued'

@@ -26,6 +26,9 @@ export const REFUSALS = {
   AUTHORIZATION_RELEASED: { httpStatus: 409 },
   AUTHORIZATION_ALREADY_DECIDED: { httpStatus: 409 },
   CAPTURE_AMOUNT_INVALID: { httpStatus: 422 },
+  // The merchant's refunds (./merchant-refunds)
+  ORDER_NOT_REFUNDABLE: { httpStatus: 409 },
+  REFUND_EXCEEDS_CHARGE: { httpStatus: 422 },
   MERCHANT_AUTH_REQUIRED: { httpStatus: 401 },
   // The console's operators (server/operators)
   OPERATOR_SIGN_IN_REQUIRED: { httpStatus: 401 },

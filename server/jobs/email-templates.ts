@@ -91,11 +91,13 @@ function timeLine(label: string, iso: string | undefined): string[] {
 const REFUND_WHY: Record<RefundReason, string> = {
   duplicate_charge: '该订单已支付，这笔重复付款已原路退回。',
   order_not_payable: '该订单已关闭，这笔付款已原路退回。',
+  merchant: '商家已为您的订单办理退款，款项将原路退回。',
 };
 
 const REFUND_WHY_EN: Record<RefundReason, string> = {
   duplicate_charge: 'This order was already paid: this second payment has been refunded to where it came from.',
   order_not_payable: 'This order was closed: this payment has been refunded to where it came from.',
+  merchant: 'The shop has refunded your order: the money goes back to where it came from.',
 };
 
 /** A receipt the way Chinese shops write one: a sentence, then one `label：value` line each. */

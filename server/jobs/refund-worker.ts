@@ -55,8 +55,12 @@ interface ClaimedRefund extends Record<string, unknown> {
   amount_minor: number;
   currency: string;
   reason: string;
+  /** A merchant refund's reason in the operator's words. */
+  note: string | null;
   attempts: number;
   previous_status: 'pending' | 'sent' | 'processing';
+  /** The whole charge being refunded from (WeChat Pay's amount.total): a merchant refund may be part of it. */
+  charge_amount_minor: number;
 }
 
 type Verdict =
@@ -90,7 +94,8 @@ export async function processDueRefunds(services: CheckoutServices, options: Ref
       from due
      where r.id = due.id
     returning r.id, r.order_id, r.gateway, r.out_trade_no, r.gateway_trade_no, r.refund_id, r.amount_minor,
-              r.currency, r.reason, r.attempts, due.previous_status`);
+              r.currency, r.reason, r.note, r.attempts, due.previous_status,
+              (select p.amount_minor from payments p where p.id = r.payment_id) as charge_amount_minor`);
 
   for (const refund of claimed) {
     summary.examined++;
@@ -158,9 +163,9 @@ async function decide(services: CheckoutServices, refund: ClaimedRefund): Promis
     gatewayTradeNo: refund.gateway_trade_no,
     refundId: refund.refund_id,
     amountMinor: refund.amount_minor,
-    chargeAmountMinor: refund.amount_minor,
+    chargeAmountMinor: refund.charge_amount_minor,
     currency: refund.currency,
-    reason: refund.reason === 'duplicate_charge' ? 'PayOnce: duplicate payment' : 'PayOnce: order closed before payment',
+    reason: gatewayReason(refund),
     notifyUrl: new URL(`/api/webhooks/${refund.gateway}`, services.publicBaseUrl).toString(),
   };
   try {
@@ -210,6 +215,18 @@ async function decide(services: CheckoutServices, refund: ClaimedRefund): Promis
   } catch (error) {
     // An adapter bug or a thrown transport error: in doubt, never a reason to send a second id.
     return { kind: 'retry', status: 'sent', error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/** What the gateway shows the buyer as the refund's reason, where it has a field for it. */
+function gatewayReason(refund: ClaimedRefund): string {
+  switch (refund.reason) {
+    case 'duplicate_charge':
+      return 'PayOnce: duplicate payment';
+    case 'order_not_payable':
+      return 'PayOnce: order closed before payment';
+    default:
+      return refund.note ? `PayOnce: ${refund.note}` : 'PayOnce: refund by the shop';
   }
 }
 
