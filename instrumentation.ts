@@ -18,6 +18,9 @@ export async function register(): Promise<void> {
   const { exitOnBadEnv, serverEnv } = await import('./server/config/env');
   exitOnBadEnv();
   const env = serverEnv();
+  // Traces, when OpenTelemetry's OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set; off by default (server/tracing).
+  const { startTracingFromEnv } = await import('./server/tracing/setup');
+  const tracing = startTracingFromEnv();
   if (!env.DATABASE_URL) return; // a misconfigured start: requests will say so
   if (env.BENCH) {
     // `npm run bench`'s build only: the extension seam (server/app/extension.ts).
@@ -37,6 +40,7 @@ export async function register(): Promise<void> {
       close: [
         { name: 'background jobs', run: stopAppJobs },
         { name: 'database pool', run: closeDatabase },
+        ...(tracing ? [{ name: 'traces', run: () => tracing.shutdown() }] : []),
       ],
     });
   }

@@ -15,6 +15,7 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '@/db/client';
 import type { GatewayId } from '@/server/payments/gateway';
+import { annotateSpan, inSpan } from '@/server/tracing/traces';
 
 export type PaymentEventKind =
   /** A checkout API request and what the guard made of it (claimed, replayed, 409, 422, released…). */
@@ -128,6 +129,17 @@ export async function journaledCall<T>(
   send: () => Promise<T>,
   summarise: (answer: T) => Record<string, unknown> = outcomeOf,
 ): Promise<T> {
+  return inSpan(`gateway.${call.operation}`, call.orderId, { 'payonce.gateway': call.gateway, 'payonce.operation': call.operation }, () =>
+    journaledSend(db, call, send, summarise),
+  );
+}
+
+async function journaledSend<T>(
+  db: Executor,
+  call: { orderId: string; gateway: GatewayId; operation: GatewayOperation; request: Record<string, unknown> },
+  send: () => Promise<T>,
+  summarise: (answer: T) => Record<string, unknown>,
+): Promise<T> {
   const base = { gateway: call.gateway, operation: call.operation };
   await journal(db, { orderId: call.orderId, kind: 'gateway.call', data: { ...base, ...call.request } });
   const started = performance.now();
@@ -144,7 +156,9 @@ export async function journaledCall<T>(
     throw error;
   }
   const ms = Math.round(performance.now() - started);
-  await journal(db, { orderId: call.orderId, kind: 'gateway.answer', data: { ...base, ...summarise(answer), ms } });
+  const summary = summarise(answer);
+  if (typeof summary.outcome === 'string') annotateSpan({ 'payonce.outcome': summary.outcome });
+  await journal(db, { orderId: call.orderId, kind: 'gateway.answer', data: { ...base, ...summary, ms } });
   return answer;
 }
 

@@ -19,6 +19,7 @@ import { CheckoutError, type CheckoutReason } from './refusals';
 import type { CheckoutServices } from './services';
 import { settleSucceededCharge } from './settle';
 import { settleAuthorizedCharge, settleVoidedAuthorization } from './authorizations';
+import { inSpan } from '@/server/tracing/traces';
 
 function toResponse(reply: NotificationReply): Response {
   // A 204 may carry no body at all (WeChat Pay acknowledges with 200 or 204).
@@ -114,26 +115,29 @@ async function handlePaymentNotification(
   const amountMinor = notification.capturedMinor ?? notification.amountMinor;
   const charge = { gateway: gateway.id, outTradeNo, gatewayTradeNo, amountMinor, currency, source: 'notification' } as const;
   const held = notification.status === 'authorized';
-  return processOnce(
-    services,
-    gateway.id,
-    { orderId: order.id, eventId: notification.eventId, about: 'payment' },
-    {
-      key: notification.eventId,
-      path: `webhook.${gateway.id}`,
-      input: { outTradeNo, gatewayTradeNo, amountMinor, currency, ...(held ? { authorized: true } : {}) },
-    },
-    async (tx) => {
-      if (held) {
-        const settled = await settleAuthorizedCharge(tx, charge);
-        return { settled: settled.kind, orderId: order.id };
-      }
-      const settled = await settleSucceededCharge(tx, charge);
-      return settled.kind === 'paid'
-        ? { settled: 'paid', orderId: settled.paid.orderId }
-        : { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId };
-    },
-    count,
+  const spanAttributes = { 'payonce.out_trade_no': outTradeNo, 'payonce.event_id': notification.eventId, 'payonce.gateway': gateway.id };
+  return inSpan(`webhook.${gateway.id}`, order.id, spanAttributes, () =>
+    processOnce(
+      services,
+      gateway.id,
+      { orderId: order.id, eventId: notification.eventId, about: 'payment' },
+      {
+        key: notification.eventId,
+        path: `webhook.${gateway.id}`,
+        input: { outTradeNo, gatewayTradeNo, amountMinor, currency, ...(held ? { authorized: true } : {}) },
+      },
+      async (tx) => {
+        if (held) {
+          const settled = await settleAuthorizedCharge(tx, charge);
+          return { settled: settled.kind, orderId: order.id };
+        }
+        const settled = await settleSucceededCharge(tx, charge);
+        return settled.kind === 'paid'
+          ? { settled: 'paid', orderId: settled.paid.orderId }
+          : { settled: 'refunding', orderId: settled.orderId, refundId: settled.refundId };
+      },
+      count,
+    ),
   );
 }
 
@@ -157,16 +161,19 @@ async function handleVoidedNotification(
     count('ignored');
     return toResponse(gateway.notificationReply(true));
   }
-  return processOnce(
-    services,
-    gateway.id,
-    { orderId: held.orderId, eventId: notification.eventId, about: 'payment' },
-    { key: notification.eventId, path: `webhook.${gateway.id}`, input: { outTradeNo, gatewayTradeNo, canceled: true } },
-    async (tx) => ({
-      settled: await settleVoidedAuthorization(tx, { gateway: gateway.id, outTradeNo, gatewayTradeNo }),
-      orderId: held.orderId,
-    }),
-    count,
+  const spanAttributes = { 'payonce.out_trade_no': outTradeNo, 'payonce.event_id': notification.eventId, 'payonce.gateway': gateway.id };
+  return inSpan(`webhook.${gateway.id}`, held.orderId, spanAttributes, () =>
+    processOnce(
+      services,
+      gateway.id,
+      { orderId: held.orderId, eventId: notification.eventId, about: 'payment' },
+      { key: notification.eventId, path: `webhook.${gateway.id}`, input: { outTradeNo, gatewayTradeNo, canceled: true } },
+      async (tx) => ({
+        settled: await settleVoidedAuthorization(tx, { gateway: gateway.id, outTradeNo, gatewayTradeNo }),
+        orderId: held.orderId,
+      }),
+      count,
+    ),
   );
 }
 
@@ -241,17 +248,24 @@ async function handleRefundNotification(
     .select({ orderId: refunds.orderId })
     .from(refunds)
     .where(and(eq(refunds.refundId, notification.refundId), eq(refunds.gateway, gatewayId)));
-  return processOnce(
-    services,
-    gatewayId,
-    { orderId: ours?.orderId ?? null, eventId: notification.eventId, about: 'refund' },
-    {
-      key: `refund:${notification.eventId}`,
-      path: `webhook.${gatewayId}.refund`,
-      input: { refundId: notification.refundId, status: notification.status, amountMinor: notification.amountMinor },
-    },
-    async (tx) => ({ refund: notification.refundId, known: await settleRefundFromNotification(tx, services, notification) }),
-    count,
+  const spanAttributes = {
+    'payonce.refund_id': notification.refundId,
+    'payonce.event_id': notification.eventId,
+    'payonce.gateway': gatewayId,
+  };
+  return inSpan(`webhook.${gatewayId}.refund`, ours?.orderId, spanAttributes, () =>
+    processOnce(
+      services,
+      gatewayId,
+      { orderId: ours?.orderId ?? null, eventId: notification.eventId, about: 'refund' },
+      {
+        key: `refund:${notification.eventId}`,
+        path: `webhook.${gatewayId}.refund`,
+        input: { refundId: notification.refundId, status: notification.status, amountMinor: notification.amountMinor },
+      },
+      async (tx) => ({ refund: notification.refundId, known: await settleRefundFromNotification(tx, services, notification) }),
+      count,
+    ),
   );
 }
 

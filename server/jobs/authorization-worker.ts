@@ -25,6 +25,7 @@ import { settleSucceededCharge } from '@/server/checkout/settle';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { CaptureOutcome, GatewayId, ReleaseOutcome } from '@/server/payments/gateway';
 import { assertNever } from '@/server/payments/transport';
+import { inSpan } from '@/server/tracing/traces';
 
 export interface AuthorizationRunSummary {
   examined: number;
@@ -98,13 +99,21 @@ export async function processDueAuthorizationActions(
 
   for (const action of claimed) {
     summary.examined++;
-    const verdict = await send(services, action);
-    await services.faults?.hit('after_capture_call', {
-      procedure: 'authorizations.process',
-      gateway: action.gateway,
-      orderId: action.order_id,
+    const spanAttributes = {
+      'payonce.capture_id': action.capture_id,
+      'payonce.out_trade_no': action.out_trade_no,
+      'payonce.gateway': action.gateway,
+    };
+    const verdict = await inSpan(`authorizations.${action.action}`, action.order_id, spanAttributes, async () => {
+      const verdict = await send(services, action);
+      await services.faults?.hit('after_capture_call', {
+        procedure: 'authorizations.process',
+        gateway: action.gateway,
+        orderId: action.order_id,
+      });
+      await record(services, action, verdict, options);
+      return verdict;
     });
-    await record(services, action, verdict, options);
     summary[verdict.kind === 'retry' ? 'retried' : verdict.kind]++;
   }
   return summary;

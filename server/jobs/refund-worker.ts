@@ -20,6 +20,7 @@ import { journaledCall } from '@/server/checkout/journal';
 import { markRefundFailed, markRefundSucceeded } from '@/server/checkout/refunds';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId, RefundOutcome } from '@/server/payments/gateway';
+import { inSpan } from '@/server/tracing/traces';
 
 export interface RefundRunSummary {
   examined: number;
@@ -99,55 +100,72 @@ export async function processDueRefunds(services: CheckoutServices, options: Ref
 
   for (const refund of claimed) {
     summary.examined++;
-    const verdict = await decide(services, refund);
-    await services.faults?.hit('after_refund_call', { procedure: 'refunds.process', gateway: refund.gateway });
-    const count = (outcome: string) => services.metrics?.refunds.inc({ gateway: refund.gateway, reason: refund.reason, outcome });
-    switch (verdict.kind) {
-      case 'succeeded':
-        await services.db.transaction((tx) => markRefundSucceeded(tx, refund.refund_id, verdict.gatewayRefundId));
-        summary.succeeded++;
-        count('succeeded');
-        break;
-      case 'processing': {
-        await services.db
-          .update(refunds)
-          .set({
-            status: 'processing',
-            gatewayRefundId: verdict.gatewayRefundId,
-            leaseUntil: null,
-            lastError: null,
-            nextAttemptAt: sql`now() + (${backoffFor(refund.attempts, backoffMs, maxBackoffMs)}::bigint * interval '1 millisecond')`,
-          })
-          .where(and(eq(refunds.id, refund.id), inArray(refunds.status, ['sent', 'processing'])));
-        summary.processing++;
-        count('processing');
-        break;
-      }
-      case 'failed':
-        await services.db.transaction((tx) => markRefundFailed(tx, refund.refund_id, `${verdict.code}: ${verdict.message}`));
-        summary.failed++;
-        count('failed');
-        break;
-      case 'retry':
-        await services.db
-          .update(refunds)
-          .set({
-            status: verdict.status,
-            leaseUntil: null,
-            lastError: verdict.error.slice(0, 500),
-            nextAttemptAt: sql`now() + (${backoffFor(refund.attempts, backoffMs, maxBackoffMs)}::bigint * interval '1 millisecond')`,
-          })
-          .where(and(eq(refunds.id, refund.id), inArray(refunds.status, ['sent', 'processing'])));
-        summary.retried++;
-        count('retried');
-        break;
-      default: {
-        const unreachable: never = verdict;
-        throw new Error(`unknown refund verdict ${JSON.stringify(unreachable)}`);
-      }
-    }
+    const spanAttributes = {
+      'payonce.refund_id': refund.refund_id,
+      'payonce.out_trade_no': refund.out_trade_no,
+      'payonce.gateway': refund.gateway,
+    };
+    await inSpan('refunds.process', refund.order_id, spanAttributes, () =>
+      processOne(services, refund, summary, { backoffMs, maxBackoffMs }),
+    );
   }
   return summary;
+}
+
+/** One claimed refund: asked or sent at the gateway, its verdict recorded and counted. */
+async function processOne(
+  services: CheckoutServices,
+  refund: ClaimedRefund,
+  summary: RefundRunSummary,
+  { backoffMs, maxBackoffMs }: { backoffMs: number; maxBackoffMs: number },
+): Promise<void> {
+  const verdict = await decide(services, refund);
+  await services.faults?.hit('after_refund_call', { procedure: 'refunds.process', gateway: refund.gateway });
+  const count = (outcome: string) => services.metrics?.refunds.inc({ gateway: refund.gateway, reason: refund.reason, outcome });
+  switch (verdict.kind) {
+    case 'succeeded':
+      await services.db.transaction((tx) => markRefundSucceeded(tx, refund.refund_id, verdict.gatewayRefundId));
+      summary.succeeded++;
+      count('succeeded');
+      break;
+    case 'processing': {
+      await services.db
+        .update(refunds)
+        .set({
+          status: 'processing',
+          gatewayRefundId: verdict.gatewayRefundId,
+          leaseUntil: null,
+          lastError: null,
+          nextAttemptAt: sql`now() + (${backoffFor(refund.attempts, backoffMs, maxBackoffMs)}::bigint * interval '1 millisecond')`,
+        })
+        .where(and(eq(refunds.id, refund.id), inArray(refunds.status, ['sent', 'processing'])));
+      summary.processing++;
+      count('processing');
+      break;
+    }
+    case 'failed':
+      await services.db.transaction((tx) => markRefundFailed(tx, refund.refund_id, `${verdict.code}: ${verdict.message}`));
+      summary.failed++;
+      count('failed');
+      break;
+    case 'retry':
+      await services.db
+        .update(refunds)
+        .set({
+          status: verdict.status,
+          leaseUntil: null,
+          lastError: verdict.error.slice(0, 500),
+          nextAttemptAt: sql`now() + (${backoffFor(refund.attempts, backoffMs, maxBackoffMs)}::bigint * interval '1 millisecond')`,
+        })
+        .where(and(eq(refunds.id, refund.id), inArray(refunds.status, ['sent', 'processing'])));
+      summary.retried++;
+      count('retried');
+      break;
+    default: {
+      const unreachable: never = verdict;
+      throw new Error(`unknown refund verdict ${JSON.stringify(unreachable)}`);
+    }
+  }
 }
 
 function backoffFor(attempts: number, baseMs: number, maxMs: number): number {

@@ -17,6 +17,7 @@ import type { IdempotencyContext, IdempotencyHooks } from '@payonce/idempotency/
 import type { Transaction } from '@/db/client';
 import { middleware, publicProcedure, type TRPCContext } from './init';
 import { sameOriginHeaders } from '@/server/http/same-origin';
+import { annotateSpan, inSpan } from '@/server/tracing/traces';
 import { rateLimit } from './rate-limit';
 
 export { idempotent, idempotentOnePhase, idempotentPhases } from '@payonce/idempotency/trpc';
@@ -34,16 +35,21 @@ const requireSession = middleware(async ({ ctx, next }) => {
   return next();
 });
 
-const guard = middleware(async ({ ctx, next }) => {
+const guard = middleware(async ({ ctx, path, input, next }) => {
+  const key = ctx.headers.get('idempotency-key');
   const idempotency: IdempotencyContext<Transaction> = {
     store: ctx.services.idempotencyStore,
     options: ctx.services.idempotencyOptions,
     scope: customerScope(ctx.customerId),
-    key: ctx.headers.get('idempotency-key'),
+    key,
     response: ctx.response,
     hooks: checkoutHooks(ctx),
   };
-  return next({ ctx: { idempotency } });
+  // The request's span, in its order's trace when it names one (checkout.pay): server/tracing.
+  const orderId = (input as { orderId?: unknown } | undefined)?.orderId;
+  return inSpan(path, typeof orderId === 'string' ? orderId : null, { 'payonce.idempotency_key': key ?? '' }, () =>
+    next({ ctx: { idempotency } }),
+  );
 });
 
 function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
@@ -67,6 +73,7 @@ function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
      * once its answer does. Journaled only into an order of this customer's.
      */
     async onOutcome(request, outcome, status, body) {
+      annotateSpan({ 'payonce.guard.outcome': outcome, 'http.response.status_code': status, ...outTradeNoOf(body) });
       const orderId =
         (request.input as { orderId?: unknown } | undefined)?.orderId ?? (body as { orderId?: unknown } | null | undefined)?.orderId;
       if (typeof orderId !== 'string' || outcome === 'refused') return;
@@ -82,6 +89,13 @@ function checkoutHooks(ctx: TRPCContext): IdempotencyHooks {
   };
 }
 
+/** The out_trade_no an answer names (an order created, paid, awaiting its buyer), for the request's span. */
+function outTradeNoOf(body: unknown): { 'payonce.out_trade_no'?: string } {
+  const answer = body as { outTradeNo?: unknown; payment?: { outTradeNo?: unknown } } | null | undefined;
+  const outTradeNo = answer?.outTradeNo ?? answer?.payment?.outTradeNo;
+  return typeof outTradeNo === 'string' ? { 'payonce.out_trade_no': outTradeNo } : {};
+}
+
 export function idempotentProcedure<TSchema extends z.ZodType>(input: TSchema) {
   return publicProcedure.input(input).use(rateLimit).use(requireSession).use(guard);
 }
@@ -91,13 +105,22 @@ export function idempotentProcedure<TSchema extends z.ZodType>(input: TSchema) {
  * constant time; without the variable set, nobody. Checked before the key is claimed, so a stranger's
  * request stores nothing.
  */
-const requireMerchant = middleware(async ({ ctx, type, next }) => {
+const requireMerchant = middleware(async ({ ctx, type, path, input, next }) => {
+  // The request's span, in its order's trace (server/tracing).
+  const orderId = (input as { orderId?: unknown } | undefined)?.orderId;
+  const traced = <R>(work: () => Promise<R>) =>
+    inSpan(
+      path,
+      typeof orderId === 'string' ? orderId : null,
+      { 'payonce.idempotency_key': ctx.headers.get('idempotency-key') ?? '' },
+      work,
+    );
   const given = /^Bearer (.+)$/.exec(ctx.headers.get('authorization') ?? '')?.[1];
   // A signed-in operator of the console, with the role to move money (refunder or admin).
   if (given === undefined && ctx.operatorSessionToken) {
     const operator = await signedInOperator(ctx, 'refunder', type === 'mutation');
     const merchant = `operator:${operator.username}`;
-    return next({ ctx: { merchant, idempotency: merchantIdempotency(ctx, operatorScope(operator.id), merchant) } });
+    return traced(() => next({ ctx: { merchant, idempotency: merchantIdempotency(ctx, operatorScope(operator.id), merchant) } }));
   }
   const expected = ctx.services.merchantApiToken;
   if (!expected || given === undefined || !sameSecret(given, expected)) {
@@ -108,7 +131,8 @@ const requireMerchant = middleware(async ({ ctx, type, next }) => {
         : 'Sign in to the console (or set MERCHANT_API_TOKEN for the back office’s API).',
     );
   }
-  return next({ ctx: { merchant: 'merchant-api-token', idempotency: merchantIdempotency(ctx, merchantScope(), 'merchant-api-token') } });
+  const merchant = 'merchant-api-token';
+  return traced(() => next({ ctx: { merchant, idempotency: merchantIdempotency(ctx, merchantScope(), merchant) } }));
 });
 
 /**
