@@ -140,7 +140,7 @@ export default defineConfig(
   {
     // The page runs in the browser: no database client and no checkout code in its bundle. Type
     // imports are erased, so the page may describe what the server answers.
-    files: ['app/_components/**', 'client/**'],
+    files: ['app/_components/**', 'app/admin/**', 'client/**'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',

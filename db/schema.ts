@@ -403,6 +403,65 @@ export const operatorSessions = pgTable(
 );
 
 /**
+ * 对账: one row per reconciliation of one gateway's statement for one day (server/reconciliation).
+ * A day may be reconciled again (a statement corrected, a run that failed); the newest run says
+ * where the day stands.
+ */
+export const reconciliationRuns = pgTable(
+  'reconciliation_runs',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    gateway: text().notNull(),
+    /** `YYYY-MM-DD` in the gateway's own time zone (Beijing for Alipay and WeChat Pay, UTC for Stripe). */
+    statementDate: text().notNull(),
+    /** `clean`, `mismatches`, `no_statement` (the gateway has none for the day), `failed` (could not fetch it). */
+    status: text().$type<'clean' | 'mismatches' | 'no_statement' | 'failed'>().notNull(),
+    lines: integer().notNull().default(0),
+    matched: integer().notNull().default(0),
+    mismatches: integer().notNull().default(0),
+    feesMinor: bigint({ mode: 'number' }).notNull().default(0),
+    error: text(),
+    /** Who ran it: the scheduled job, or `cli:<os user>`. */
+    by: text().notNull(),
+    startedAt: timestamptz('started_at').notNull(),
+    finishedAt: timestamptz('finished_at').notNull().defaultNow(),
+  },
+  (t) => [index('reconciliation_runs_day_idx').on(t.gateway, t.statementDate, t.finishedAt)],
+);
+
+/**
+ * What a reconciliation could not match, for a person to resolve: one row per gateway, day, kind and
+ * reference, however often the day is reconciled again (`last_run_id` is the newest run that still
+ * saw it). A resolution says who and what, and is journaled.
+ */
+export const reconciliationMismatches = pgTable(
+  'reconciliation_mismatches',
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    gateway: text().notNull(),
+    statementDate: text().notNull(),
+    kind: text().notNull(),
+    reference: text().notNull(),
+    outTradeNo: text(),
+    orderId: uuid(),
+    ours: jsonb(),
+    theirs: jsonb(),
+    firstRunId: uuid().notNull(),
+    lastRunId: uuid().notNull(),
+    firstSeenAt: timestamptz('first_seen_at').notNull().defaultNow(),
+    resolvedAt: timestamptz('resolved_at'),
+    resolvedBy: text(),
+    resolution: text(),
+  },
+  (t) => [
+    uniqueIndex('reconciliation_mismatches_one_per_reference').on(t.gateway, t.statementDate, t.kind, t.reference),
+    index('reconciliation_mismatches_open_idx')
+      .on(t.statementDate)
+      .where(sql`${t.resolvedAt} is null`),
+  ],
+);
+
+/**
  * What needs a person: a verified notification whose amount, currency or order does not match, a
  * refund the gateway refused for good. Recorded once per dedupe key, never dropped.
  */

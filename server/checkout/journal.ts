@@ -72,7 +72,10 @@ export type PaymentEventKind =
   | 'operator.enabled'
   | 'operator.signed_in'
   | 'operator.sign_in_refused'
-  | 'operator.signed_out';
+  | 'operator.signed_out'
+  /** 对账 (server/reconciliation), on the `reconciliation` stream: a day reconciled, a mismatch resolved and by whom. */
+  | 'reconciliation.run'
+  | 'reconciliation.resolved';
 
 export interface PaymentEventInput {
   /** The order it belongs to; null for what belongs to no order (a notification for an unknown one). */

@@ -34,6 +34,9 @@ export const REFUSALS = {
   OPERATOR_SIGN_IN_REQUIRED: { httpStatus: 401 },
   OPERATOR_ROLE_INSUFFICIENT: { httpStatus: 403 },
   CSRF_TOKEN_INVALID: { httpStatus: 403 },
+  // 对账 (server/reconciliation)
+  MISMATCH_NOT_FOUND: { httpStatus: 404 },
+  MISMATCH_ALREADY_RESOLVED: { httpStatus: 409 },
   // Paying
   INVALID_INPUT: { httpStatus: 400 },
   GATEWAY_NOT_CONFIGURED: { httpStatus: 400 },

@@ -297,6 +297,32 @@ export type ReleaseOutcome =
   | { kind: 'retryable'; code: string; message: string }
   | { kind: 'indeterminate'; code: string; message: string };
 
+/**
+ * One line of a gateway's daily statement (对账单), whatever its format: a payment or a refund that
+ * the gateway settled that day, with its fee.
+ */
+export interface StatementLine {
+  kind: 'payment' | 'refund';
+  outTradeNo: string;
+  gatewayTradeNo: string;
+  /** A refund: our refund id where the statement carries it (Alipay 退款请求号, WeChat 商户退款单号, Stripe metadata). */
+  refundId?: string;
+  gatewayRefundId?: string;
+  /** Positive for payments and refunds alike: what moved. */
+  amountMinor: number;
+  feeMinor: number;
+  currency: string;
+}
+
+/**
+ * A day's statement: its lines; `none` when the gateway has no statement for that day (nothing
+ * happened, or it is not ready yet — the gateway says which); `unavailable` when it could not be fetched.
+ */
+export type StatementOutcome =
+  | { kind: 'lines'; lines: StatementLine[] }
+  | { kind: 'none'; code: string; message: string }
+  | { kind: 'unavailable'; code: string; message: string };
+
 /** What a gateway that offers authorise-then-capture does with an authorisation. */
 export interface AuthorizationOperations {
   capture(request: CaptureRequest): Promise<CaptureOutcome>;
@@ -328,6 +354,8 @@ export interface PaymentGateway {
   notificationReply(ack: boolean): NotificationReply;
   /** Present when the gateway can authorise now and capture later (Stripe). */
   readonly authorizations?: AuthorizationOperations;
+  /** The statement of one day (`YYYY-MM-DD` in the gateway's own time zone), for 对账. */
+  statement?(date: string): Promise<StatementOutcome>;
 }
 
 /** What a gateway is, besides what it does: its identity and the buyer steps it offers. */

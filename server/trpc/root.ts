@@ -30,6 +30,7 @@ export function extendAppRouter(routers: Record<string, AnyRouter>): void {
     ...routers,
     checkout: checkoutRouter,
     merchant: merchantRouter,
+    operator: operatorRouter,
   }) as unknown as AppRouter;
 }
 

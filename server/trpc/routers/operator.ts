@@ -1,6 +1,8 @@
 import { z } from 'zod';
-import { ORDER_STATUSES } from '@/db/schema';
+import { eq } from 'drizzle-orm';
+import { ORDER_STATUSES, refunds } from '@/db/schema';
 import { orderTimeline, recentOrders } from '@/server/checkout/timeline';
+import { listMismatches, resolveMismatch } from '@/server/reconciliation/mismatches';
 import { operatorProcedure } from '@/server/trpc/procedures';
 import { createTRPCRouter } from '@/server/trpc/init';
 
@@ -24,7 +26,32 @@ export const operatorRouter = createTRPCRouter({
         .map(({ mine: _mine, ...order }) => order);
     }),
 
+  /**
+   * One order with its journal and the gateway's ledger, and — for operators only, never in the
+   * shopper's view — who asked for each refund and why.
+   */
   order: operatorProcedure('viewer')
     .input(z.object({ orderId: z.uuid() }))
-    .query(({ ctx, input }) => orderTimeline(ctx.services.db, { customerId: '', demo: true }, input.orderId, ctx.services.gatewayLedger)),
+    .query(async ({ ctx, input }) => {
+      const timeline = await orderTimeline(ctx.services.db, { customerId: '', demo: true }, input.orderId, ctx.services.gatewayLedger);
+      const asked = await ctx.services.db
+        .select({ refundId: refunds.refundId, requestedBy: refunds.requestedBy, note: refunds.note })
+        .from(refunds)
+        .where(eq(refunds.orderId, input.orderId));
+      return { ...timeline, refundRequests: asked };
+    }),
+
+  /** 对账: what the daily reconciliation could not match, open ones first. */
+  mismatches: operatorProcedure('viewer')
+    .input(
+      z
+        .object({ open: z.boolean().default(true), limit: z.number().int().min(1).max(500).default(100) })
+        .default({ open: true, limit: 100 }),
+    )
+    .query(({ ctx, input }) => listMismatches(ctx.services.db, input)),
+
+  /** An admin says what a mismatch was and what was done: once, journaled with who. */
+  resolveMismatch: operatorProcedure('admin')
+    .input(z.object({ id: z.uuid(), resolution: z.string().trim().min(1).max(500) }))
+    .mutation(({ ctx, input }) => resolveMismatch(ctx.services.db, input, `operator:${ctx.operator.username}`)),
 });

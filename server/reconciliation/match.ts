@@ -1,0 +1,123 @@
+/**
+ * Matching one gateway's statement for one day against our books (对账), as a pure function: every
+ * line of the statement matched to a payment or refund we recorded, and every payment and refund we
+ * recorded for that day found on the statement — amounts and currencies equal. What does not match is
+ * classed, for a person to resolve:
+ *
+ *   unknown_payment   money at the gateway we have no record of (a payment on the statement, not in our books)
+ *   missing_payment   a payment we recorded that the gateway's statement does not show
+ *   amount_differs    the same payment (or refund) with another amount or currency on each side
+ *   missing_refund    a refund we recorded as done that the statement does not show
+ *   unknown_refund    a refund on the statement that we never made
+ *
+ * Payments are matched by the gateway's trade number, refunds by our refund id (the gateway's own
+ * refund id when the statement has no room for ours); fees are reported, not matched: our books do
+ * not hold the gateway's fee.
+ */
+import type { GatewayId, StatementLine } from '@/server/payments/gateway';
+
+export type { StatementLine };
+
+/** One payment or refund in our books for that gateway and day. */
+export interface BookEntry {
+  kind: 'payment' | 'refund';
+  orderId: string;
+  outTradeNo: string;
+  gatewayTradeNo: string;
+  refundId?: string;
+  gatewayRefundId?: string;
+  amountMinor: number;
+  currency: string;
+}
+
+export const MISMATCH_KINDS = ['unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'unknown_refund'] as const;
+export type MismatchKind = (typeof MISMATCH_KINDS)[number];
+
+export interface Mismatch {
+  kind: MismatchKind;
+  gateway: GatewayId;
+  /** What names it, for a person and for the dedupe of a re-run: the trade or refund reference. */
+  reference: string;
+  outTradeNo: string;
+  orderId: string | null;
+  ours: BookEntry | null;
+  theirs: StatementLine | null;
+}
+
+export interface Matched {
+  lines: number;
+  matched: number;
+  feesMinor: number;
+  mismatches: Mismatch[];
+}
+
+const paymentKey = (entry: { gatewayTradeNo: string }) => `payment:${entry.gatewayTradeNo}`;
+const refundKeys = (entry: { refundId?: string | undefined; gatewayRefundId?: string | undefined }) =>
+  [entry.refundId ? `refund:${entry.refundId}` : undefined, entry.gatewayRefundId ? `gwrefund:${entry.gatewayRefundId}` : undefined].filter(
+    (key): key is string => key !== undefined,
+  );
+
+export function matchStatement(gateway: GatewayId, statement: readonly StatementLine[], books: readonly BookEntry[]): Matched {
+  const ours = new Map<string, BookEntry>();
+  for (const entry of books) {
+    for (const key of entry.kind === 'payment' ? [paymentKey(entry)] : refundKeys(entry)) ours.set(key, entry);
+  }
+  const seen = new Set<BookEntry>();
+  const mismatches: Mismatch[] = [];
+  let matched = 0;
+  for (const line of statement) {
+    const keys = line.kind === 'payment' ? [paymentKey(line)] : refundKeys(line);
+    const entry = keys.map((key) => ours.get(key)).find((found) => found !== undefined);
+    if (!entry) {
+      const kind = line.kind === 'payment' ? 'unknown_payment' : 'unknown_refund';
+      mismatches.push({
+        kind,
+        gateway,
+        reference: referenceOf(line),
+        outTradeNo: line.outTradeNo,
+        orderId: null,
+        ours: null,
+        theirs: line,
+      });
+      continue;
+    }
+    seen.add(entry);
+    if (entry.amountMinor !== line.amountMinor || entry.currency !== line.currency) {
+      mismatches.push({
+        kind: 'amount_differs',
+        gateway,
+        reference: referenceOf(entry),
+        outTradeNo: entry.outTradeNo,
+        orderId: entry.orderId,
+        ours: entry,
+        theirs: line,
+      });
+      continue;
+    }
+    matched++;
+  }
+  for (const entry of books) {
+    if (seen.has(entry)) continue;
+    const kind = entry.kind === 'payment' ? 'missing_payment' : 'missing_refund';
+    mismatches.push({
+      kind,
+      gateway,
+      reference: referenceOf(entry),
+      outTradeNo: entry.outTradeNo,
+      orderId: entry.orderId,
+      ours: entry,
+      theirs: null,
+    });
+  }
+  return { lines: statement.length, matched, feesMinor: statement.reduce((sum, line) => sum + line.feeMinor, 0), mismatches };
+}
+
+function referenceOf(entry: {
+  kind: 'payment' | 'refund';
+  gatewayTradeNo: string;
+  refundId?: string | undefined;
+  gatewayRefundId?: string | undefined;
+}): string {
+  if (entry.kind === 'payment') return entry.gatewayTradeNo;
+  return entry.refundId ?? entry.gatewayRefundId ?? entry.gatewayTradeNo;
+}
