@@ -15,6 +15,7 @@ import { cleanUpExpiredKeys } from './key-cleanup';
 import { relayOutbox } from './outbox-relay';
 import { processDueRefunds } from './refund-worker';
 import { processDueAuthorizationActions } from './authorization-worker';
+import { reconcileYesterday } from '@/server/reconciliation/schedule';
 import { reconcilePayments } from './reconciler';
 
 export interface JobIntervals {
@@ -44,7 +45,8 @@ export interface RunningJobs {
   stop(): Promise<void>;
 }
 
-type JobName = 'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process' | 'authorizations.process';
+type JobName =
+  'payments.reconcile' | 'outbox.relay' | 'idempotency.cleanup' | 'refunds.process' | 'authorizations.process' | 'statements.reconcile';
 
 type Job = { name: JobName; everySeconds: number; run: () => Promise<string | undefined> };
 
@@ -127,6 +129,17 @@ function jobsOf(services: CheckoutServices, intervals: JobIntervals, policy: Job
         let total = 0;
         for (let batch = await relayOutbox(services.db); batch > 0; batch = await relayOutbox(services.db)) total += batch;
         return total > 0 ? `delivered ${total} email(s)` : undefined;
+      },
+    },
+    {
+      // 对账: yesterday's statements, hourly until each is read (server/reconciliation/schedule.ts).
+      name: 'statements.reconcile',
+      everySeconds: 3600,
+      run: async () => {
+        const days = await reconcileYesterday(services);
+        return days.length > 0
+          ? `对账: ${days.map((d) => `${d.gateway} ${d.date} ${d.status} (${d.mismatches.length} mismatches)`).join('; ')}`
+          : undefined;
       },
     },
     {
