@@ -36,6 +36,7 @@ import {
   type Tx,
 } from './store';
 import { postNotification, type GatewayNotifier } from './notifier';
+import { ALIPAY_BILL_METHOD, ALIPAY_BILL_PATH, alipayBillDownload, billDownloadUrlQuery } from './alipay-bill';
 
 // ---------------------------------------------------------------------------------------------
 // Test buyers
@@ -478,6 +479,8 @@ const METHODS: Readonly<Record<string, MethodHandler>> = {
   'alipay.trade.cancel': tradeCancel,
   'alipay.trade.refund': tradeRefund,
   'alipay.trade.fastpay.refund.query': tradeRefundQuery,
+  [ALIPAY_BILL_METHOD]: (ctx, app, _params, biz, env) =>
+    billDownloadUrlQuery(ctx.sql, app, biz, { baseUrl: env.baseUrl, platformPrivateKeyPem: ctx.identity.platformPrivateKeyPem }),
 };
 
 /** The request passed the gateway's public checks: its app and its parsed biz_content. */
@@ -1631,6 +1634,7 @@ export const alipayModule: SandboxGatewayModule = {
         if (qr?.[1]) return qrPage(ctx, qr[1], request.method, request.body);
         if (path.startsWith('/sandbox/alipay/qr/')) return notPayablePage(notPayable('ACQ.TRADE_NOT_EXIST'));
         if (path === '/sandbox/alipay/cashier') return cashierPay(ctx, request.method, request.body);
+        if (path === ALIPAY_BILL_PATH) return alipayBillDownload(ctx.sql, request, identity.platformPrivateKeyPem);
         if (path === '/gateway.do' && request.url.searchParams.get('method') === 'alipay.trade.page.pay') {
           // A page interface: the buyer's browser gets HTML (the cashier), not a signed JSON answer.
           const params = gatewayParams(request.url, request.method === 'POST' ? request.body : '', request.headers['content-type']);

@@ -6,6 +6,7 @@
  *   GET  /sandbox/credentials     → each gateway's merchant keys, like a developer console
  *   GET  /ledger[?outTradeNo=]    → every charge attempt and notification delivery (ground truth)
  *   GET  /  and /sandbox/ledger   → the same for people: where things are, the ledger as a table
+ *   /sandbox/statements/discrepancies → what the gateways' daily statements get wrong on purpose (statements.ts)
  *   everything else               → the gateway modules (sandbox/modules.ts), each on its real paths:
  *                                   Alipay POST /gateway.do and POST /sandbox/alipay/notify (test tool)
  *
@@ -20,6 +21,7 @@ import { indexPage, ledgerPage } from './ledger-page';
 import { ALL_GATEWAY_MODULES } from './modules';
 import { startNotifier, type GatewayNotifier, type Notifier } from './notifier';
 import { migrate, openSql, readLedger } from './store';
+import { DISCREPANCIES_PATH, discrepanciesTool, responseBody } from './statements';
 
 export interface SandboxOptions {
   /** 0 picks a free port. */
@@ -261,6 +263,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       if (!parsed.success) throw new HttpError(400, 'INVALID_FAULT', parsed.error.issues.map((i) => i.message).join('; '));
       return sendJson(res, 201, { fault: faults.arm(parsed.data) });
     }
+    if (path === DISCREPANCIES_PATH) {
+      const answer = await discrepanciesTool(sql, { method, url, headers: req.headers, body });
+      res.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) });
+      res.end(answer.body);
+      return;
+    }
     const request = { method, url, headers: req.headers, body, baseUrl };
     const limited = faults.takeRateLimit(request);
     if (limited) {
@@ -299,9 +307,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         req.socket.destroy();
         return;
       }
-      const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) };
+      // A statement file may be bytes (Alipay's zip, WeChat's gzip): statements.ts responseBody.
+      const payload = responseBody(answer);
+      const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(payload)) };
       res.writeHead(answer.status, headers);
-      res.end(answer.body);
+      res.end(payload);
       return;
     }
     const known = ['/', '/health', '/sandbox/credentials', '/ledger', '/sandbox/ledger', '/sandbox/faults'];

@@ -138,6 +138,33 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.notification_attempts (
 );
 CREATE INDEX IF NOT EXISTS notification_attempts_by_trade
   ON psp_sandbox.notification_attempts (out_trade_no, id);
+
+-- What the daily statements say that the ledger does not (POST /sandbox/statements/discrepancies,
+-- sandbox/statements.ts): kept here so a restarted sandbox still serves the same statements. The
+-- index is made only when missing: CREATE INDEX locks its table even when there is nothing to do,
+-- and a running sandbox on the same database would wait on a start-up that takes that lock.
+CREATE TABLE IF NOT EXISTS psp_sandbox.statement_discrepancies (
+  id                bigserial PRIMARY KEY,
+  gateway           text NOT NULL CHECK (gateway IN ('alipay', 'wechatpay', 'stripe', '2c2p')),
+  bill_date         date NOT NULL,
+  kind              text NOT NULL
+                    CHECK (kind IN ('unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund')),
+  merchant_id       text,
+  out_trade_no      text,
+  refund_id         text,
+  amount_minor      bigint,
+  currency          text,
+  gateway_trade_no  text,
+  at                timestamptz,
+  created_at        timestamptz NOT NULL DEFAULT now()
+);
+DO $$
+BEGIN
+  IF to_regclass('psp_sandbox.statement_discrepancies_by_day') IS NULL THEN
+    CREATE INDEX statement_discrepancies_by_day ON psp_sandbox.statement_discrepancies (gateway, bill_date);
+  END IF;
+END
+$$;
 `;
 
 export function openSql(databaseUrl: string): Sql {

@@ -1,8 +1,8 @@
 /**
  * `expand[]` (https://docs.stripe.com/expand): a field holding another object's id comes back as
  * that object, to a depth of four (`latest_charge.payment_intent`), and inside lists as
- * `data.latest_charge`. A field that is null stays null (a Charge's balance_transaction here: the
- * sandbox keeps no balance). A path that names no expandable field is refused before anything runs.
+ * `data.latest_charge`. A field that is null stays null (a Charge not captured yet has no balance
+ * transaction). A path that names no expandable field is refused before anything runs.
  */
 import type { Sql, Tx } from './store';
 import { readStringArray, StripeParamError, type FormHash } from './stripe-form';

@@ -18,6 +18,7 @@
  *   GET  /v1/refunds/{id}                     retrieve; POST updates its metadata (refund.updated)
  *   GET  /v1/charges[/{id}]                   a PaymentIntent's charge attempts: list (payment_intent, both cursors) /
  *                                             retrieve (stripe-charges.ts)
+ *   GET  /v1/balance_transactions[/{id}]      the balance: list / retrieve, from the ledger (stripe-balance.ts)
  *   expand[]                                  on PaymentIntents, refunds and charges, and data.… in their lists
  *                                             (stripe-expand.ts)
  *   GET  /v1/events[/{id}]                    list (30 days, both cursors, type/types/created filters) / retrieve (stripe-events.ts)
@@ -119,7 +120,14 @@ import { handleStripeJs, STRIPE_JS_PATH } from './stripe-js';
 import { handleNotifyTool, stripeNotifier } from './stripe-webhooks';
 import { EVENTS_SCHEMA_SQL, listEvents, retrieveEvent, unknownEnabledEvent } from './stripe-events';
 import { CHARGES_SCHEMA_SQL, listCharges, retrieveCharge, savePaymentMethod } from './stripe-charges';
-import { expandBody, readExpand, type ExpandRoot } from './stripe-expand';
+import { readExpand, type ExpandRoot } from './stripe-expand';
+import {
+  expandBody,
+  listBalanceTransactions,
+  retrieveBalanceTransaction,
+  withChargeBalanceTransactions,
+  withChargeBalanceTransactionsText,
+} from './stripe-balance';
 import { isBackwards, pageOf, readCursor, type Cursor } from './stripe-lists';
 import { amountTooSmallMessage, minimumCharge } from './stripe-amounts';
 import { applyMetadata, refusedField, refusedFieldMessage, type MetadataPatch, type PaymentField } from './stripe-updates';
@@ -436,8 +444,8 @@ function render(call: ApiCall, status: number, body: string, extra: Record<strin
       ...(call.publishable ? { 'access-control-allow-origin': '*' } : {}),
       ...extra,
     },
-    // Stripe pretty-prints its JSON; so does the sandbox.
-    body,
+    // Stripe pretty-prints its JSON; so does the sandbox. Charges name their balance transaction.
+    body: withChargeBalanceTransactionsText(body),
   };
 }
 
@@ -990,7 +998,7 @@ async function storeEvent(
   const event = eventObject({
     type,
     // A snapshot: the event shows the object as it was when the event happened.
-    object: structuredClone(object),
+    object: withChargeBalanceTransactions(structuredClone(object)),
     requestId: call.requestId,
     idempotencyKey: call.idempotencyKey,
     pendingWebhooks: targets.length,
@@ -2312,9 +2320,14 @@ type Route =
   | { kind: 'update'; id: string }
   | { kind: 'update_refund'; id: string }
   | { kind: 'list_charges' }
-  | { kind: 'retrieve_charge'; id: string };
+  | { kind: 'retrieve_charge'; id: string }
+  | { kind: 'list_balance_transactions' }
+  | { kind: 'retrieve_balance_transaction'; id: string };
 
 function matchRoute(method: string, path: string): Route | undefined {
+  if (path === '/v1/balance_transactions') return method === 'GET' ? { kind: 'list_balance_transactions' } : undefined;
+  const balance = /^\/v1\/balance_transactions\/([^/]+)$/.exec(path);
+  if (balance) return method === 'GET' ? { kind: 'retrieve_balance_transaction', id: decodeURIComponent(balance[1] ?? '') } : undefined;
   if (path === '/v1/events') return method === 'GET' ? { kind: 'list_events' } : undefined;
   const event = /^\/v1\/events\/([^/]+)$/.exec(path);
   if (event) return method === 'GET' ? { kind: 'retrieve_event', id: decodeURIComponent(event[1] ?? '') } : undefined;
@@ -2548,6 +2561,10 @@ async function handleApi(base: StripeContext, request: SandboxRequest): Promise<
         return renderAnswer(call, await listEvents(ctx.sql, ctx.identity.accountId, input));
       case 'retrieve_event':
         return renderAnswer(call, await retrieveEvent(ctx.sql, ctx.identity.accountId, route.id, input));
+      case 'list_balance_transactions':
+        return renderAnswer(call, await listBalanceTransactions(ctx.sql, ctx.identity.accountId, input));
+      case 'retrieve_balance_transaction':
+        return renderAnswer(call, await retrieveBalanceTransaction(ctx.sql, ctx.identity.accountId, route.id, input));
       default: {
         const unreachable: never = route;
         throw new Error(`unhandled route ${JSON.stringify(unreachable)}`);

@@ -12,6 +12,7 @@
  *   GET  /sandbox/2c2p/pay?paymentToken=     older webPaymentUrl form: redirects to the hosted page
  *   POST /sandbox/2c2p/notify          the notification test tool
  *   POST /sandbox/2c2p/buyer-pays      the buyer submits the hosted payment page now (test tool)
+ *   GET  /sandbox/2c2p/settlement-report  the daily reconciliation report (twoc2p-settlement.ts)
  *
  * JWTs are HS256 over the merchant's secret key. Every error of the envelope or of validation comes
  * back as plain JSON `{respCode, respDesc}` with HTTP 200, as 2C2P does (e.g. 9042 for a JWT signed
@@ -61,6 +62,7 @@
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { hostedTestCards, renderClosedPage, renderPaymentPage, renderReturnPage, type HostedInvoice } from './twoc2p-hosted';
+import { TWOC2P_SETTLEMENT_PATH, twoC2pSettlementReport } from './twoc2p-settlement';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { generateRsaKeyPair } from './keys';
 import { postNotification, type GatewayNotifier } from './notifier';
@@ -1468,6 +1470,7 @@ async function maintenance(ctx: Context, request: SandboxRequest): Promise<Sandb
 function tool(ctx: Context, request: SandboxRequest): Promise<SandboxResponse> | SandboxResponse | undefined {
   const path = request.url.pathname;
   if (path === '/sandbox/2c2p/buyer-pays') return buyerPaysTool(ctx, request);
+  if (path === TWOC2P_SETTLEMENT_PATH) return twoC2pSettlementReport(ctx.sql, request);
   if (path === '/sandbox/2c2p/notify') return notifyTool(ctx, request.method, request.headers['content-type'], request.body);
   if (path === '/sandbox/2c2p/pay') {
     // The address webPaymentUrl had before the hosted page existed: stored answers may still hold it.

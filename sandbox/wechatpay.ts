@@ -51,6 +51,7 @@
 import { createPrivateKey, randomInt, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
+import { isWechatpayBillPath, wechatpayBill } from './wechatpay-bill';
 import { generateRsaKeyPair } from './keys';
 import { makePlatformCertificate, type PlatformCertificate } from './wechatpay-certificate';
 import { renderScanPage, type ScanPage, type ScanTradeView } from './wechatpay-scan-page';
@@ -1799,6 +1800,17 @@ export const wechatpayModule: SandboxGatewayModule = {
       async handle(request) {
         const path = request.url.pathname;
         if (path.startsWith('/sandbox/wechatpay/')) return handleTool(ctx, request);
+        if (isWechatpayBillPath(path)) {
+          return wechatpayBill(
+            {
+              sql: ctx.sql,
+              authenticate: (r) => authenticate(ctx, r),
+              signed: (answer) => signedResponse(responseSigner(ctx, request), answer),
+              linkSecret: identity.platformPrivateKeyPem,
+            },
+            request,
+          );
+        }
         if (path.startsWith('/v3/')) return handleApi(ctx, request);
         return undefined;
       },

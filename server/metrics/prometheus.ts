@@ -123,6 +123,16 @@ export function instrumentGateway(gateway: PaymentGateway, metrics: CheckoutMetr
     verifyNotification: (request) => gateway.verifyNotification(request),
     notificationReply: (ack) => gateway.notificationReply(ack),
     ...(gateway.authorizations ? { authorizations: instrumentAuthorizations(gateway.authorizations, counted) } : {}),
+    ...(gateway.statement
+      ? {
+          statement: (date: string) =>
+            counted(
+              'statement',
+              () => gateway.statement!(date),
+              (o) => o.kind,
+            ),
+        }
+      : {}),
   };
 }
 

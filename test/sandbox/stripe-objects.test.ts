@@ -62,14 +62,15 @@ function pay(stripe: Stripe, params: Partial<Stripe.PaymentIntentCreateParams> =
 }
 
 describe('expand[]', () => {
-  it('expands latest_charge and payment_method on create, retrieve and capture; a null stays null', async () => {
+  it('expands latest_charge, its balance transaction and payment_method on create, retrieve and capture', async () => {
     const stripe = await merchant();
     const paid = await pay(stripe, { expand: ['latest_charge', 'payment_method', 'latest_charge.balance_transaction'] });
     const charge = paid.latest_charge as Stripe.Charge;
     assert.equal(charge.object, 'charge');
     assert.equal(charge.payment_intent, paid.id);
     assert.equal(charge.amount_captured, 1500);
-    assert.equal(charge.balance_transaction, null);
+    assert.equal((charge.balance_transaction as Stripe.BalanceTransaction).object, 'balance_transaction');
+    assert.equal((charge.balance_transaction as Stripe.BalanceTransaction).amount, 1500);
     const method = paid.payment_method as Stripe.PaymentMethod;
     assert.equal(method.object, 'payment_method');
     assert.equal(method.card?.last4, '4242');

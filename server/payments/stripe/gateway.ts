@@ -30,6 +30,7 @@ import { classifyChargeFailure, classifyRefundFailure, classifyUnreadReplay, ref
 import { findIntents, findRefund, MAX_RECENT_PAGES } from './lookup';
 import { notificationReply, verifyNotification } from './notifications';
 import { guardOptions, planCharge, planRefund } from './requests';
+import { statement } from './statement';
 
 export function createStripeGateway(config: StripeGatewayConfig): Gateway.PaymentGateway {
   const buyerSteps: readonly Gateway.BuyerStep[] = config.cardStep ? ['card'] : [];
@@ -47,6 +48,7 @@ export function createStripeGateway(config: StripeGatewayConfig): Gateway.Paymen
   return {
     ...gateway,
     authorizations: { capture: (request) => capture(ctx, request), release: (request) => release(ctx, request) },
+    statement: (date) => statement(ctx, date),
   };
 }
 

@@ -1,0 +1,128 @@
+/**
+ * 对账 against the sandbox's statements, downloaded through each gateway's documented delivery: a day
+ * of real payments and refunds reconciles clean; each kind of discrepancy the sandbox injects into
+ * the statement is caught and classed; a person resolves one, once, and the journal says who.
+ * Real PostgreSQL, the sandbox over HTTP, the app's own adapters.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { processDueRefunds } from '@/server/jobs/refund-worker';
+import type { GatewayId } from '@/server/payments/gateway-ids';
+import { resolveMismatch } from '@/server/reconciliation/mismatches';
+import { reconcileDay, STATEMENT_TIME_ZONES } from '@/server/reconciliation/reconcile-day';
+import { startTestStack, type TestStack } from '@/test/support/stack';
+
+const TOKEN = 'merchant-token-for-the-reconciliation-tests-0123456789';
+const RECONCILED: GatewayId[] = ['stripe'];
+let stack: TestStack;
+
+before(async () => {
+  stack = await startTestStack({ merchantApiToken: TOKEN });
+});
+after(async () => {
+  await stack?.close();
+});
+afterEach(async () => {
+  await fetch(`${stack.sandboxUrl}/sandbox/statements/discrepancies`, { method: 'DELETE' });
+});
+
+/** Today in the gateway's statement time zone: the day these tests pay on. */
+const today = (gateway: GatewayId) =>
+  new Intl.DateTimeFormat('en-CA', { timeZone: STATEMENT_TIME_ZONES[gateway], year: 'numeric', month: '2-digit', day: '2-digit' }).format(
+    new Date(),
+  );
+
+async function paidOrder(gateway: GatewayId) {
+  const customer = stack.customer();
+  const order = await customer.createOrder([{ sku: 'MUG-CELADON', quantity: 1 }]);
+  const paid = await customer.pay(order.orderId, { gateway });
+  assert.equal(paid.status, 201, paid.text);
+  return order;
+}
+
+async function refunded(orderId: string, amountMinor: number) {
+  const answer = await stack.customer().send('POST', 'merchant.refund', {
+    input: { orderId, amountMinor, reason: 'returned' },
+    key: randomUUID(),
+    headers: { authorization: `Bearer ${TOKEN}`, 'x-no-session': '1' },
+  });
+  assert.equal(answer.status, 202, answer.text);
+  await processDueRefunds(stack.services, { backoffMs: 0 });
+}
+
+async function inject(spec: Record<string, unknown>) {
+  const response = await fetch(`${stack.sandboxUrl}/sandbox/statements/discrepancies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(spec),
+  });
+  assert.equal(response.status, 201, await response.text());
+}
+
+for (const gateway of RECONCILED) {
+  describe(`对账: ${gateway}`, () => {
+    it('1. a day of payments and a refund reconciles clean, both ways', async () => {
+      const first = await paidOrder(gateway);
+      await paidOrder(gateway);
+      await refunded(first.orderId, 1000);
+      const day = await reconcileDay(stack.services, gateway, today(gateway), 'test');
+      assert.equal(day.status, 'clean', JSON.stringify(day.mismatches, null, 1));
+      assert.ok(day.lines >= 3 && day.matched === day.lines, JSON.stringify(day));
+      assert.ok(day.feesMinor > 0, 'the statement’s fees are reported');
+    });
+
+    it('2. each injected discrepancy is caught and classed; a re-run of the day adds no second row', async () => {
+      const missing = await paidOrder(gateway);
+      const differs = await paidOrder(gateway);
+      const refundedOrder = await paidOrder(gateway);
+      await refunded(refundedOrder.orderId, 500);
+      const date = today(gateway);
+      await inject({ gateway, date, kind: 'unknown_payment' });
+      await inject({ gateway, date, kind: 'missing_payment', outTradeNo: missing.outTradeNo });
+      await inject({ gateway, date, kind: 'amount_differs', outTradeNo: differs.outTradeNo });
+      await inject({ gateway, date, kind: 'missing_refund', outTradeNo: refundedOrder.outTradeNo });
+
+      const day = await reconcileDay(stack.services, gateway, date, 'test');
+      assert.equal(day.status, 'mismatches');
+      const found = day.mismatches.map((m) => [m.kind, m.outTradeNo === '' ? '(unknown)' : m.outTradeNo]);
+      assert.deepEqual(
+        found.filter(([kind]) => kind !== 'unknown_payment').sort(),
+        [
+          ['amount_differs', differs.outTradeNo],
+          ['missing_payment', missing.outTradeNo],
+          ['missing_refund', refundedOrder.outTradeNo],
+        ].sort(),
+      );
+      assert.equal(day.mismatches.filter((m) => m.kind === 'unknown_payment').length, 1, 'money at the gateway we do not know of');
+
+      await reconcileDay(stack.services, gateway, date, 'test');
+      const rows = await stack.sql<{ n: number }[]>`
+        select count(*)::int as n from reconciliation_mismatches where gateway = ${gateway} and statement_date = ${date}`;
+      assert.equal(rows[0]!.n, 4, 'the same four, once each');
+    });
+
+    it('3. a person resolves a mismatch once; the journal says who and what', async () => {
+      const order = await paidOrder(gateway);
+      const date = today(gateway);
+      await inject({ gateway, date, kind: 'missing_payment', outTradeNo: order.outTradeNo });
+      await reconcileDay(stack.services, gateway, date, 'test');
+      const [row] = await stack.sql<{ id: string }[]>`
+        select id from reconciliation_mismatches where out_trade_no = ${order.outTradeNo} and kind = 'missing_payment'`;
+      const resolved = await resolveMismatch(
+        stack.db,
+        { id: row!.id, resolution: 'the gateway confirmed the payment by phone' },
+        'operator:finance',
+      );
+      assert.equal(resolved.resolvedBy, 'operator:finance');
+      await assert.rejects(
+        resolveMismatch(stack.db, { id: row!.id, resolution: 'again' }, 'operator:other'),
+        /Already resolved by operator:finance/,
+      );
+      const journaled = await stack.sql<{ n: number }[]>`
+        select count(*)::int as n from payment_events
+         where order_id = ${order.orderId} and kind = 'reconciliation.resolved' and data->>'by' = 'operator:finance'`;
+      assert.equal(journaled[0]!.n, 1);
+    });
+  });
+}
