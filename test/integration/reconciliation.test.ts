@@ -11,10 +11,10 @@ import { processDueRefunds } from '@/server/jobs/refund-worker';
 import type { GatewayId } from '@/server/payments/gateway-ids';
 import { resolveMismatch } from '@/server/reconciliation/mismatches';
 import { reconcileDay, STATEMENT_TIME_ZONES } from '@/server/reconciliation/reconcile-day';
-import { startTestStack, type TestStack } from '@/test/support/stack';
+import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 const TOKEN = 'merchant-token-for-the-reconciliation-tests-0123456789';
-const RECONCILED: GatewayId[] = ['stripe'];
+const RECONCILED: GatewayId[] = ['wechatpay', 'stripe'];
 let stack: TestStack;
 
 before(async () => {
@@ -48,7 +48,17 @@ async function refunded(orderId: string, amountMinor: number) {
     headers: { authorization: `Bearer ${TOKEN}`, 'x-no-session': '1' },
   });
   assert.equal(answer.status, 202, answer.text);
-  await processDueRefunds(stack.services, { backoffMs: 0 });
+  const refundId = (answer.json as { result: { data: { refundId: string } } }).result.data.refundId;
+  // Until the gateway says it is done (WeChat Pay answers PROCESSING first, then settles it).
+  await eventually(
+    async () => {
+      await processDueRefunds(stack.services, { backoffMs: 0 });
+      const [row] = await stack.sql<{ status: string }[]>`select status from refunds where refund_id = ${refundId}`;
+      return row?.status === 'succeeded' ? true : undefined;
+    },
+    15_000,
+    'the refund to succeed',
+  );
 }
 
 async function inject(spec: Record<string, unknown>) {

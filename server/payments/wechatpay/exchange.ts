@@ -75,3 +75,26 @@ export async function call(client: Client, method: 'GET' | 'POST', path: string,
   if (parsed === undefined) return { kind: 'in_doubt', code: 'MALFORMED_RESPONSE', message: `HTTP ${status}: body is not a JSON object` };
   return { kind: 'answered', status, body: parsed };
 }
+
+/**
+ * A signed GET whose answer WeChat Pay does not sign (the bill file behind a tradebill
+ * download_url): the text as sent, checked by the caller against the hash the signed answer gave.
+ */
+export async function download(
+  client: Client,
+  path: string,
+): Promise<{ kind: 'received'; status: number; text: string } | TransportFailure> {
+  const { config, keys } = client;
+  const url = new URL(`${client.baseUrl}${path}`);
+  const headers = {
+    authorization: authorization(
+      { mchid: config.mchid, merchantSerialNo: config.merchantSerialNo, merchantPrivateKey: keys.merchantPrivateKey },
+      'GET',
+      url,
+      '',
+    ),
+    'user-agent': USER_AGENT,
+  };
+  const response = await exchangeHttp(url, { method: 'GET', headers, redirect: 'manual' }, client.timeoutMs);
+  return response.kind === 'received' ? { kind: 'received', status: response.status, text: response.text } : response;
+}

@@ -23,6 +23,7 @@ import {
 import type { WechatPayGatewayConfig } from './config';
 import { call, createClient, unanswered, type Client } from './exchange';
 import { notificationReply, verifyNotification } from './notification';
+import { statement } from './statement';
 import {
   chargePayload,
   closePath,
@@ -54,7 +55,8 @@ export function createWechatPayGateway(config: WechatPayGatewayConfig): Gateway.
   };
   const query = async (on: Context, outTradeNo: string) => queryOutcome(await lookup(on, outTradeNo));
   const verify = async (on: Context, request: { headers: Headers; rawBody: string }) => verifyNotification(on, request);
-  return gatewayOf(traits, context, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  const gateway = gatewayOf(traits, context, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  return { ...gateway, statement: (date) => statement(context, date) };
 }
 
 /** 查询订单 by out_trade_no. */
