@@ -16,7 +16,8 @@ export type AlipayMethod =
   | 'alipay.trade.close'
   | 'alipay.trade.cancel'
   | 'alipay.trade.refund'
-  | 'alipay.trade.fastpay.refund.query';
+  | 'alipay.trade.fastpay.refund.query'
+  | 'alipay.data.dataservice.bill.downloadurl.query';
 
 /** What came back from one call: a signed answer, or why there is none. */
 export type Exchange = { kind: 'answered'; response: Fields } | TransportFailure;

@@ -6,8 +6,16 @@
  * repeat is confirmed by a query, why close() queries first — is in docs/gateways.md.
  */
 import type * as Gateway from '@/server/payments/gateway';
+import { statement } from './statement';
 import { gatewayOf } from '@/server/payments/gateway';
-import { assertNever, chargeOrRefundFailure, closeFailure, confirmPaidByQuery, queryFailure } from '@/server/payments/transport';
+import {
+  assertNever,
+  chargeOrRefundFailure,
+  closeFailure,
+  confirmPaidByQuery,
+  DEFAULT_GATEWAY_TIMEOUT_MS,
+  queryFailure,
+} from '@/server/payments/transport';
 import {
   classifyClose,
   classifyPay,
@@ -66,7 +74,8 @@ export function createAlipayGateway(config: AlipayGatewayConfig): Gateway.Paymen
     hasTestBuyers: Object.values(config.testBuyerAuthCodes).some(Boolean),
   };
   const verify = (on: Adapter, request: { headers: Headers; rawBody: string }) => verifyNotification(on.client, request);
-  return gatewayOf(traits, adapter, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  const gateway = gatewayOf(traits, adapter, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  return { ...gateway, statement: (date) => statement(adapter.client, date, config.timeoutMs ?? DEFAULT_GATEWAY_TIMEOUT_MS) };
 }
 
 async function query(adapter: Adapter, outTradeNo: string): Promise<Gateway.QueryOutcome> {
