@@ -260,6 +260,11 @@ const variables = {
   TWOC2P_BASE_URL: url(HTTP, 'https://pgw.2c2p.com'),
   /** Refunds: 2C2P's Payment Maintenance API, its own URL (not under TWOC2P_BASE_URL). */
   TWOC2P_MAINTENANCE_URL: url(HTTP, 'https://t.2c2p.com/PaymentAction/2.0/action'),
+  /**
+   * 对账: where 2C2P's daily reconciliation report is fetched (2C2P drops it on SFTP; the sandbox serves
+   * it over HTTP). Unset: 2C2P is not reconciled by `npm run reconcile`.
+   */
+  TWOC2P_SETTLEMENT_REPORT_URL: url(HTTP, 'https://sftp.2c2p.com/output'),
   /** The merchant's RSA private key whose public key is uploaded to 2C2P's merchant portal (PEM). */
   TWOC2P_MERCHANT_PRIVATE_KEY: text(),
   /** 2C2P's public key from the merchant portal (Account > Options > 2C2P Public Keys > JWE), PEM. */

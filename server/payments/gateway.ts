@@ -354,8 +354,11 @@ export interface PaymentGateway {
   notificationReply(ack: boolean): NotificationReply;
   /** Present when the gateway can authorise now and capture later (Stripe). */
   readonly authorizations?: AuthorizationOperations;
-  /** The statement of one day (`YYYY-MM-DD` in the gateway's own time zone), for 对账. */
-  statement?(date: string): Promise<StatementOutcome>;
+  /**
+   * The statement of one day (`YYYY-MM-DD` in the gateway's own time zone), for 对账. `currencies`:
+   * the shop's, for a gateway that issues one statement per currency (2C2P).
+   */
+  statement?(date: string, options?: { currencies?: readonly string[] }): Promise<StatementOutcome>;
 }
 
 /** What a gateway is, besides what it does: its identity and the buyer steps it offers. */

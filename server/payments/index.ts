@@ -92,6 +92,7 @@ export function gatewaysFromEnv(env?: RawEnv): Partial<Record<GatewayId, Payment
       secretKey: config.TWOC2P_SECRET_KEY,
       baseUrl: config.TWOC2P_BASE_URL,
       maintenanceUrl: config.TWOC2P_MAINTENANCE_URL,
+      ...(config.TWOC2P_SETTLEMENT_REPORT_URL ? { settlementReportUrl: config.TWOC2P_SETTLEMENT_REPORT_URL } : {}),
       merchantPrivateKey: config.TWOC2P_MERCHANT_PRIVATE_KEY,
       twoc2pPublicKey: config.TWOC2P_PUBLIC_KEY,
       timeoutMs,

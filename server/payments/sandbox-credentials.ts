@@ -46,6 +46,8 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.TWOC2P_SECRET_KEY = str(twoC2p.secretKey);
     env.TWOC2P_BASE_URL = str(twoC2p.baseUrl);
     env.TWOC2P_MAINTENANCE_URL = str(twoC2p.maintenanceUrl);
+    const base = str(twoC2p.baseUrl);
+    if (base) env.TWOC2P_SETTLEMENT_REPORT_URL = new URL('/sandbox/2c2p/settlement-report', base).toString();
     env.TWOC2P_MERCHANT_PRIVATE_KEY = str(twoC2p.merchantPrivateKey);
     env.TWOC2P_PUBLIC_KEY = str(twoC2p.twoc2pPublicKey);
     env.TWOC2P_TEST_BUYERS = JSON.stringify(twoC2p.testBuyers);

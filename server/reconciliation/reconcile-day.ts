@@ -42,8 +42,9 @@ export async function reconcileDay(services: CheckoutServices, gateway: GatewayI
   if (!DATE.test(date) || Number.isNaN(Date.parse(`${date}T00:00:00Z`))) throw new Error(`date: YYYY-MM-DD, got ${JSON.stringify(date)}`);
   const adapter = services.gateways[gateway];
   const startedAt = new Date();
+  const books = await booksOf(services.db, gateway, date);
   const fetched = adapter?.statement
-    ? await adapter.statement(date)
+    ? await adapter.statement(date, { currencies: await shopCurrencies(services.db, books) })
     : ({ kind: 'unavailable', code: 'NOT_SUPPORTED', message: `${gateway} is not configured, or has no statement here` } as const);
   if (fetched.kind !== 'lines') {
     const status = fetched.kind === 'none' ? 'no_statement' : 'failed';
@@ -60,7 +61,6 @@ export async function reconcileDay(services: CheckoutServices, gateway: GatewayI
     await recordRun(services.db, result, by, startedAt);
     return result;
   }
-  const books = await booksOf(services.db, gateway, date);
   const matched = matchStatement(gateway, fetched.lines, books);
   const result: DayReconciliation = { gateway, date, status: matched.mismatches.length ? 'mismatches' : 'clean', ...matched };
   await recordRun(services.db, result, by, startedAt);
@@ -102,6 +102,12 @@ export async function booksOf(db: Database, gateway: GatewayId, date: string): P
     amountMinor: row.amount_minor,
     currency: row.currency,
   }));
+}
+
+/** The currencies the shop sells in and the day's books hold: a statement per currency where a gateway issues one so. */
+async function shopCurrencies(db: Database, books: readonly BookEntry[]): Promise<string[]> {
+  const rows = await db.execute<{ currency: string }>(sql`select distinct currency from products`);
+  return [...new Set([...rows.map((row) => row.currency), ...books.map((entry) => entry.currency)])].sort();
 }
 
 /** The run, and each mismatch once per day and reference (a re-run moves `last_run_id` on), together. */

@@ -14,7 +14,7 @@ import { reconcileDay, STATEMENT_TIME_ZONES } from '@/server/reconciliation/reco
 import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
 const TOKEN = 'merchant-token-for-the-reconciliation-tests-0123456789';
-const RECONCILED: GatewayId[] = ['alipay', 'wechatpay', 'stripe'];
+const RECONCILED: GatewayId[] = ['alipay', 'wechatpay', 'stripe', '2c2p'];
 let stack: TestStack;
 
 before(async () => {

@@ -5,6 +5,7 @@
  * is told in docs/gateways.md, "2C2P: the protocol as this adapter speaks it".
  */
 import type * as Gateway from '@/server/payments/gateway';
+import { statement } from './statement';
 import { gatewayOf } from '@/server/payments/gateway';
 import { keyFromText } from '@/server/payments/rsa-keys';
 import { DEFAULT_GATEWAY_TIMEOUT_MS } from '@/server/payments/transport';
@@ -50,6 +51,8 @@ export interface TwoC2pGatewayConfig {
   baseUrl: string;
   /** The Payment Maintenance API (refunds), e.g. https://t.2c2p.com/PaymentAction/2.0/action. */
   maintenanceUrl: string;
+  /** 对账: the daily reconciliation report's address; absent, 2C2P offers no statement here. */
+  settlementReportUrl?: string;
   /** The merchant's RSA private key (PEM or base64 DER) whose public key is registered with 2C2P. */
   merchantPrivateKey: string;
   /** 2C2P's public key (PEM: SPKI or an X.509 certificate) from the merchant portal. */
@@ -96,7 +99,11 @@ export function createTwoC2pGateway(config: TwoC2pGatewayConfig): Gateway.Paymen
     hasTestBuyers: Object.values(config.testBuyers).some(Boolean),
   };
   const verify = (on: TwoC2p, request: { headers: Headers; rawBody: string }) => verifyNotification(on.key, request);
-  return gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  const gateway = gatewayOf(traits, ctx, { charge, query, close, refund, queryRefund, verifyNotification: verify, notificationReply });
+  const reportUrl = config.settlementReportUrl;
+  if (!reportUrl) return gateway;
+  const report = { url: reportUrl, merchantId: config.merchantId, secretKey: config.secretKey, timeoutMs };
+  return { ...gateway, statement: (date, options) => statement(report, date, options?.currencies ?? []) };
 }
 
 // ---------------------------------------------------------------------------------------------
