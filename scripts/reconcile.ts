@@ -5,8 +5,9 @@
  * The same runs the scheduled job makes, recorded the same way, so the console shows them too.
  *
  * Configured like the app (the gateways' variables; DATABASE_URL or the embedded PostgreSQL, database
- * `payonce` or --database NAME). Exit 0 clean, 1 mismatches (or a statement that could not be
- * fetched), 2 could not run.
+ * `payonce` or --database NAME). With no gateway variables set, the PSP sandbox's credentials are used
+ * (PSP_SANDBOX_URL, default http://127.0.0.1:4010 — `npm run dev`'s), as the app gets them there.
+ * Exit 0 clean, 1 mismatches (or a statement that could not be fetched), 2 could not run.
  */
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -15,6 +16,7 @@ import { runMigrations } from '@/db/migrate';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '@/server/checkout/services';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { gatewaysFromEnv } from '@/server/payments';
+import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
 import { reconcileDay, type DayReconciliation } from '@/server/reconciliation/reconcile-day';
 import { resolveDatabase } from './stack';
@@ -32,13 +34,28 @@ function print(result: DayReconciliation): void {
   }
 }
 
+/** The gateways' variables: the environment's, or — none set — the local sandbox's, as `npm run dev` fills them. */
+async function gatewayEnv(): Promise<Record<string, string | undefined>> {
+  const configured = Object.keys(process.env).some((name) => /^(ALIPAY|WECHATPAY|STRIPE|TWOC2P)_/.test(name));
+  if (configured) return process.env;
+  const sandboxUrl = process.env.PSP_SANDBOX_URL ?? 'http://127.0.0.1:4010';
+  const answer = await fetch(`${sandboxUrl}/sandbox/credentials`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
+  if (!answer?.ok) return process.env;
+  console.log(`(no gateway variables set: using the PSP sandbox's at ${sandboxUrl})`);
+  return { ...process.env, ...sandboxCredentialsToEnv((await answer.json()) as Parameters<typeof sandboxCredentialsToEnv>[0]) };
+}
+
 let exitCode = 2;
 const date = values.date ?? '';
 const gateways = (values.gateway ? [values.gateway] : GATEWAY_IDS) as GatewayId[];
 const database = await resolveDatabase(values.database ?? 'payonce', () => {}, values.database !== undefined);
 const handle = openDatabase(database.url, { max: 2 });
 try {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(date)) throw new Error('--date YYYY-MM-DD is required');
+  const real =
+    /^\d{4}-\d{2}-\d{2}$/.test(date) &&
+    !Number.isNaN(Date.parse(`${date}T00:00:00Z`)) &&
+    new Date(`${date}T00:00:00Z`).toISOString().startsWith(date);
+  if (!real) throw new Error(`--date YYYY-MM-DD (a real day) is required${date ? `, got ${date}` : ''}`);
   const unknown = gateways.filter((g) => !GATEWAY_IDS.includes(g));
   if (unknown.length) throw new Error(`--gateway: one of ${GATEWAY_IDS.join(', ')}`);
   await runMigrations(database.url);
@@ -46,7 +63,7 @@ try {
     db: handle.db,
     idempotencyStore: createCheckoutIdempotencyStore(handle.sql),
     idempotencyOptions: DEFAULT_IDEMPOTENCY_OPTIONS,
-    gateways: gatewaysFromEnv(process.env),
+    gateways: gatewaysFromEnv(await gatewayEnv()),
     publicBaseUrl: process.env.PUBLIC_BASE_URL ?? 'http://127.0.0.1:3000',
   };
   const results: DayReconciliation[] = [];
