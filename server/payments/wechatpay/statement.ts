@@ -37,6 +37,9 @@ export async function statement(client: Client, date: string): Promise<Statement
   return parseTradeBill(file.text);
 }
 
+/** WeChat prefixes every data field with a backtick (so spreadsheets keep long numbers as text). */
+const LEADING_BACKTICK = /^\u0060/;
+
 /** The bill file's rows as statement lines; a row that cannot be read makes the whole file unreadable. */
 export function parseTradeBill(text: string): StatementOutcome {
   const rows = text.split(/\r?\n/).filter((row) => row !== '');
@@ -58,7 +61,7 @@ export function parseTradeBill(text: string): StatementOutcome {
   const lines: StatementLine[] = [];
   for (const row of rows.slice(1)) {
     if (row.startsWith('总交易单数')) break;
-    const field = (index: number) => (row.split(',')[index] ?? '').replace(/^`/, '');
+    const field = (index: number) => (row.split(',')[index] ?? '').replace(LEADING_BACKTICK, '');
     const status = field(at.status);
     const base = { outTradeNo: field(at.outTradeNo), gatewayTradeNo: field(at.transactionId), currency: field(at.currency) };
     const fee = feeMinor(field(at.fee));
