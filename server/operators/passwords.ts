@@ -1,7 +1,7 @@
 /**
  * Operators' passwords, hashed with scrypt (a memory-hard KDF in Node's own crypto: no native
  * module to build, nothing to approve at install) at OWASP's recommended cost: N = 2^17, r = 8,
- * p = 1 — 128 MiB and about a third of a second per hash, which is what makes a stolen table slow to
+ * p = 1 — 128 MiB and about 0.7 s per hash on two busy cores, which is what makes a stolen table slow to
  * guess and why sign-ins are rate-limited.
  *
  * Stored as `scrypt$N$r$p$salt$hash` (salt and hash base64url), so the cost can be raised later:
