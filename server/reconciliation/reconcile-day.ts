@@ -15,7 +15,7 @@ import { reconciliationMismatches, reconciliationRuns } from '@/db/schema';
 import { journal } from '@/server/checkout/journal';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId } from '@/server/payments/gateway';
-import { matchStatement, type BookEntry, type Matched } from './match';
+import { matchStatement, type BookEntry, type Matched, type StatementLine } from './match';
 
 /** The time zone each gateway's statement day is cut in. */
 export const STATEMENT_TIME_ZONES: Record<GatewayId, string> = {
@@ -46,6 +46,9 @@ export async function reconcileDay(services: CheckoutServices, gateway: GatewayI
   const fetched = adapter?.statement
     ? await adapter.statement(date, { currencies: await shopCurrencies(services.db, books) })
     : ({ kind: 'unavailable', code: 'NOT_SUPPORTED', message: `${gateway} is not configured, or has no statement here` } as const);
+  // No statement for a day our books have money on is not a quiet day: everything recorded is
+  // missing from it (the gateways answer "no bill" only once the day's bill is due; ./schedule.ts).
+  if (fetched.kind === 'none' && books.length > 0) return recordMatched(services, gateway, date, [], books, by, startedAt);
   if (fetched.kind !== 'lines') {
     const status = fetched.kind === 'none' ? 'no_statement' : 'failed';
     const result: DayReconciliation = {
@@ -61,7 +64,19 @@ export async function reconcileDay(services: CheckoutServices, gateway: GatewayI
     await recordRun(services.db, result, by, startedAt);
     return result;
   }
-  const matched = matchStatement(gateway, fetched.lines, books);
+  return recordMatched(services, gateway, date, fetched.lines, books, by, startedAt);
+}
+
+async function recordMatched(
+  services: CheckoutServices,
+  gateway: GatewayId,
+  date: string,
+  lines: StatementLine[],
+  books: BookEntry[],
+  by: string,
+  startedAt: Date,
+): Promise<DayReconciliation> {
+  const matched = matchStatement(gateway, lines, books);
   const result: DayReconciliation = { gateway, date, status: matched.mismatches.length ? 'mismatches' : 'clean', ...matched };
   await recordRun(services.db, result, by, startedAt);
   return result;

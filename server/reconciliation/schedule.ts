@@ -7,8 +7,21 @@
  */
 import { sql } from 'drizzle-orm';
 import type { CheckoutServices } from '@/server/checkout/services';
-import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
+import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
 import { reconcileDay, STATEMENT_TIME_ZONES, type DayReconciliation } from './reconcile-day';
+
+/**
+ * The hour (in the gateway's zone) after which yesterday's statement is due: Alipay publishes by
+ * about 09:00 and WeChat Pay by 10:00 Beijing time, 2C2P drops its file before 04:00 Bangkok time,
+ * Stripe's balance transactions are there as they happen. Asked earlier, "no bill" would only mean
+ * "not yet" — and a day with money on it and no bill is read as everything missing (./reconcile-day).
+ */
+export const STATEMENT_DUE_HOUR: Record<GatewayId, number> = { alipay: 10, wechatpay: 11, stripe: 1, '2c2p': 5 };
+
+/** The hour of the day (0–23) in `timeZone`. */
+function hourIn(timeZone: string, now: Date): number {
+  return Number(new Intl.DateTimeFormat('en-GB', { timeZone, hour: '2-digit', hourCycle: 'h23' }).format(now));
+}
 
 /** Yesterday's date (YYYY-MM-DD) in `timeZone`. */
 export function yesterdayIn(timeZone: string, now = new Date()): string {
@@ -22,6 +35,7 @@ export async function reconcileYesterday(services: CheckoutServices, now = new D
   const results: DayReconciliation[] = [];
   for (const gateway of GATEWAY_IDS) {
     if (!services.gateways[gateway]?.statement) continue;
+    if (hourIn(STATEMENT_TIME_ZONES[gateway], now) < STATEMENT_DUE_HOUR[gateway]) continue;
     const date = yesterdayIn(STATEMENT_TIME_ZONES[gateway], now);
     const [read] = await services.db.execute<{ n: number }>(sql`
       select count(*)::int as n from reconciliation_runs

@@ -70,6 +70,22 @@ async function inject(spec: Record<string, unknown>) {
   assert.equal(response.status, 201, await response.text());
 }
 
+// First in the file (its database is its own): a day with one Alipay payment, which the statement
+// leaves out — Alipay then has no bill at all for the day ("账单不存在").
+describe('对账: a day the gateway has no bill for, while our books have money on it', () => {
+  it('0. reports the payment missing, never a quiet day', async () => {
+    const order = await paidOrder('alipay');
+    const date = today('alipay');
+    await inject({ gateway: 'alipay', date, kind: 'missing_payment', outTradeNo: order.outTradeNo });
+    const day = await reconcileDay(stack.services, 'alipay', date, 'test');
+    assert.equal(day.status, 'mismatches', JSON.stringify(day));
+    assert.deepEqual(
+      day.mismatches.map((m) => [m.kind, m.outTradeNo]),
+      [['missing_payment', order.outTradeNo]],
+    );
+  });
+});
+
 for (const gateway of RECONCILED) {
   describe(`对账: ${gateway}`, () => {
     it('1. a day of payments and a refund reconciles clean, both ways', async () => {
@@ -106,10 +122,15 @@ for (const gateway of RECONCILED) {
       );
       assert.equal(day.mismatches.filter((m) => m.kind === 'unknown_payment').length, 1, 'money at the gateway we do not know of');
 
-      await reconcileDay(stack.services, gateway, date, 'test');
-      const rows = await stack.sql<{ n: number }[]>`
-        select count(*)::int as n from reconciliation_mismatches where gateway = ${gateway} and statement_date = ${date}`;
-      assert.equal(rows[0]!.n, 4, 'the same four, once each');
+      const rowsOfTheDay = async () =>
+        (
+          await stack.sql<{ n: number }[]>`
+            select count(*)::int as n from reconciliation_mismatches where gateway = ${gateway} and statement_date = ${date}`
+        )[0]!.n;
+      const before = await rowsOfTheDay();
+      const again = await reconcileDay(stack.services, gateway, date, 'test');
+      assert.equal(again.mismatches.length, 4, 'the re-run sees the same four');
+      assert.equal(await rowsOfTheDay(), before, 'and records no second row for any of them');
     });
 
     it('3. a person resolves a mismatch once; the journal says who and what', async () => {

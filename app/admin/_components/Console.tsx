@@ -5,15 +5,16 @@ import { useMemo, useState } from 'react';
 import { LangProvider, LangSwitch, useLang } from '@/client/i18n';
 import { operatorApi, signedOut, type OperatorApi, type OperatorSession } from '@/client/console/operator-api';
 import { CONSOLE_MESSAGES } from './console-messages';
-import { OrderBrowser } from './OrderBrowser';
 import { SignInForm } from './SignInForm';
 import { SESSION_KEY, useOperatorSession, useSignOut } from './use-console';
+import { Workspace } from './Workspace';
 import '@/app/_components/behind.css';
 import '../admin.css';
 
 /**
  * The merchant's console: sign in, then every order, one order's payments, refunds and journal, and
- * — for a refunder or an admin — capture, release and refund.
+ * — for a refunder or an admin — capture, release and refund; beside the orders, 对账's mismatches,
+ * which an admin resolves.
  */
 export function Console() {
   const [queryClient] = useState(() => {
@@ -55,7 +56,7 @@ function ConsoleBody({ api }: { api: OperatorApi }) {
         </p>
       )}
       {session.data === null && <SignInForm api={api} />}
-      {session.data && <OrderBrowser api={api} session={session.data} />}
+      {session.data && <Workspace api={api} session={session.data} />}
     </main>
   );
 }

@@ -1,8 +1,7 @@
 'use client';
 
-import { useState } from 'react';
 import { useLang } from '@/client/i18n';
-import { IntentKeys } from '@/client/console/money-actions';
+import type { IntentKeys } from '@/client/console/money-actions';
 import { formatMoney } from '@/client/money';
 import type { OperatorApi, OperatorSession, OrderListing } from '@/client/console/operator-api';
 import { OrderDetail } from './OrderDetail';
@@ -11,16 +10,22 @@ import { beijingMinute } from './format';
 
 const FILTERS: StatusFilter[] = ['all', 'awaiting_payment', 'authorized', 'paid', 'expired', 'voided'];
 
+interface Props {
+  api: OperatorApi;
+  session: OperatorSession;
+  /** The filter, the order picked and the keys live above this view (useWorkspace), so a visit to 对账 keeps them. */
+  filter: StatusFilter;
+  onFilter: (filter: StatusFilter) => void;
+  selected: string | undefined;
+  onSelect: (orderId: string) => void;
+  keys: IntentKeys;
+}
+
 /** The order list beside the order picked from it. */
-export function OrderBrowser({ api, session }: { api: OperatorApi; session: OperatorSession }) {
-  const [filter, setFilter] = useState<StatusFilter>('all');
-  const [selected, setSelected] = useState<string | undefined>();
-  // One book of keys for the whole sign-in: an unconfirmed capture asked again after looking at
-  // another order is still the same intent, under the same key.
-  const [keys] = useState(() => new IntentKeys());
+export function OrderBrowser({ api, session, filter, onFilter, selected, onSelect, keys }: Props) {
   return (
     <div className="console-grid">
-      <OrderList api={api} filter={filter} onFilter={setFilter} selected={selected} onSelect={setSelected} />
+      <OrderList api={api} filter={filter} onFilter={onFilter} selected={selected} onSelect={onSelect} />
       <OrderDetail key={selected ?? 'none'} api={api} session={session} keys={keys} orderId={selected} />
     </div>
   );

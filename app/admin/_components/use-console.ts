@@ -1,13 +1,22 @@
 'use client';
 
 /**
- * The console's orchestration: who is signed in, signing in and out, the order list and one order,
- * and a money action from click to settled. Components render what these return.
+ * The console's orchestration: who is signed in, signing in and out, which view is open, the order
+ * list and one order, a money action from click to settled, and 对账's mismatches and their
+ * resolutions. Components render what these return.
  */
 import { useQuery, useQueryClient, type QueryClient } from '@tanstack/react-query';
-import { useCallback, useEffect, useRef, useState } from 'react';
-import { settledIn, submitMoneyAction, type ActionOutcome, type IntentKeys, type MoneyAction } from '@/client/console/money-actions';
+import { useCallback, useEffect, useReducer, useRef, useState } from 'react';
+import { IntentKeys, settledIn, submitMoneyAction, type ActionOutcome, type MoneyAction } from '@/client/console/money-actions';
 import type { OperatorApi, OperatorSession, OrderListing, OrderTimeline } from '@/client/console/operator-api';
+import {
+  inView,
+  NOTHING_RESOLVING,
+  resolvedElsewhere,
+  resolving,
+  submitResolution,
+  type MismatchView,
+} from '@/client/console/reconciliation';
 
 export const SESSION_KEY = ['operator-session'] as const;
 
@@ -136,4 +145,76 @@ export function useOrderDetail(api: OperatorApi, session: OperatorSession, keys:
   );
 
   return { detail, state, run };
+}
+
+// ── The views ────────────────────────────────────────────────────────────────────────────────────
+
+/** The console's two views: the orders, and 对账's mismatches. */
+export type ConsoleView = 'orders' | 'reconciliation';
+
+/**
+ * Which view is open, and what the order view holds across a visit to 对账: its filter, the order
+ * picked and one book of keys for the whole sign-in — an unconfirmed capture asked again after
+ * looking elsewhere is still the same intent, under the same key.
+ */
+export function useWorkspace() {
+  const [view, setView] = useState<ConsoleView>('orders');
+  const [filter, setFilter] = useState<StatusFilter>('all');
+  const [selected, setSelected] = useState<string | undefined>();
+  const [keys] = useState(() => new IntentKeys());
+  /** From a mismatch to its order: the order view, with that order open. */
+  const openOrder = useCallback((orderId: string) => {
+    setSelected(orderId);
+    setView('orders');
+  }, []);
+  return { view, setView, filter, setFilter, selected, setSelected, keys, openOrder };
+}
+
+// ── 对账 ─────────────────────────────────────────────────────────────────────────────────────────
+
+/** How many mismatches the list reads: far more than a day leaves, well inside the server's 500. */
+export const MISMATCH_LIST_LIMIT = 200;
+
+/** The open mismatches (or every one, resolved too): what the 对账 view lists and its tab counts. */
+export function useMismatches(api: OperatorApi, showResolved: boolean) {
+  return useQuery({
+    queryKey: ['mismatches', showResolved ? 'all' : 'open'],
+    queryFn: () => api.query<MismatchView[]>('operator.mismatches', { open: !showResolved, limit: MISMATCH_LIST_LIMIT }),
+  });
+}
+
+/**
+ * The mismatch list and an admin's resolutions: each row resolved once at a time, the rows resolved
+ * here kept in view, and — when someone else resolved a row first — that row fetched, so the console
+ * shows who and how rather than a row that vanished.
+ */
+export function useReconciliation(api: OperatorApi, session: OperatorSession) {
+  const queryClient = useQueryClient();
+  const [showResolved, setShowResolved] = useState(false);
+  const listed = useMismatches(api, showResolved);
+  const [state, dispatch] = useReducer(resolving, NOTHING_RESOLVING);
+  // Set before React re-renders: a double click finds the row already on its way.
+  const inFlight = useRef(new Set<string>());
+
+  const resolve = useCallback(
+    async (id: string, resolution: string) => {
+      if (inFlight.current.has(id)) return;
+      inFlight.current.add(id);
+      dispatch({ kind: 'sent', id });
+      const outcome = await submitResolution(api, { id, resolution }, session.csrfToken);
+      inFlight.current.delete(id);
+      if (resolvedElsewhere(outcome)) {
+        const everyRow = await api.query<MismatchView[]>('operator.mismatches', { open: false, limit: 500 }).catch(() => []);
+        const row = everyRow.find((r) => r.id === id && r.resolvedAt !== null);
+        if (row) dispatch({ kind: 'found_resolved', row });
+      }
+      dispatch({ kind: 'answered', id, outcome });
+      if (outcome.kind === 'refused' && outcome.refusal.status === 401) await queryClient.invalidateQueries({ queryKey: SESSION_KEY });
+      await queryClient.invalidateQueries({ queryKey: ['mismatches'] });
+    },
+    [api, queryClient, session.csrfToken],
+  );
+
+  const rows = listed.data ? inView(listed.data, state.resolvedHere) : undefined;
+  return { listed, rows, showResolved, setShowResolved, state, resolve };
 }
