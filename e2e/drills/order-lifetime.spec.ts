@@ -274,6 +274,15 @@ for (const [first, second] of PAIRS) {
         });
         await test.step('3. the refund faults are armed; the buyer completes both old trades late', async () => {
           await drill.request.delete(`${drill.sandboxUrl}/sandbox/faults`);
+          // The close keeps timing out until the buyer has paid: the reconciler's sweep closes a trade
+          // still open on an expired order, and one that got through now would leave nothing to pay late.
+          await drill.armSandboxFault({
+            gateway: second,
+            operation: 'close',
+            action: 'timeout_before_charge',
+            delayMs: drillMs(6000),
+            times: 100,
+          });
           if (refundCase === 'answer_lost') {
             await drill.armSandboxFault({
               gateway: second,
