@@ -73,7 +73,7 @@ export class Drill {
 
   /** The sandbox faults still armed (a fault that fired is gone). */
   async armedSandboxFaults(): Promise<unknown[]> {
-    const response = await this.request.get(`${this.sandboxUrl}/sandbox/faults`);
+    const response = await this.sandboxGet(`${this.sandboxUrl}/sandbox/faults`);
     return ((await response.json()) as { faults: unknown[] }).faults;
   }
 
@@ -101,11 +101,26 @@ export class Drill {
   }
 
   async ledger(outTradeNo: string) {
-    const response = await this.request.get(`${this.sandboxUrl}/ledger?outTradeNo=${outTradeNo}`);
+    const response = await this.sandboxGet(`${this.sandboxUrl}/ledger?outTradeNo=${outTradeNo}`);
     return (await response.json()) as {
       charges: { status: string; amountMinor: number; gateway: string }[];
       notifications: { acknowledged: boolean }[];
     };
+  }
+
+  /**
+   * A GET to the sandbox, tried again when a kept-alive connection is reset under it: the server may
+   * close an idle socket just as the request goes out on it (its keep-alive timeout), which says
+   * nothing about the ledger. A read, so asking again changes nothing.
+   */
+  async sandboxGet(url: string) {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.request.get(url, { timeout: 10_000 });
+      } catch (error) {
+        if (tries >= 3 || !/ECONNRESET|socket hang up/.test(String(error))) throw error;
+      }
+    }
   }
 
   /** What the app's database holds for the order (./ground-truth.ts). */
