@@ -10,6 +10,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, TracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { markTracingOn } from './traces';
 
 export interface Tracing {
   shutdown(): Promise<void>;
@@ -20,6 +21,7 @@ export function registerTracing(processors: SpanProcessor[], serviceName = 'payo
   const provider = new TracerProvider({ resource: resourceFromAttributes({ 'service.name': serviceName }), spanProcessors: processors });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   trace.setGlobalTracerProvider(provider);
+  markTracingOn();
   return { shutdown: () => provider.shutdown() };
 }
 

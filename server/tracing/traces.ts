@@ -17,6 +17,15 @@ import { context, SpanStatusCode, trace, TraceFlags, type Attributes, type Conte
 
 const tracer = () => trace.getTracer('payonce');
 
+/**
+ * Set when a provider is registered (./setup.ts). Off — the default — a span is not even begun, so
+ * the pay path pays nothing for tracing (no hash of the order id, no context objects).
+ */
+let tracingOn = false;
+export function markTracingOn(): void {
+  tracingOn = true;
+}
+
 /** The order's trace, as a parent: the same trace id and root span id wherever the order is worked on. */
 export function orderTraceContext(orderId: string, parent: Context = context.active()): Context {
   const digest = createHash('sha256').update(`payonce-order:${orderId}`).digest('hex');
@@ -44,6 +53,7 @@ export async function inSpan<T>(
   attributes: Attributes,
   work: () => Promise<T>,
 ): Promise<T> {
+  if (!tracingOn) return work();
   const active = trace.getActiveSpan();
   const inOrder = orderId && active?.spanContext().traceId === orderTraceId(orderId);
   const parent = orderId && !inOrder ? orderTraceContext(orderId) : context.active();
