@@ -7,8 +7,8 @@ import { createCheckoutClient, type CheckoutClient } from '@/client/trpc-client'
 import { LangProvider, LangSwitch, useLang, type Lang } from '@/client/i18n';
 import { formatMoney } from '@/client/money';
 import type { OrderTimeline } from '@/server/checkout/timeline';
-import { describe } from './behind-describe';
 import { LEGEND, ORDER_STATUS, TEXT } from './behind-words';
+import { TimelineTable } from './TimelineTable';
 import './behind.css';
 
 /**
@@ -120,34 +120,18 @@ function EventTable({ timeline, lang }: { timeline: OrderTimeline; lang: Lang })
   const text = TEXT[lang];
   return (
     <section className="card timeline-wrap">
-      <table className="timeline" aria-label={lang === 'zh' ? '事件时间线' : 'Event timeline'}>
-        <caption>
-          {text.caption} <span className="meta">({text.live})</span>
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">{text.time}</th>
-            <th scope="col">{text.event}</th>
-            <th scope="col">{text.details}</th>
-            <th scope="col">{text.hash}</th>
-          </tr>
-        </thead>
-        <tbody>
-          {timeline.events.map((event) => {
-            const shown = describe(event, lang, timeline.order.currency);
-            return (
-              <tr key={event.seq} data-kind={event.kind} data-tone={shown.tone}>
-                <td>{event.seq}</td>
-                <td className="mono">{beijingTime.format(new Date(event.at))}</td>
-                <td>{shown.title}</td>
-                <td className="meta">{shown.details}</td>
-                <td className="mono meta">{event.hash}</td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+      <TimelineTable
+        timeline={timeline}
+        lang={lang}
+        time={beijingTime}
+        hashes
+        label={lang === 'zh' ? '事件时间线' : 'Event timeline'}
+        caption={
+          <>
+            {text.caption} <span className="meta">({text.live})</span>
+          </>
+        }
+      />
     </section>
   );
 }

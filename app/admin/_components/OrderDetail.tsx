@@ -4,8 +4,8 @@ import { useLang } from '@/client/i18n';
 import type { IntentKeys } from '@/client/console/money-actions';
 import { formatMoney } from '@/client/money';
 import type { OperatorApi, OperatorSession, OrderTimeline, OrderView } from '@/client/console/operator-api';
-import { describe } from '@/app/_components/behind-describe';
-import { ORDER_STATUS, TEXT } from '@/app/_components/behind-words';
+import { ORDER_STATUS } from '@/app/_components/behind-words';
+import { TimelineTable } from '@/app/_components/TimelineTable';
 import { beijingTime, gatewayName } from './format';
 import { MoneyActions } from './MoneyActions';
 import { useOrderDetail, watching } from './use-console';
@@ -168,33 +168,10 @@ function Refunds({ order, requests }: { order: OrderView; requests: RefundReques
 /** The order's journal, each event in the words of the 幕后 view. */
 function Journal({ timeline }: { timeline: OrderTimeline }) {
   const { t, lang } = useLang();
-  const text = TEXT[lang];
   return (
     <section className="card timeline-wrap" aria-labelledby="journal-heading">
       <h2 id="journal-heading">{t('detail.journal')}</h2>
-      <table className="timeline" aria-labelledby="journal-heading">
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">{text.time}</th>
-            <th scope="col">{text.event}</th>
-            <th scope="col">{text.details}</th>
-          </tr>
-        </thead>
-        <tbody>
-          {timeline.events.map((event) => {
-            const shown = describe(event, lang, timeline.order.currency);
-            return (
-              <tr key={event.seq} data-kind={event.kind} data-tone={shown.tone}>
-                <td>{event.seq}</td>
-                <td className="mono">{beijingTime.format(new Date(event.at))}</td>
-                <td>{shown.title}</td>
-                <td className="meta">{shown.details}</td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+      <TimelineTable timeline={timeline} lang={lang} time={beijingTime} hashes={false} labelledBy="journal-heading" />
     </section>
   );
 }
