@@ -9,7 +9,20 @@
  * both files, so one `npm run db:generate` covers them.
  */
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -419,7 +432,10 @@ export const reconciliationRuns = pgTable(
     lines: integer().notNull().default(0),
     matched: integer().notNull().default(0),
     mismatches: integer().notNull().default(0),
+    /** The statement's fees, net of what refunds gave back. */
     feesMinor: bigint({ mode: 'number' }).notNull().default(0),
+    /** Whether every line's fee was checked against the gateway's fee contract (ALIPAY_FEE, …); false: summed only. */
+    feesChecked: boolean().notNull().default(false),
     error: text(),
     /** Who ran it: the scheduled job, or `cli:<os user>`. */
     by: text().notNull(),

@@ -35,7 +35,7 @@ import {
   formatMinor,
   isStatementDay,
   parseBillDate,
-  paymentFee,
+  paymentLineFee,
   readDay,
   refundFee,
   wallClock,
@@ -253,7 +253,7 @@ async function detailRows(db: Queryable, lines: StatementLines): Promise<DetailR
       buyer: trade?.buyer_logon_id ?? PHANTOM_BUYER,
       amountFen: payment.amountMinor,
       refundRequestNo: '',
-      feeFen: -paymentFee('alipay', payment.amountMinor),
+      feeFen: -paymentLineFee('alipay', payment),
     });
   }
   for (const refund of lines.refunds) {

@@ -37,6 +37,7 @@ import {
 } from './store';
 import { postNotification, type GatewayNotifier } from './notifier';
 import { ALIPAY_BILL_METHOD, ALIPAY_BILL_PATH, alipayBillDownload, billDownloadUrlQuery } from './alipay-bill';
+import { feeContract } from './statements';
 
 // ---------------------------------------------------------------------------------------------
 // Test buyers
@@ -1627,6 +1628,8 @@ export const alipayModule: SandboxGatewayModule = {
         testBuyers: alipayTestBuyerAuthCodes(),
         // Not a test buyer of the checkout's: a barcode whose payment waits for the buyer (10003).
         userPayingAuthCode: ALIPAY_USERPAYING_AUTH_CODE,
+        // The fees this merchant's statements show, for 对账 to check them against (statements.ts).
+        feeContract: feeContract('alipay'),
       }),
       async handle(request) {
         const path = request.url.pathname;

@@ -6,10 +6,12 @@
  *    the gateway's own time zone, read from the sandbox's ledger (psp_sandbox.charges and
  *    psp_sandbox.refunds) — the same ground truth GET /ledger shows;
  *  - the fee each gateway takes (FEE_RULES, the one place they live);
+ *  - the merchant's fee contract (feeContract), what GET /sandbox/credentials publishes of FEE_RULES
+ *    so that a reconciler can check every fee a statement shows;
  *  - discrepancies on demand (psp_sandbox.statement_discrepancies): a payment the merchant never
- *    had, a payment or a refund left out, an amount that differs. They change what the statement
- *    says and nothing else — the ledger, the query APIs and the notifications stay true — which is
- *    exactly the disagreement a reconciler has to catch.
+ *    had, a payment or a refund left out, an amount that differs, a fee that is not the contract's.
+ *    They change what the statement says and nothing else — the ledger, the query APIs and the
+ *    notifications stay true — which is exactly the disagreement a reconciler has to catch.
  *
  * Each gateway's format and delivery lives in its own file: alipay-bill.ts, wechatpay-bill.ts,
  * stripe-balance.ts, twoc2p-settlement.ts. docs/statements.md describes them for the merchant's side.
@@ -130,9 +132,21 @@ export function roundHalfUp(numerator: bigint, denominator: bigint): bigint {
   return numerator < 0n ? -rounded : rounded;
 }
 
-/** The gateway's fee on a payment of `amountMinor`. */
+/** The gateway's fee on a payment of `amountMinor`, as the contract has it (2C2P: its MDR, before the taxes on it). */
 export function paymentFee(gateway: StatementGateway, amountMinor: bigint): bigint {
   return roundHalfUp(amountMinor * FEE_RULES[gateway].ratePpm, 1_000_000n);
+}
+
+/**
+ * The fee a statement shows for a payment line: the contract's on the amount shown, plus what a
+ * fee_differs discrepancy adds (2C2P: the MDR, on which its VAT and WHT are then computed). Every
+ * bill module takes a payment's fee from here, so a changed fee reads the same in every column and
+ * total. Never below 0: the tool refuses a change that would take it there, but an amount_differs
+ * injected afterwards can still shrink the contract's part under a negative change.
+ */
+export function paymentLineFee(gateway: StatementGateway, line: PaymentLine): bigint {
+  const fee = paymentFee(gateway, line.amountMinor) + line.feeChangeMinor;
+  return fee < 0n ? 0n : fee;
 }
 
 /**
@@ -146,6 +160,31 @@ export function refundFee(gateway: StatementGateway, refund: RefundLine): bigint
   const before = roundHalfUp(fee * refund.refundedBeforeMinor, refund.chargeAmountMinor);
   const after = roundHalfUp(fee * (refund.refundedBeforeMinor + refund.amountMinor), refund.chargeAmountMinor);
   return after - before;
+}
+
+/** Parts per million written as a percentage, without trailing zeros: 6000 → "0.6%", 30000 → "3%". */
+function percentOfPpm(ppm: bigint): string {
+  const fraction = (ppm % 10_000n).toString().padStart(4, '0').replace(/0+$/, '');
+  return `${ppm / 10_000n}${fraction === '' ? '' : `.${fraction}`}%`;
+}
+
+/**
+ * The merchant's fee contract with a gateway as GET /sandbox/credentials publishes it, written from
+ * FEE_RULES (and TWOC2P_MDR_TAXES) so that it cannot drift from the fees the statements show:
+ * `;`-separated key=value pairs, `rate=<percent>%` first, then `vat=`/`wht=` where the gateway taxes
+ * its fee, then `refund=pro_rata|kept` (always written). `fixed=` is left out: no rule has a fixed
+ * part. The meaning — base = round(amount × rate) + fixed; fee = base + round(base × vat) −
+ * round(base × wht), each half up to the minor unit; a pro_rata refund gives back its share on the
+ * running total, as refundFee does — is docs/statements.md's.
+ */
+export function feeContract(gateway: StatementGateway): string {
+  const rule = FEE_RULES[gateway];
+  const terms = [`rate=${percentOfPpm(rule.ratePpm)}`];
+  if (gateway === '2c2p') {
+    terms.push(`vat=${percentOfPpm(TWOC2P_MDR_TAXES.vatPpm)}`, `wht=${percentOfPpm(TWOC2P_MDR_TAXES.withholdingPpm)}`);
+  }
+  terms.push(`refund=${rule.onRefund === 'returned_pro_rata' ? 'pro_rata' : 'kept'}`);
+  return terms.join(';');
 }
 
 /** Minor units written as a decimal with `exponent` digits of the unit, padded to `decimals` places. */
@@ -171,6 +210,8 @@ export interface PaymentLine {
   at: Date;
   /** An unknown_payment discrepancy: the gateway's own tables know nothing of it. */
   phantom: boolean;
+  /** fee_differs discrepancies: what the statement's fee for it differs from the contract's by (0n: none). */
+  feeChangeMinor: bigint;
 }
 
 export interface RefundLine {
@@ -193,7 +234,8 @@ export interface StatementLines {
   refunds: RefundLine[];
 }
 
-export type DiscrepancyKind = 'unknown_payment' | 'missing_payment' | 'amount_differs' | 'missing_refund';
+export const DISCREPANCY_KINDS = ['unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'fee_differs'] as const;
+export type DiscrepancyKind = (typeof DISCREPANCY_KINDS)[number];
 
 export interface Discrepancy {
   id: number;
@@ -203,7 +245,7 @@ export interface Discrepancy {
   merchantId: string | null;
   outTradeNo: string | null;
   refundId: string | null;
-  /** unknown_payment: its amount; amount_differs: the change. */
+  /** unknown_payment: its amount; amount_differs and fee_differs: the change. */
   amountMinor: string | null;
   currency: string | null;
   /** unknown_payment: the gateway's id for it, and when it happened. */
@@ -326,21 +368,20 @@ export async function readLines(db: Queryable, query: LinesQuery): Promise<State
         (d.merchant_id === null || d.merchant_id === merchantId),
     );
 
+  const changeOn = (kind: 'amount_differs' | 'fee_differs', row: (typeof charges)[number]) =>
+    onDay(kind, row.created_at, row.merchant_id, row.out_trade_no).reduce((sum, d) => sum + BigInt(d.amount_minor ?? '0'), 0n);
   const payments: PaymentLine[] = [];
   for (const row of charges) {
     if (onDay('missing_payment', row.created_at, row.merchant_id, row.out_trade_no).length > 0) continue;
-    const change = onDay('amount_differs', row.created_at, row.merchant_id, row.out_trade_no).reduce(
-      (sum, d) => sum + BigInt(d.amount_minor ?? '1'),
-      0n,
-    );
     payments.push({
       merchantId: row.merchant_id,
       outTradeNo: row.out_trade_no,
       gatewayTradeNo: row.gateway_trade_no,
-      amountMinor: BigInt(row.amount_minor) + change,
+      amountMinor: BigInt(row.amount_minor) + changeOn('amount_differs', row),
       currency: row.currency,
       at: row.created_at,
       phantom: false,
+      feeChangeMinor: changeOn('fee_differs', row),
     });
   }
   for (const d of discrepancies) {
@@ -354,6 +395,7 @@ export async function readLines(db: Queryable, query: LinesQuery): Promise<State
       currency: d.currency ?? 'CNY',
       at: d.at,
       phantom: true,
+      feeChangeMinor: 0n,
     });
   }
   payments.sort((a, b) => a.at.getTime() - b.at.getTime());
@@ -416,7 +458,7 @@ const discrepancyBody = z
   .object({
     gateway: z.enum(STATEMENT_GATEWAYS),
     date: z.string().refine((text) => parseBillDate(text) !== null, 'date: a calendar date written yyyy-MM-dd'),
-    kind: z.enum(['unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund']),
+    kind: z.enum(DISCREPANCY_KINDS),
     outTradeNo: z.string().min(1).max(64).optional(),
     amountMinor: z.number().int().safe().optional(),
     merchantId: z.string().min(1).max(64).optional(),
@@ -496,15 +538,47 @@ function phantomTime(gateway: StatementGateway, date: string, now: Date): Date {
   return now >= start && now < end ? now : new Date(start.getTime() + 12 * 3_600_000);
 }
 
-async function ledgerHasPayment(db: Queryable, input: DiscrepancyInput, outTradeNo: string): Promise<boolean> {
+/** The merchants whose ledger has a successful payment of `outTradeNo` on the input's day (none: nothing to change). */
+async function merchantsPaid(db: Queryable, input: DiscrepancyInput, outTradeNo: string): Promise<string[]> {
   const { start, end } = dayWindow(input.gateway, input.date);
-  const rows = await db<{ one: number }[]>`
-    SELECT 1 AS one FROM psp_sandbox.charges
+  const rows = await db<{ merchant_id: string }[]>`
+    SELECT DISTINCT merchant_id FROM psp_sandbox.charges
      WHERE gateway = ${input.gateway} AND status = 'succeeded' AND out_trade_no = ${outTradeNo}
        AND (${input.merchantId ?? null}::text IS NULL OR merchant_id = ${input.merchantId ?? null}::text)
-       AND created_at >= ${start} AND created_at < ${end}
-     LIMIT 1`;
-  return rows.length > 0;
+       AND created_at >= ${start} AND created_at < ${end}`;
+  return rows.map((row) => row.merchant_id);
+}
+
+/** fee_differs' default: ¥1.00 (100 fen) more taken, a difference no rounding explains. */
+const DEFAULT_FEE_CHANGE_MINOR = 100;
+
+/**
+ * What a discrepancy on a payment keeps in amount_minor: the change of amount_differs (default +1)
+ * or of fee_differs (default +100), nothing for missing_payment. A fee change is refused when it
+ * would take the fee of one of the order's lines below 0 on the statement as it stands now (its
+ * amount_differs and earlier fee_differs included): no gateway pays a merchant for a payment.
+ */
+async function paymentChange(db: Queryable, input: DiscrepancyInput, outTradeNo: string, merchantIds: string[]): Promise<string | null> {
+  if (input.kind === 'missing_payment') {
+    if (input.amountMinor !== undefined) throw new ToolError(400, 'INVALID_DISCREPANCY', 'amountMinor: not for missing_payment');
+    return null;
+  }
+  const change = input.amountMinor ?? (input.kind === 'fee_differs' ? DEFAULT_FEE_CHANGE_MINOR : 1);
+  if (change === 0) throw new ToolError(400, 'INVALID_DISCREPANCY', 'amountMinor: the change cannot be 0');
+  if (input.kind !== 'fee_differs') return String(change);
+  const lines = await readDay(db, input.gateway, merchantIds, input.date, new Date());
+  for (const line of lines.payments) {
+    if (line.phantom || line.outTradeNo !== outTradeNo) continue;
+    const fee = paymentFee(input.gateway, line.amountMinor) + line.feeChangeMinor;
+    if (fee + BigInt(change) < 0n) {
+      throw new ToolError(
+        400,
+        'INVALID_DISCREPANCY',
+        `amountMinor: the fee of ${outTradeNo} is ${fee} minor units on ${input.date}; a change of ${change} would take it below 0`,
+      );
+    }
+  }
+  return String(change);
 }
 
 async function ledgerHasRefund(db: Queryable, input: DiscrepancyInput, outTradeNo: string): Promise<boolean> {
@@ -561,17 +635,13 @@ async function injectDiscrepancy(db: Queryable, input: DiscrepancyInput): Promis
       break;
     }
     case 'missing_payment':
-    case 'amount_differs': {
+    case 'amount_differs':
+    case 'fee_differs': {
       if (input.outTradeNo === undefined) throw new ToolError(400, 'INVALID_DISCREPANCY', `outTradeNo: ${input.kind} names a payment`);
       if (input.refundId !== undefined) throw new ToolError(400, 'INVALID_DISCREPANCY', 'refundId: only for missing_refund');
-      if (!(await ledgerHasPayment(db, input, input.outTradeNo))) throw unknownOrder('payment');
-      if (input.kind === 'amount_differs') {
-        const change = input.amountMinor ?? 1;
-        if (change === 0) throw new ToolError(400, 'INVALID_DISCREPANCY', 'amountMinor: the change cannot be 0');
-        base.amount_minor = String(change);
-      } else if (input.amountMinor !== undefined) {
-        throw new ToolError(400, 'INVALID_DISCREPANCY', 'amountMinor: not for missing_payment');
-      }
+      const merchantIds = await merchantsPaid(db, input, input.outTradeNo);
+      if (merchantIds.length === 0) throw unknownOrder('payment');
+      base.amount_minor = await paymentChange(db, input, input.outTradeNo, merchantIds);
       break;
     }
     case 'missing_refund': {

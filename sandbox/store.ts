@@ -148,7 +148,7 @@ CREATE TABLE IF NOT EXISTS psp_sandbox.statement_discrepancies (
   gateway           text NOT NULL CHECK (gateway IN ('alipay', 'wechatpay', 'stripe', '2c2p')),
   bill_date         date NOT NULL,
   kind              text NOT NULL
-                    CHECK (kind IN ('unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund')),
+                    CHECK (kind IN ('unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'fee_differs')),
   merchant_id       text,
   out_trade_no      text,
   refund_id         text,
@@ -162,6 +162,16 @@ DO $$
 BEGIN
   IF to_regclass('psp_sandbox.statement_discrepancies_by_day') IS NULL THEN
     CREATE INDEX statement_discrepancies_by_day ON psp_sandbox.statement_discrepancies (gateway, bill_date);
+  END IF;
+  -- Tables made before fee_differs: widen the kind rule, only when it lacks the kind (ALTER TABLE,
+  -- like CREATE INDEX, locks the table even when there is nothing to do).
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                  WHERE conrelid = 'psp_sandbox.statement_discrepancies'::regclass
+                    AND conname = 'statement_discrepancies_kind_check'
+                    AND pg_get_constraintdef(oid) LIKE '%fee_differs%') THEN
+    ALTER TABLE psp_sandbox.statement_discrepancies DROP CONSTRAINT IF EXISTS statement_discrepancies_kind_check;
+    ALTER TABLE psp_sandbox.statement_discrepancies ADD CONSTRAINT statement_discrepancies_kind_check
+      CHECK (kind IN ('unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'fee_differs'));
   END IF;
 END
 $$;

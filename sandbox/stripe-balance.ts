@@ -25,7 +25,7 @@
  * "REFUND FOR CHARGE (…)" for a refund.
  */
 import type { Sql, Tx } from './store';
-import { readLines, paymentFee, type PaymentLine, type StatementLines } from './statements';
+import { readLines, paymentLineFee, type PaymentLine, type StatementLines } from './statements';
 import { chargeById } from './stripe-charges';
 import { expandBody as expandObjects, readExpand, type ExpandRoot } from './stripe-expand';
 import { readHash, readInteger, readString, readStringArray, rejectUnknown, StripeParamError, type FormHash } from './stripe-form';
@@ -123,7 +123,7 @@ async function balanceEntries(db: Db, accountId: string, from: Date | null, to: 
     const chargeId = payment.phantom ? payment.gatewayTradeNo : charge?.id;
     if (!chargeId) continue;
     const amount = Number(payment.amountMinor);
-    const fee = Number(paymentFee('stripe', payment.amountMinor));
+    const fee = Number(paymentLineFee('stripe', payment));
     const currency = payment.currency.toLowerCase();
     out.push({
       atMs: payment.at.getTime(),

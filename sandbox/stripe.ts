@@ -130,6 +130,7 @@ import {
 } from './stripe-balance';
 import { isBackwards, pageOf, readCursor, type Cursor } from './stripe-lists';
 import { amountTooSmallMessage, minimumCharge } from './stripe-amounts';
+import { feeContract } from './statements';
 import { applyMetadata, refusedField, refusedFieldMessage, type MetadataPatch, type PaymentField } from './stripe-updates';
 
 const GATEWAY = 'stripe';
@@ -2743,6 +2744,8 @@ export function createStripeModule(options: StripeModuleOptions = {}): SandboxGa
             testBuyers: stripeTestBuyers(),
             publishableKey: identity.publishableKey,
             jsUrl: `${baseUrl}${STRIPE_JS_PATH}`,
+            // The fees this account's balance transactions show, for 对账 to check them against (statements.ts).
+            feeContract: feeContract('stripe'),
           };
         },
         async handle(request) {

@@ -30,7 +30,7 @@ import {
   formatMinor,
   isStatementDay,
   parseBillDate,
-  paymentFee,
+  paymentLineFee,
   readDay,
   roundHalfUp,
   TWOC2P_MDR_TAXES,
@@ -118,9 +118,15 @@ interface Amounts {
   net: bigint;
 }
 
+/**
+ * A payment record's amounts. The MDR is the line's fee (a fee_differs change lands here) and its
+ * taxes follow from it: VAT rounded to the minor unit, WHT at the record's five decimals, where it is
+ * exact (MDR × 3 % has at most two digits below the minor unit, whose exponent is 0 or 2 for every
+ * currency of twoc2p-wire.ts). A reconciler that books the WHT in minor units rounds it half up.
+ */
 function paymentAmounts(line: PaymentLine, exponent: number): Amounts {
   const scale = 10n ** BigInt(5 - exponent);
-  const mdrMinor = paymentFee('2c2p', line.amountMinor);
+  const mdrMinor = paymentLineFee('2c2p', line);
   const vatMinor = roundHalfUp(mdrMinor * TWOC2P_MDR_TAXES.vatPpm, 1_000_000n);
   const amount = line.amountMinor * scale;
   const mdr = mdrMinor * scale;

@@ -63,6 +63,7 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { hostedTestCards, renderClosedPage, renderPaymentPage, renderReturnPage, type HostedInvoice } from './twoc2p-hosted';
 import { TWOC2P_SETTLEMENT_PATH, twoC2pSettlementReport } from './twoc2p-settlement';
+import { feeContract } from './statements';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { generateRsaKeyPair } from './keys';
 import { postNotification, type GatewayNotifier } from './notifier';
@@ -1517,6 +1518,8 @@ export const twoC2pModule: SandboxGatewayModule = {
         maintenanceUrl: `${baseUrl}${MAINTENANCE_PATH}`,
         merchantPrivateKey: merchantKeys.merchant_private_key,
         twoc2pPublicKey: merchantKeys.twoc2p_public_key,
+        // The MDR and its taxes this merchant's reconciliation reports show, for 对账 to check them against (statements.ts).
+        feeContract: feeContract('2c2p'),
       }),
       async handle(request) {
         const path = request.url.pathname;

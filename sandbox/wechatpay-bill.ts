@@ -33,7 +33,7 @@ import {
   formatMinor,
   isStatementDay,
   parseBillDate,
-  paymentFee,
+  paymentLineFee,
   readDay,
   refundFee,
   wallClock,
@@ -320,7 +320,7 @@ async function billRows(db: Queryable, mchid: string, lines: StatementLines, bil
     申请退款金额: '0.00',
     退款类型: '',
     退款状态: '',
-    手续费: feeText(paymentFee('wechatpay', payment.amountMinor)),
+    手续费: feeText(paymentLineFee('wechatpay', payment)),
   }));
   if (billType === 'ALL') {
     for (const refund of lines.refunds) {

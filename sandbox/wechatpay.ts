@@ -52,6 +52,7 @@ import { createPrivateKey, randomInt, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { json, readBuyerPays, type SandboxGatewayModule, type SandboxRequest, type SandboxResponse } from './gateway-module';
 import { isWechatpayBillPath, wechatpayBill } from './wechatpay-bill';
+import { feeContract } from './statements';
 import { generateRsaKeyPair } from './keys';
 import { makePlatformCertificate, type PlatformCertificate } from './wechatpay-certificate';
 import { renderScanPage, type ScanPage, type ScanTradeView } from './wechatpay-scan-page';
@@ -1796,6 +1797,8 @@ export const wechatpayModule: SandboxGatewayModule = {
         // The API root: the adapter appends /v3/… exactly as to https://api.mch.weixin.qq.com.
         baseUrl,
         testBuyers: wechatpayTestBuyerAttach(),
+        // The fees this merchant's bills show, for 对账 to check them against (statements.ts).
+        feeContract: feeContract('wechatpay'),
       }),
       async handle(request) {
         const path = request.url.pathname;

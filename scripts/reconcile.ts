@@ -4,7 +4,8 @@
  * (server/reconciliation). Prints each gateway's result and every mismatch; a day with none says so.
  * The same runs the scheduled job makes, recorded the same way, so the console shows them too.
  *
- * Configured like the app (the gateways' variables; DATABASE_URL or the embedded PostgreSQL, database
+ * Fees are checked against each gateway's contract where one is set (ALIPAY_FEE, …; the sandbox's
+ * credentials carry its own). Configured like the app (the gateways' variables; DATABASE_URL or the embedded PostgreSQL, database
  * `payonce` or --database NAME). With no gateway variables set, the PSP sandbox's credentials are used
  * (PSP_SANDBOX_URL, default http://127.0.0.1:4010 — `npm run dev`'s), as the app gets them there.
  * Exit 0 clean, 1 mismatches (or a statement that could not be fetched), 2 could not run.
@@ -15,7 +16,7 @@ import { openDatabase } from '@/db/client';
 import { runMigrations } from '@/db/migrate';
 import { createCheckoutIdempotencyStore, type CheckoutServices } from '@/server/checkout/services';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
-import { gatewaysFromEnv } from '@/server/payments';
+import { feeContractsFromEnv, gatewaysFromEnv } from '@/server/payments';
 import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import { GATEWAY_IDS, type GatewayId } from '@/server/payments/gateway-ids';
 import { reconcileDay, type DayReconciliation } from '@/server/reconciliation/reconcile-day';
@@ -23,14 +24,18 @@ import { resolveDatabase } from './stack';
 
 const { values } = parseArgs({ options: { date: { type: 'string' }, gateway: { type: 'string' }, database: { type: 'string' } } });
 
+const money = (minor: number) => (minor / 100).toFixed(2);
+
 function print(result: DayReconciliation): void {
   const head = `${result.gateway.padEnd(9)} ${result.date}  ${result.status.toUpperCase()}`;
   if (result.status === 'failed' || result.status === 'no_statement') return console.log(`${head}  (${result.error})`);
-  console.log(`${head}  ${result.lines} lines, ${result.matched} matched, fees ${(result.feesMinor / 100).toFixed(2)}`);
+  const fees = `fees ${money(result.feesMinor)} ${result.feesChecked ? 'checked against the contract' : '(not checked: no fee contract set)'}`;
+  console.log(`${head}  ${result.lines} lines, ${result.matched} matched, ${fees}`);
   for (const m of result.mismatches) {
     const ours = m.ours ? `ours ${m.ours.amountMinor} ${m.ours.currency}` : 'not in our books';
     const theirs = m.theirs ? `gateway ${m.theirs.amountMinor} ${m.theirs.currency}` : 'not on the statement';
-    console.log(`  ${m.kind.padEnd(16)} ${m.reference}  ${m.outTradeNo}  ${ours}; ${theirs}`);
+    const fee = m.kind === 'fee_differs' ? `; fee ${m.theirs?.feeMinor ?? '?'}, contract ${m.ours?.feeMinor ?? '?'}` : '';
+    console.log(`  ${m.kind.padEnd(16)} ${m.reference}  ${m.outTradeNo}  ${ours}; ${theirs}${fee}`);
   }
 }
 
@@ -59,11 +64,13 @@ try {
   const unknown = gateways.filter((g) => !GATEWAY_IDS.includes(g));
   if (unknown.length) throw new Error(`--gateway: one of ${GATEWAY_IDS.join(', ')}`);
   await runMigrations(database.url);
+  const env = await gatewayEnv();
   const services: CheckoutServices = {
     db: handle.db,
     idempotencyStore: createCheckoutIdempotencyStore(handle.sql),
     idempotencyOptions: DEFAULT_IDEMPOTENCY_OPTIONS,
-    gateways: gatewaysFromEnv(await gatewayEnv()),
+    gateways: gatewaysFromEnv(env),
+    feeContracts: feeContractsFromEnv(env),
     publicBaseUrl: process.env.PUBLIC_BASE_URL ?? 'http://127.0.0.1:3000',
   };
   const results: DayReconciliation[] = [];

@@ -10,7 +10,7 @@
 import type { Lang } from '@/client/i18n';
 import { formatMoney } from '@/client/money';
 import { GATEWAY_IDS } from '@/server/payments/gateway-ids';
-import type { BookEntry, MismatchKind, StatementLine } from '@/server/reconciliation/match';
+import { MISMATCH_KINDS, type BookEntry, type MismatchKind, type StatementLine } from '@/server/reconciliation/match';
 import type { MismatchRow } from '@/server/reconciliation/mismatches';
 import type { Answer, OperatorApi, OperatorRole, Refusal } from './operator-api';
 
@@ -23,6 +23,8 @@ export type MismatchView = Omit<MismatchRow, 'ours' | 'theirs' | 'firstSeenAt' |
   theirs: StatementLine | null;
   firstSeenAt: string;
   resolvedAt: string | null;
+  /** ListedMismatch's: when a later run of the day no longer found it (absent on a row a resolution returned). */
+  notSeenSince?: string | null;
 };
 
 // ── Words ────────────────────────────────────────────────────────────────────────────────────────
@@ -49,6 +51,10 @@ export const MISMATCH_KIND_WORDS: Readonly<Record<Lang, Readonly<Record<Mismatch
       label: '金额或币种不一致',
       check: '以渠道后台的交易记录核对两边的金额和币种，查明差额从何而来。',
     },
+    fee_differs: {
+      label: '手续费与签约费率不符',
+      check: '对照与渠道签订的费率核对这笔手续费；费率已调整的，更新配置中的费率（如 ALIPAY_FEE）。',
+    },
     missing_refund: {
       label: '我方已退款、对账单未见',
       check: '到渠道后台确认这笔退款是否真的退给了买家。',
@@ -71,6 +77,11 @@ export const MISMATCH_KIND_WORDS: Readonly<Record<Lang, Readonly<Record<Mismatch
       label: 'Amount or currency differs',
       check: 'Compare both sides with the gateway’s record of the trade and find where the difference came from.',
     },
+    fee_differs: {
+      label: 'Fee not the contracted rate',
+      check:
+        'Check this fee against your contract with the gateway; if the rate changed, update its contract in the configuration (e.g. ALIPAY_FEE).',
+    },
     missing_refund: {
       label: 'Refunded by us, not on the statement',
       check: 'Check at the gateway that the refund really reached the buyer.',
@@ -82,8 +93,8 @@ export const MISMATCH_KIND_WORDS: Readonly<Record<Lang, Readonly<Record<Mismatch
   },
 };
 
-/** The order the kinds are listed in within a day: money we lack, money we claim, then refunds. */
-const KIND_ORDER: readonly MismatchKind[] = ['unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'unknown_refund'];
+/** The order the kinds are listed in within a day (match.ts lists them so): money we lack, money we claim, fees, then refunds. */
+const KIND_ORDER: readonly MismatchKind[] = MISMATCH_KINDS;
 
 export function isMismatchKind(kind: string): kind is MismatchKind {
   return (KIND_ORDER as readonly string[]).includes(kind);
@@ -115,24 +126,37 @@ export interface Amount {
 }
 
 export interface SideBySide {
-  /** What our books say; absent when we have no record (unknown_payment, unknown_refund). */
-  ours?: Amount;
-  /** What the statement says, with the gateway's fee; absent when it does not show ours. */
+  /** What our books say, with the fee the contract gives it (fee_differs); absent when we have no record (unknown_payment, unknown_refund). */
+  ours?: Amount & { feeMinor?: number };
+  /** What the statement says, with the gateway's fee (negative: given back); absent when it does not show ours. */
   theirs?: Amount & { feeMinor: number };
   /** Theirs less ours, when both are in one currency and differ. */
   differenceMinor?: number;
+  /** The statement's fee less the contract's (fee_differs). */
+  feeDifferenceMinor?: number;
 }
 
 export function amountsOf(row: Pick<MismatchView, 'ours' | 'theirs'>): SideBySide {
-  const ours = row.ours ? { amountMinor: row.ours.amountMinor, currency: row.ours.currency } : undefined;
+  const ours = row.ours
+    ? {
+        amountMinor: row.ours.amountMinor,
+        currency: row.ours.currency,
+        ...(row.ours.feeMinor !== undefined ? { feeMinor: row.ours.feeMinor } : {}),
+      }
+    : undefined;
   const theirs = row.theirs
     ? { amountMinor: row.theirs.amountMinor, currency: row.theirs.currency, feeMinor: row.theirs.feeMinor }
     : undefined;
-  const differenceMinor =
-    ours && theirs && ours.currency === theirs.currency && ours.amountMinor !== theirs.amountMinor
-      ? theirs.amountMinor - ours.amountMinor
-      : undefined;
-  return { ...(ours ? { ours } : {}), ...(theirs ? { theirs } : {}), ...(differenceMinor !== undefined ? { differenceMinor } : {}) };
+  const sameCurrency = ours && theirs && ours.currency === theirs.currency;
+  const differenceMinor = sameCurrency && ours.amountMinor !== theirs.amountMinor ? theirs.amountMinor - ours.amountMinor : undefined;
+  const feeDifferenceMinor =
+    sameCurrency && ours.feeMinor !== undefined && ours.feeMinor !== theirs.feeMinor ? theirs.feeMinor - ours.feeMinor : undefined;
+  return {
+    ...(ours ? { ours } : {}),
+    ...(theirs ? { theirs } : {}),
+    ...(differenceMinor !== undefined ? { differenceMinor } : {}),
+    ...(feeDifferenceMinor !== undefined ? { feeDifferenceMinor } : {}),
+  };
 }
 
 /** A difference with its sign, as finance writes it: +¥0.01 when the statement says more than we do. */

@@ -1,7 +1,7 @@
 /**
  * 对账 in the merchant console (/admin) on the capture stack (playwright.config.ts): a shopper pays by
- * Alipay; the sandbox's statement for the day leaves that payment out (an injected discrepancy); the
- * day's reconciliation — `npm run reconcile`, as finance runs it — exits 1 and prints the mismatch;
+ * Alipay; the sandbox's statement for the day leaves that payment out and takes ¥1.00 more fee than
+ * the contract on another (injected discrepancies); the day's reconciliation — `npm run reconcile`, as finance runs it — exits 1 and prints the mismatch;
  * in the console's 对账 view a viewer reads the row and has no way to resolve it, an admin resolves it
  * and the row says who and when, and a second admin whose page was read before is refused in words
  * and shown who did. Each step's outcome is checked in the stack's database as well as on the screen.
@@ -184,26 +184,40 @@ test.describe('对账 in the merchant console', () => {
     test.setTimeout(180_000);
     const money = (minor: number) => `¥${(minor / 100).toFixed(2)}`;
 
-    const order = await test.step('1. two shoppers pay by Alipay; the day’s statement is made to leave one payment out', async () => {
-      // The other payment keeps a line on the day's bill: Alipay answers a day with no lines
-      // 账单不存在 (isp.bill_not_exist), which the reconciliation takes for no statement, not a mismatch.
-      await paidByAlipay(page.request);
-      const order = await paidByAlipay(page.request);
-      const injected = await page.request.post(DISCREPANCIES, {
-        data: { gateway: 'alipay', date, kind: 'missing_payment', outTradeNo: order.outTradeNo },
+    const { order, overcharged } =
+      await test.step('1. two shoppers pay by Alipay; the statement leaves one payment out and takes ¥1.00 too much fee on the other', async () => {
+        // The other payment keeps a line on the day's bill: Alipay answers a day with no lines
+        // 账单不存在 (isp.bill_not_exist), which the reconciliation takes for no statement, not a mismatch.
+        const overcharged = await paidByAlipay(page.request);
+        const order = await paidByAlipay(page.request);
+        for (const data of [
+          { gateway: 'alipay', date, kind: 'missing_payment', outTradeNo: order.outTradeNo },
+          { gateway: 'alipay', date, kind: 'fee_differs', outTradeNo: overcharged.outTradeNo, amountMinor: 100 },
+        ]) {
+          const injected = await page.request.post(DISCREPANCIES, { data });
+          expect(injected.status(), await injected.text()).toBe(201);
+        }
+        return { order, overcharged };
       });
-      expect(injected.status(), await injected.text()).toBe(201);
-      return order;
-    });
 
     await test.step('2. npm run reconcile for the day: exit 1, the missing payment printed, one open row recorded', async () => {
       const { code, output } = await reconcile(date);
       expect(output).toMatch(
         new RegExp(`missing_payment\\s+\\S+\\s+${order.outTradeNo}\\s+ours ${order.amountMinor} CNY; not on the statement`),
       );
+      // 0.6 % of the amount, the contract the sandbox publishes with its credentials: ¥1.00 less than the bill's.
+      const contractFee = Math.round(overcharged.amountMinor * 0.006);
+      expect(output).toContain(`fee_differs`);
+      expect(output).toContain(
+        `${overcharged.outTradeNo}  ours ${overcharged.amountMinor} CNY; gateway ${overcharged.amountMinor} CNY; fee ${contractFee + 100}, contract ${contractFee}`,
+      );
+      expect(output).toMatch(/fees \d+\.\d{2} checked against the contract/);
       expect(code, output).toBe(1);
       expect(await mismatchRow(database, order.outTradeNo)).toEqual([
         { kind: 'missing_payment', resolved_by: null, resolution: null, resolved: false },
+      ]);
+      expect(await mismatchRow(database, overcharged.outTradeNo)).toEqual([
+        { kind: 'fee_differs', resolved_by: null, resolution: null, resolved: false },
       ]);
     });
 
@@ -242,6 +256,11 @@ test.describe('对账 in the merchant console', () => {
       await expect(row.getByTestId('mismatch-ours')).toHaveText(money(order.amountMinor));
       await expect(row.getByTestId('mismatch-theirs')).toHaveText('未见');
       await expect(page.getByTestId('recon-admin-only')).toHaveCount(0);
+
+      const fee = adminConsole.row(overcharged.outTradeNo);
+      await expect(fee).toContainText('手续费与签约费率不符');
+      await expect(fee.getByTestId('mismatch-ours')).toContainText('按签约费率手续费');
+      await expect(fee.getByTestId('mismatch-theirs')).toContainText('手续费差额 +¥1.00');
     });
 
     await test.step('6. 处理 with nothing written is refused in words, and nothing is sent', async () => {

@@ -12,7 +12,7 @@ import { FaultInjector, faultsEnabled } from '@/server/demo/faults';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '@payonce/idempotency';
 import { createMetrics, instrumentGateway, observeGuard } from '@/server/metrics/prometheus';
 import { orderCapsFromEnv } from '@/server/checkout/orders';
-import { gatewaysFromEnv } from '@/server/payments';
+import { feeContractsFromEnv, gatewaysFromEnv } from '@/server/payments';
 import { sandboxLedger } from '@/server/payments/ledger';
 import { rateLimitPolicyFromEnv } from '@/server/http/rate-limit';
 
@@ -60,6 +60,7 @@ export function appServices(): AppServices {
     orderCaps: orderCapsFromEnv(),
     orderTtlSeconds: env.ORDER_TTL_SECONDS,
     ...(env.MERCHANT_API_TOKEN ? { merchantApiToken: env.MERCHANT_API_TOKEN } : {}),
+    feeContracts: feeContractsFromEnv(),
     ...(faultInjector ? { faults: faultInjector, faultInjector } : {}),
   };
   if (services.demo && env.NODE_ENV === 'production') {

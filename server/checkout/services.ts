@@ -8,6 +8,7 @@ import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempot
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import type { CheckoutMetrics } from '@/server/metrics/prometheus';
 import type { GatewayId, PaymentGateway } from '@/server/payments/gateway';
+import type { FeeContract } from '@/server/payments/fee-contract';
 import type { GatewayLedger } from '@/server/payments/ledger';
 import type { FaultPoints } from './fault-points';
 import type { RateLimitPolicy } from '@/server/http/rate-limit';
@@ -41,6 +42,8 @@ export interface CheckoutServices {
   orderTtlSeconds?: number;
   /** The bearer token of the merchant's API (MERCHANT_API_TOKEN); absent, that API refuses everyone. */
   merchantApiToken?: string;
+  /** Each gateway's fee contract (ALIPAY_FEE, …): 对账 checks every statement line's fee against it; absent, fees are not checked. */
+  feeContracts?: Partial<Record<GatewayId, FeeContract>>;
 }
 
 /** Whose idempotency keys the merchant's API holds: one merchant, its own scope, apart from every customer's. */

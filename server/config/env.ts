@@ -17,6 +17,7 @@
  */
 import { z } from 'zod';
 import { postgresUrlParts } from '@/db/url';
+import { parseFeeContract, type FeeContract } from '@/server/payments/fee-contract';
 
 /**
  * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
@@ -75,6 +76,23 @@ function integer(fallback: number, min: number, max: number, unit: string) {
 /** A limit where 0 switches the protection off. */
 function limit(fallback: number, max: number, unit: string) {
   return withDefault(fallback, `a whole number of ${unit} from 0 (off) to ${max}`, (raw) => wholeNumber(raw, 0, max));
+}
+
+/**
+ * The merchant's fee contract with a gateway (server/payments/fee-contract.ts): what 对账 checks each
+ * statement line's fee against. Unset: fees are summed and shown, not checked.
+ */
+function feeContract() {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): FeeContract | undefined => {
+      if (isUnset(raw)) return undefined;
+      const parsed = parseFeeContract(raw);
+      if (typeof parsed !== 'string') return parsed;
+      ctx.addIssue({ code: 'custom', message: `a fee contract such as rate=0.6%;refund=pro_rata (${parsed})` });
+      return z.NEVER;
+    });
 }
 
 function port(fallback: number) {
@@ -228,6 +246,7 @@ const variables = {
   ALIPAY_PUBLIC_KEY: text(),
   ALIPAY_GATEWAY_URL: url(HTTP, 'https://openapi.alipay.com/gateway.do'),
   ALIPAY_TEST_BUYERS: testBuyers(),
+  ALIPAY_FEE: feeContract(),
   WECHATPAY_MCHID: text(),
   WECHATPAY_APPID: text(),
   WECHATPAY_MERCHANT_SERIAL_NO: text(),
@@ -240,12 +259,14 @@ const variables = {
   WECHATPAY_PLATFORM_SERIAL_NO: text(),
   WECHATPAY_BASE_URL: url(HTTP, 'https://api.mch.weixin.qq.com'),
   WECHATPAY_TEST_BUYERS: testBuyers(),
+  WECHATPAY_FEE: feeContract(),
   STRIPE_SECRET_KEY: text(),
   STRIPE_WEBHOOK_SECRET: text(),
   STRIPE_ACCOUNT_ID: text(),
   /** Unset: the SDK talks to api.stripe.com; the sandbox sets its own address. */
   STRIPE_API_BASE: url(HTTP, 'http://127.0.0.1:4010'),
   STRIPE_TEST_BUYERS: testBuyers(),
+  STRIPE_FEE: feeContract(),
   /** Unset: no card step on the page (only test buyers can pay by Stripe). pk_test_… / pk_live_… from the Dashboard. */
   STRIPE_PUBLISHABLE_KEY: text(),
   /** Stripe.js, loaded by the page's card step; the sandbox serves its own copy. */
@@ -270,6 +291,7 @@ const variables = {
   /** 2C2P's public key from the merchant portal (Account > Options > 2C2P Public Keys > JWE), PEM. */
   TWOC2P_PUBLIC_KEY: text(),
   TWOC2P_TEST_BUYERS: testBuyers(),
+  TWOC2P_FEE: feeContract(),
 
   // Idempotency
   /** 30 s: outlasts a gateway call's every try (3 × 5 s) with room to settle, and keeps the wait after a real crash short. */

@@ -310,6 +310,7 @@ export interface StatementLine {
   gatewayRefundId?: string;
   /** Positive for payments and refunds alike: what moved. */
   amountMinor: number;
+  /** The fee this line moved: what the gateway took (a payment), negative for what it gave back (a refund's share). */
   feeMinor: number;
   currency: string;
 }

@@ -5,12 +5,14 @@
  */
 import { envFrom, type RawEnv } from '@/server/config/env';
 import { createAlipayGateway } from './alipay';
+import type { FeeContract } from './fee-contract';
 import type { GatewayId, PaymentGateway, TestBuyer } from './gateway';
 import { createStripeGateway } from './stripe';
 import { createTwoC2pGateway } from './twoc2p';
 import { createWechatPayGateway } from './wechatpay';
 
 export type * from './gateway';
+export type { FeeContract } from './fee-contract';
 
 /** Only the sandbox has test buyers; against a real gateway the buyer pays on the gateway's own page. */
 const NO_TEST_BUYERS: Record<TestBuyer, string> = { ok: '', insufficient_funds: '', account_restricted: '' };
@@ -101,4 +103,16 @@ export function gatewaysFromEnv(env?: RawEnv): Partial<Record<GatewayId, Payment
   }
 
   return gateways;
+}
+
+/** The merchant's fee contract with each gateway that has one configured (ALIPAY_FEE, …): what 对账 checks fees against. */
+export function feeContractsFromEnv(env?: RawEnv): Partial<Record<GatewayId, FeeContract>> {
+  const config = envFrom(env);
+  const contracts: Partial<Record<GatewayId, FeeContract | undefined>> = {
+    alipay: config.ALIPAY_FEE,
+    wechatpay: config.WECHATPAY_FEE,
+    stripe: config.STRIPE_FEE,
+    '2c2p': config.TWOC2P_FEE,
+  };
+  return Object.fromEntries(Object.entries(contracts).filter(([, contract]) => contract !== undefined));
 }

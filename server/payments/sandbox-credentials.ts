@@ -17,6 +17,7 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.ALIPAY_PUBLIC_KEY = str(alipay.alipayPublicKey);
     env.ALIPAY_GATEWAY_URL = str(alipay.gateway);
     env.ALIPAY_TEST_BUYERS = JSON.stringify(alipay.testBuyers);
+    env.ALIPAY_FEE = str(alipay.feeContract);
   }
   const wechatpay = credentials.wechatpay;
   if (wechatpay) {
@@ -29,6 +30,7 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.WECHATPAY_PLATFORM_SERIAL_NO = str(wechatpay.platformSerialNo);
     env.WECHATPAY_BASE_URL = str(wechatpay.baseUrl);
     env.WECHATPAY_TEST_BUYERS = JSON.stringify(wechatpay.testBuyers);
+    env.WECHATPAY_FEE = str(wechatpay.feeContract);
   }
   const stripe = credentials.stripe;
   if (stripe) {
@@ -37,6 +39,7 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.STRIPE_ACCOUNT_ID = str(stripe.accountId);
     env.STRIPE_API_BASE = `${str(stripe.protocol) ?? 'http'}://${str(stripe.host)}:${str(stripe.port)}`;
     env.STRIPE_TEST_BUYERS = JSON.stringify(stripe.testBuyers);
+    env.STRIPE_FEE = str(stripe.feeContract);
     env.STRIPE_PUBLISHABLE_KEY = str(stripe.publishableKey);
     env.STRIPE_JS_URL = str(stripe.jsUrl);
   }
@@ -51,6 +54,7 @@ export function sandboxCredentialsToEnv(credentials: Credentials): Record<string
     env.TWOC2P_MERCHANT_PRIVATE_KEY = str(twoC2p.merchantPrivateKey);
     env.TWOC2P_PUBLIC_KEY = str(twoC2p.twoc2pPublicKey);
     env.TWOC2P_TEST_BUYERS = JSON.stringify(twoC2p.testBuyers);
+    env.TWOC2P_FEE = str(twoC2p.feeContract);
   }
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;

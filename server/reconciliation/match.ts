@@ -1,20 +1,24 @@
 /**
  * Matching one gateway's statement for one day against our books (对账), as a pure function: every
  * line of the statement matched to a payment or refund we recorded, and every payment and refund we
- * recorded for that day found on the statement — amounts and currencies equal. What does not match is
- * classed, for a person to resolve:
+ * recorded for that day found on the statement — amounts and currencies equal, and, where the
+ * merchant's fee contract is configured (./fees.ts), the gateway's fee what the contract says. What
+ * does not match is classed, for a person to resolve:
  *
  *   unknown_payment   money at the gateway we have no record of (a payment on the statement, not in our books)
  *   missing_payment   a payment we recorded that the gateway's statement does not show
  *   amount_differs    the same payment (or refund) with another amount or currency on each side
+ *   fee_differs       the same payment (or refund), amounts equal, the gateway's fee not the contract's
  *   missing_refund    a refund we recorded as done that the statement does not show
  *   unknown_refund    a refund on the statement that we never made
  *
  * Payments are matched by the gateway's trade number, refunds by our refund id (the gateway's own
- * refund id when the statement has no room for ours); fees are reported, not matched: our books do
- * not hold the gateway's fee.
+ * refund id when the statement has no room for ours). Without a contract the fees are summed and
+ * shown, not checked.
  */
 import type { GatewayId, StatementLine } from '@/server/payments/gateway';
+import type { FeeContract } from '@/server/payments/fee-contract';
+import { expectedFee, FEE_TOLERANCE_MINOR } from './fees';
 
 export type { StatementLine };
 
@@ -28,9 +32,22 @@ export interface BookEntry {
   gatewayRefundId?: string;
   amountMinor: number;
   currency: string;
+  /** A refund: the amount of the payment it returns money of, and what earlier refunds of it returned (for the fee's share). */
+  chargeAmountMinor?: number;
+  refundedBeforeMinor?: number;
+  /** fee_differs: the fee the contract gives this entry (signed as StatementLine.feeMinor). */
+  feeMinor?: number;
 }
 
-export const MISMATCH_KINDS = ['unknown_payment', 'missing_payment', 'amount_differs', 'missing_refund', 'unknown_refund'] as const;
+/** In the order a person works through them (the console lists a day's mismatches so). */
+export const MISMATCH_KINDS = [
+  'unknown_payment',
+  'missing_payment',
+  'amount_differs',
+  'fee_differs',
+  'missing_refund',
+  'unknown_refund',
+] as const;
 export type MismatchKind = (typeof MISMATCH_KINDS)[number];
 
 export interface Mismatch {
@@ -47,7 +64,10 @@ export interface Mismatch {
 export interface Matched {
   lines: number;
   matched: number;
+  /** The statement's fees, net of what refunds gave back. */
   feesMinor: number;
+  /** Whether each line's fee was checked against a contract (none configured: summed only). */
+  feesChecked: boolean;
   mismatches: Mismatch[];
 }
 
@@ -57,7 +77,12 @@ const refundKeys = (entry: { refundId?: string | undefined; gatewayRefundId?: st
     (key): key is string => key !== undefined,
   );
 
-export function matchStatement(gateway: GatewayId, statement: readonly StatementLine[], books: readonly BookEntry[]): Matched {
+export function matchStatement(
+  gateway: GatewayId,
+  statement: readonly StatementLine[],
+  books: readonly BookEntry[],
+  contract?: FeeContract,
+): Matched {
   const ours = new Map<string, BookEntry>();
   for (const entry of books) {
     for (const key of entry.kind === 'payment' ? [paymentKey(entry)] : refundKeys(entry)) ours.set(key, entry);
@@ -94,6 +119,19 @@ export function matchStatement(gateway: GatewayId, statement: readonly Statement
       });
       continue;
     }
+    const fee = contract ? expectedFee(contract, entry) : line.feeMinor;
+    if (Math.abs(fee - line.feeMinor) > FEE_TOLERANCE_MINOR) {
+      mismatches.push({
+        kind: 'fee_differs',
+        gateway,
+        reference: referenceOf(entry),
+        outTradeNo: entry.outTradeNo,
+        orderId: entry.orderId,
+        ours: { ...entry, feeMinor: fee },
+        theirs: line,
+      });
+      continue;
+    }
     matched++;
   }
   for (const entry of books) {
@@ -109,7 +147,8 @@ export function matchStatement(gateway: GatewayId, statement: readonly Statement
       theirs: null,
     });
   }
-  return { lines: statement.length, matched, feesMinor: statement.reduce((sum, line) => sum + line.feeMinor, 0), mismatches };
+  const feesMinor = statement.reduce((sum, line) => sum + line.feeMinor, 0);
+  return { lines: statement.length, matched, feesMinor, feesChecked: contract !== undefined, mismatches };
 }
 
 function referenceOf(entry: {

@@ -2,18 +2,33 @@
  * Mismatches a person resolves: listed for the console, resolved once with who and what — the
  * resolution is journaled on the `reconciliation` stream (and on the order's, when it names one).
  */
-import { and, desc, eq, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, isNull, sql } from 'drizzle-orm';
 import type { Database, Executor } from '@/db/client';
-import { reconciliationMismatches } from '@/db/schema';
+import { reconciliationMismatches, reconciliationRuns } from '@/db/schema';
 import { journal } from '@/server/checkout/journal';
 import { CheckoutError } from '@/server/checkout/refusals';
 
 export type MismatchRow = typeof reconciliationMismatches.$inferSelect;
 
+/**
+ * A listed mismatch, and whether the day's statement still shows it: `notSeenSince` is when a later
+ * run of the same day, with a statement in hand, no longer found it (a statement corrected, a
+ * payment the gateway booked late) — still a person's to resolve, with that to go on.
+ */
+export type ListedMismatch = MismatchRow & { notSeenSince: string | null };
+
+/** The newest run of the mismatch's day that had a statement to match, when it is not the last that saw the mismatch. */
+const notSeenSince = sql<string | null>`(
+  select to_char(r.finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from ${reconciliationRuns} r
+   where r.gateway = ${reconciliationMismatches.gateway} and r.statement_date = ${reconciliationMismatches.statementDate}
+     and r.status in ('clean', 'mismatches') and r.id <> ${reconciliationMismatches.lastRunId}
+     and r.finished_at > (select seen.finished_at from ${reconciliationRuns} seen where seen.id = ${reconciliationMismatches.lastRunId})
+   order by r.finished_at desc limit 1)`;
+
 /** Open mismatches first, newest day first; `open: false` lists the resolved too. */
-export async function listMismatches(db: Executor, options: { open: boolean; limit: number }): Promise<MismatchRow[]> {
+export async function listMismatches(db: Executor, options: { open: boolean; limit: number }): Promise<ListedMismatch[]> {
   return db
-    .select()
+    .select({ ...getTableColumns(reconciliationMismatches), notSeenSince })
     .from(reconciliationMismatches)
     .where(options.open ? isNull(reconciliationMismatches.resolvedAt) : undefined)
     .orderBy(desc(reconciliationMismatches.statementDate), desc(reconciliationMismatches.firstSeenAt))

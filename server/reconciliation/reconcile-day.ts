@@ -7,7 +7,8 @@
  * Our books for a day: every successful charge we recorded at that gateway (the order's payment and
  * any excess one: both are money at the gateway) and every refund that succeeded, by when we
  * recorded it. A payment recorded in the last minutes of a day may sit on the gateway's next day:
- * reconciling the next day matches it there; see docs/operations.md#reconcile.
+ * reconciling the next day matches it there; see docs/operations.md#reconcile. A refund carries the
+ * payment it returns money of, and what earlier refunds of it returned: its share of the fee.
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '@/db/client';
@@ -34,6 +35,7 @@ export interface DayReconciliation {
   lines: number;
   matched: number;
   feesMinor: number;
+  feesChecked: boolean;
   mismatches: Matched['mismatches'];
   error?: string;
 }
@@ -58,6 +60,7 @@ export async function reconcileDay(services: CheckoutServices, gateway: GatewayI
       lines: 0,
       matched: 0,
       feesMinor: 0,
+      feesChecked: false,
       mismatches: [],
       error: `${fetched.code}: ${fetched.message}`,
     };
@@ -76,7 +79,7 @@ async function recordMatched(
   by: string,
   startedAt: Date,
 ): Promise<DayReconciliation> {
-  const matched = matchStatement(gateway, lines, books);
+  const matched = matchStatement(gateway, lines, books, services.feeContracts?.[gateway]);
   const result: DayReconciliation = { gateway, date, status: matched.mismatches.length ? 'mismatches' : 'clean', ...matched };
   await recordRun(services.db, result, by, startedAt);
   return result;
@@ -94,16 +97,22 @@ export async function booksOf(db: Database, gateway: GatewayId, date: string): P
     gateway_refund_id: string | null;
     amount_minor: number;
     currency: string;
+    charge_amount_minor: number | null;
+    refunded_before_minor: number | null;
   }>(sql`
     with day as (select (${date}::date)::timestamp at time zone ${zone} as starts,
                         (${date}::date + 1)::timestamp at time zone ${zone} as ends)
     select 'payment' as kind, p.order_id, p.out_trade_no, p.gateway_trade_no, null as refund_id, null as gateway_refund_id,
-           p.amount_minor, p.currency
+           p.amount_minor, p.currency, null::integer as charge_amount_minor, null::integer as refunded_before_minor
       from payments p, day
      where p.gateway = ${gateway} and p.status = 'succeeded' and p.gateway_trade_no is not null
        and p.created_at >= day.starts and p.created_at < day.ends
     union all
-    select 'refund', r.order_id, r.out_trade_no, r.gateway_trade_no, r.refund_id, r.gateway_refund_id, r.amount_minor, r.currency
+    select 'refund', r.order_id, r.out_trade_no, r.gateway_trade_no, r.refund_id, r.gateway_refund_id, r.amount_minor, r.currency,
+           (select p.amount_minor from payments p where p.id = r.payment_id),
+           (select coalesce(sum(e.amount_minor), 0)::integer from refunds e
+             where e.payment_id = r.payment_id and e.status = 'succeeded'
+               and (e.created_at, e.id) < (r.created_at, r.id))
       from refunds r, day
      where r.gateway = ${gateway} and r.status = 'succeeded'
        and r.settled_at >= day.starts and r.settled_at < day.ends`);
@@ -116,6 +125,8 @@ export async function booksOf(db: Database, gateway: GatewayId, date: string): P
     ...(row.gateway_refund_id ? { gatewayRefundId: row.gateway_refund_id } : {}),
     amountMinor: row.amount_minor,
     currency: row.currency,
+    ...(row.charge_amount_minor !== null ? { chargeAmountMinor: row.charge_amount_minor } : {}),
+    ...(row.refunded_before_minor !== null ? { refundedBeforeMinor: row.refunded_before_minor } : {}),
   }));
 }
 
@@ -132,7 +143,8 @@ async function recordRun(db: Database, result: DayReconciliation, by: string, st
       .insert(reconciliationRuns)
       .values({
         ...{ gateway: result.gateway, statementDate: result.date, status: result.status, lines: result.lines, matched: result.matched },
-        ...{ mismatches: result.mismatches.length, feesMinor: result.feesMinor, error: result.error ?? null, by, startedAt },
+        ...{ mismatches: result.mismatches.length, feesMinor: result.feesMinor, feesChecked: result.feesChecked },
+        ...{ error: result.error ?? null, by, startedAt },
       })
       .returning({ id: reconciliationRuns.id });
     if (!run) throw new Error('recording the reconciliation run returned no row');

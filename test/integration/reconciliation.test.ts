@@ -1,7 +1,8 @@
 /**
  * 对账 against the sandbox's statements, downloaded through each gateway's documented delivery: a day
  * of real payments and refunds reconciles clean; each kind of discrepancy the sandbox injects into
- * the statement is caught and classed; a person resolves one, once, and the journal says who.
+ * the statement is caught and classed (a fee off the contract too, against the contract the sandbox
+ * publishes with its credentials); a person resolves one, once, and the journal says who.
  * Real PostgreSQL, the sandbox over HTTP, the app's own adapters.
  */
 import assert from 'node:assert/strict';
@@ -9,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { processDueRefunds } from '@/server/jobs/refund-worker';
 import type { GatewayId } from '@/server/payments/gateway-ids';
-import { resolveMismatch } from '@/server/reconciliation/mismatches';
+import { listMismatches, resolveMismatch } from '@/server/reconciliation/mismatches';
 import { reconcileDay, STATEMENT_TIME_ZONES } from '@/server/reconciliation/reconcile-day';
 import { eventually, startTestStack, type TestStack } from '@/test/support/stack';
 
@@ -96,14 +97,17 @@ for (const gateway of RECONCILED) {
       assert.equal(day.status, 'clean', JSON.stringify(day.mismatches, null, 1));
       assert.ok(day.lines >= 3 && day.matched === day.lines, JSON.stringify(day));
       assert.ok(day.feesMinor > 0, 'the statement’s fees are reported');
+      assert.equal(day.feesChecked, true, 'and each line’s checked against the contract the sandbox publishes');
     });
 
     it('2. each injected discrepancy is caught and classed; a re-run of the day adds no second row', async () => {
       const missing = await paidOrder(gateway);
       const differs = await paidOrder(gateway);
       const refundedOrder = await paidOrder(gateway);
+      const overcharged = await paidOrder(gateway);
       await refunded(refundedOrder.orderId, 500);
       const date = today(gateway);
+      await inject({ gateway, date, kind: 'fee_differs', outTradeNo: overcharged.outTradeNo, amountMinor: 100 });
       await inject({ gateway, date, kind: 'unknown_payment' });
       await inject({ gateway, date, kind: 'missing_payment', outTradeNo: missing.outTradeNo });
       await inject({ gateway, date, kind: 'amount_differs', outTradeNo: differs.outTradeNo });
@@ -116,11 +120,15 @@ for (const gateway of RECONCILED) {
         found.filter(([kind]) => kind !== 'unknown_payment').sort(),
         [
           ['amount_differs', differs.outTradeNo],
+          ['fee_differs', overcharged.outTradeNo],
           ['missing_payment', missing.outTradeNo],
           ['missing_refund', refundedOrder.outTradeNo],
         ].sort(),
       );
       assert.equal(day.mismatches.filter((m) => m.kind === 'unknown_payment').length, 1, 'money at the gateway we do not know of');
+      const fee = day.mismatches.find((m) => m.kind === 'fee_differs');
+      assert.ok(fee?.ours?.feeMinor !== undefined && fee.theirs, 'the contract’s fee beside the statement’s');
+      assert.ok(fee.theirs.feeMinor - fee.ours.feeMinor >= 100, JSON.stringify(fee));
 
       const rowsOfTheDay = async () =>
         (
@@ -129,7 +137,7 @@ for (const gateway of RECONCILED) {
         )[0]!.n;
       const before = await rowsOfTheDay();
       const again = await reconcileDay(stack.services, gateway, date, 'test');
-      assert.equal(again.mismatches.length, 4, 'the re-run sees the same four');
+      assert.equal(again.mismatches.length, 5, 'the re-run sees the same five');
       assert.equal(await rowsOfTheDay(), before, 'and records no second row for any of them');
     });
 
@@ -157,3 +165,24 @@ for (const gateway of RECONCILED) {
     });
   });
 }
+
+describe('对账: a statement corrected after a mismatch was recorded', () => {
+  it('4. the mismatch stays open for a person, marked with the run that no longer found it', async () => {
+    const order = await paidOrder('stripe');
+    const date = today('stripe');
+    await inject({ gateway: 'stripe', date, kind: 'missing_payment', outTradeNo: order.outTradeNo });
+    await reconcileDay(stack.services, 'stripe', date, 'test');
+    const listed = async () =>
+      (await listMismatches(stack.db, { open: true, limit: 500 })).find(
+        (m) => m.outTradeNo === order.outTradeNo && m.kind === 'missing_payment',
+      );
+    assert.equal((await listed())?.notSeenSince, null, 'seen by the newest run of its day');
+
+    await fetch(`${stack.sandboxUrl}/sandbox/statements/discrepancies`, { method: 'DELETE' });
+    const corrected = await reconcileDay(stack.services, 'stripe', date, 'test');
+    assert.ok(!corrected.mismatches.some((m) => m.outTradeNo === order.outTradeNo), 'the corrected statement shows the payment');
+    const row = await listed();
+    assert.ok(row, 'still open: a person resolves it');
+    assert.ok(row.notSeenSince !== null && Date.parse(row.notSeenSince) >= Date.parse(row.firstSeenAt.toISOString()), JSON.stringify(row));
+  });
+});

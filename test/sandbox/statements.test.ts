@@ -4,7 +4,8 @@
  * zip of GBK CSV files (alipay-sdk exec + fetch), WeChat Pay's trade bill (wechatpay-node-v3
  * tradebill + downloadBill, checked against its SHA-1), Stripe's balance transactions (stripe-node
  * balanceTransactions.list with expand) and 2C2P's reconciliation report. For each: two payments
- * and a refund of one, a day with nothing, and every discrepancy kind visible in the file.
+ * and a refund of one, a day with nothing, every discrepancy kind visible in the file, and every fee
+ * the file shows worked out again from the fee contract GET /sandbox/credentials publishes.
  *
  * The sandbox runs on a database of its own, made here and dropped afterwards, so the day's
  * statement holds this file's payments and nothing else's. Real PostgreSQL.
@@ -29,7 +30,14 @@ if (!DATABASE_URL) throw new Error('DATABASE_URL is not set: these tests need a 
 const serverUrl: string = DATABASE_URL;
 
 interface Credentials {
-  alipay: { appId: string; appPrivateKey: string; alipayPublicKey: string; gateway: string; testBuyers: { ok: string } };
+  alipay: {
+    appId: string;
+    appPrivateKey: string;
+    alipayPublicKey: string;
+    gateway: string;
+    testBuyers: { ok: string };
+    feeContract: string;
+  };
   wechatpay: {
     mchid: string;
     appid: string;
@@ -37,8 +45,9 @@ interface Credentials {
     merchantPrivateKey: string;
     apiV3Key: string;
     platformPublicKey: string;
+    feeContract: string;
   };
-  stripe: { secretKey: string; accountId: string; host: string; port: number };
+  stripe: { secretKey: string; accountId: string; host: string; port: number; feeContract: string };
   '2c2p': {
     merchantId: string;
     secretKey: string;
@@ -46,6 +55,7 @@ interface Credentials {
     maintenanceUrl: string;
     merchantPrivateKey: string;
     twoc2pPublicKey: string;
+    feeContract: string;
   };
 }
 
@@ -107,6 +117,107 @@ async function injectAllKinds(gateway: Gateway, date: string, a: string, b: stri
   await discrepancy({ gateway, date, kind: 'amount_differs', outTradeNo: a });
   await discrepancy({ gateway, date, kind: 'missing_refund', outTradeNo: a });
   return unknown;
+}
+
+/** A discrepancy the tool must refuse: its status and error code. */
+async function refusedDiscrepancy(body: Record<string, unknown>): Promise<{ status: number; code: string | undefined }> {
+  const res = await fetch(`${sandbox.url}/sandbox/statements/discrepancies`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const answer = (await res.json()) as { error?: { code?: string } };
+  return { status: res.status, code: answer.error?.code };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fee contract, read by the test's own parser of its grammar (docs/statements.md):
+// `;`-separated key=value pairs, no spaces — rate=<percent>% (required), fixed=<minor units>,
+// vat=<percent>%, wht=<percent>%, refund=pro_rata|kept (default kept).
+
+interface FeeContract {
+  /** Percentages in parts per million. */
+  ratePpm: bigint;
+  fixedMinor: bigint;
+  vatPpm: bigint;
+  whtPpm: bigint;
+  refund: 'pro_rata' | 'kept';
+}
+
+function parseFeeContract(text: string): FeeContract {
+  assert.match(text, /^[a-z]+=[^;=\s]+(;[a-z]+=[^;=\s]+)*$/, `;-separated key=value pairs without spaces: ${text}`);
+  const pairs = new Map<string, string>();
+  for (const pair of text.split(';')) {
+    const [key = '', value = ''] = pair.split('=');
+    assert.ok(['rate', 'fixed', 'vat', 'wht', 'refund'].includes(key), `a known key: ${key}`);
+    assert.ok(!pairs.has(key), `${key} once`);
+    pairs.set(key, value);
+  }
+  const percent = (key: string): bigint => {
+    const value = pairs.get(key) ?? '0%';
+    const match = /^(\d+)(?:\.(\d{1,4}))?%$/.exec(value);
+    assert.ok(match, `${key}: a percentage such as 0.6%, got ${value}`);
+    return BigInt(match[1] ?? '0') * 10_000n + BigInt((match[2] ?? '').padEnd(4, '0'));
+  };
+  assert.ok(pairs.has('rate'), 'rate is required');
+  const fixed = pairs.get('fixed') ?? '0';
+  assert.match(fixed, /^\d+$/);
+  const refund = pairs.get('refund') ?? 'kept';
+  assert.ok(refund === 'pro_rata' || refund === 'kept', `refund: pro_rata or kept, got ${refund}`);
+  return { ratePpm: percent('rate'), fixedMinor: BigInt(fixed), vatPpm: percent('vat'), whtPpm: percent('wht'), refund };
+}
+
+/** n / d rounded half up (n ≥ 0, d > 0). */
+const halfUp = (n: bigint, d: bigint): bigint => (n * 2n + d) / (d * 2n);
+
+/** base = round(amount × rate) + fixed; fee = base + round(base × vat) − round(base × wht). */
+function contractFee(contract: FeeContract, amountMinor: bigint): bigint {
+  const base = halfUp(amountMinor * contract.ratePpm, 1_000_000n) + contract.fixedMinor;
+  return base + halfUp(base * contract.vatPpm, 1_000_000n) - halfUp(base * contract.whtPpm, 1_000_000n);
+}
+
+/** Under pro_rata: round(fee × (refunded before + this) / charge) − round(fee × refunded before / charge); kept: 0. */
+function contractRefundShare(contract: FeeContract, chargeMinor: bigint, beforeMinor: bigint, refundMinor: bigint): bigint {
+  if (contract.refund === 'kept') return 0n;
+  const fee = contractFee(contract, chargeMinor);
+  return halfUp(fee * (beforeMinor + refundMinor), chargeMinor) - halfUp(fee * beforeMinor, chargeMinor);
+}
+
+/** A statement line's money in minor units: a payment's fee is what was taken, a refund's what was given back. */
+interface FeeLine {
+  kind: 'payment' | 'refund';
+  outTradeNo: string;
+  amountMinor: bigint;
+  feeMinor: bigint;
+}
+
+/** Every line's fee is the contract's; refunds (oldest first) on the running total of their payment's refunds. */
+function assertFeesFollow(contract: FeeContract, lines: readonly FeeLine[]): void {
+  assert.ok(
+    lines.some((line) => line.kind === 'payment') && lines.some((line) => line.kind === 'refund'),
+    'payments and a refund to check',
+  );
+  const refunded = new Map<string, bigint>();
+  for (const line of lines) {
+    if (line.kind === 'payment') {
+      assert.equal(line.feeMinor, contractFee(contract, line.amountMinor), `the fee of payment ${line.outTradeNo}`);
+      continue;
+    }
+    const charge = lines.find((other) => other.kind === 'payment' && other.outTradeNo === line.outTradeNo);
+    assert.ok(charge, `the refunded payment ${line.outTradeNo} on the same day`);
+    const before = refunded.get(line.outTradeNo) ?? 0n;
+    const share = contractRefundShare(contract, charge.amountMinor, before, line.amountMinor);
+    assert.equal(line.feeMinor, share, `the fee refund ${line.outTradeNo} gives back`);
+    refunded.set(line.outTradeNo, before + line.amountMinor);
+  }
+}
+
+/** A decimal as a statement writes it ("-0.07", "0.01110") in units of 10^-places, which must hold it exactly. */
+function decimalUnits(text: string, places: number): bigint {
+  const match = /^(-?)(\d+)(?:\.(\d+))?$/.exec(text);
+  assert.ok(match && (match[3] ?? '').length <= places, `a decimal with at most ${places} places: ${text}`);
+  const units = BigInt(match[2] ?? '0') * 10n ** BigInt(places) + BigInt((match[3] ?? '').padEnd(places, '0') || '0');
+  return match[1] === '-' ? -units : units;
 }
 
 before(async () => {
@@ -328,6 +439,59 @@ describe('Alipay: alipay.data.dataservice.bill.downloadurl.query → a zip of GB
       await clearDiscrepancies('alipay');
     }
     assert.equal((await downloadBill(date)).detail.slice(5, -4).length, 3, 'cleared: the true statement again');
+  });
+
+  it('5. publishes its fee contract, and the contract gives every 服务费 the bill shows', async () => {
+    assert.equal(creds.alipay.feeContract, 'rate=0.6%;refund=pro_rata');
+    const rows = (await downloadBill(dayOf('alipay'))).detail.slice(5, -4).map(fields);
+    // 服务费 is the fee taken (negative) on 交易 rows and the fee given back (positive) on 退款 rows,
+    // whose 订单金额 is negative.
+    assertFeesFollow(
+      parseFeeContract(creds.alipay.feeContract),
+      rows.map((f): FeeLine => {
+        const payment = f[2] === '交易';
+        const amount = decimalUnits(f[11] ?? '', 2);
+        const fee = decimalUnits(f[22] ?? '', 2);
+        return {
+          kind: payment ? 'payment' : 'refund',
+          outTradeNo: f[1] ?? '',
+          amountMinor: payment ? amount : -amount,
+          feeMinor: payment ? -fee : fee,
+        };
+      }),
+    );
+  });
+
+  it('6. shows a fee_differs payment’s 服务费 changed, the 合计 with it, and nothing else', async () => {
+    const date = dayOf('alipay');
+    try {
+      assert.deepEqual(
+        await refusedDiscrepancy({ gateway: 'alipay', date: dayBefore(date), kind: 'fee_differs', outTradeNo: a }),
+        { status: 404, code: 'NOT_IN_LEDGER' },
+        'refused for an order with no payment that day',
+      );
+      const before = await downloadBill(date);
+      const injected = await discrepancy({ gateway: 'alipay', date, kind: 'fee_differs', outTradeNo: a });
+      assert.deepEqual([injected.kind, injected.amountMinor], ['fee_differs', '100'], 'by default ¥1.00 more taken');
+      const after = await downloadBill(date);
+      // A's 交易 row: 0.07 + 1.00 taken. Its refund still gives back its share of the contract's 0.07.
+      const expected = before.detail.map((line) => {
+        const f = line.split(',');
+        if (f[1] !== `${a}\t` || f[2] !== '交易\t') return line;
+        assert.equal(f[22], '-0.07');
+        f[22] = '-1.07';
+        return f.join(',');
+      });
+      assert.deepEqual(after.detail.slice(0, -1), expected.slice(0, -1), 'every line but the export time');
+      assert.equal(before.summary[5], '合计,,2,1,14.80,14.80,0.00,0.00,0.00,-0.09,0.00,14.71');
+      assert.deepEqual(after.summary.slice(0, -1), [
+        ...before.summary.slice(0, 5),
+        '合计,,2,1,14.80,14.80,0.00,0.00,0.00,-1.09,0.00,13.71',
+        ...before.summary.slice(6, -1),
+      ]);
+    } finally {
+      await clearDiscrepancies('alipay');
+    }
   });
 });
 
@@ -579,6 +743,54 @@ describe('WeChat Pay: GET /v3/bill/tradebill → download_url → the CSV, check
       await clearDiscrepancies('wechatpay');
     }
   });
+
+  it('5. publishes its fee contract, and the contract gives every 手续费 the bill shows', async () => {
+    assert.equal(creds.wechatpay.feeContract, 'rate=0.6%;refund=pro_rata');
+    const { lines } = await bill(dayOf('wechatpay'));
+    // 手续费 has five decimals, whole fen; negative on REFUND rows (given back), whose refund is 退款金额.
+    assertFeesFollow(
+      parseFeeContract(creds.wechatpay.feeContract),
+      lines
+        .slice(1, -2)
+        .map(unquote)
+        .map((f): FeeLine => {
+          const payment = f[9] === 'SUCCESS';
+          const fee = decimalUnits(f[22] ?? '', 5);
+          assert.equal(fee % 1000n, 0n, `whole fen: ${f[22]}`);
+          return {
+            kind: payment ? 'payment' : 'refund',
+            outTradeNo: f[6] ?? '',
+            amountMinor: decimalUnits((payment ? f[12] : f[16]) ?? '', 2),
+            feeMinor: payment ? fee / 1000n : -fee / 1000n,
+          };
+        }),
+    );
+  });
+
+  it('6. shows a fee_differs payment’s 手续费 changed, 手续费总金额 with it, under a SHA-1 that holds', async () => {
+    const date = dayOf('wechatpay');
+    try {
+      // A's fee is 0.07: a change that would leave less than nothing is refused, one down to 0.02 is not.
+      const refused = await refusedDiscrepancy({ gateway: 'wechatpay', date, kind: 'fee_differs', outTradeNo: a, amountMinor: -8 });
+      assert.deepEqual(refused, { status: 400, code: 'INVALID_DISCREPANCY' });
+      const before = (await bill(date)).lines;
+      await discrepancy({ gateway: 'wechatpay', date, kind: 'fee_differs', outTradeNo: a, amountMinor: -5 });
+      // bill() checks the file against hash_value.
+      const after = (await bill(date)).lines;
+      const expected = before.map((line) => {
+        const f = line.split(',');
+        if (f[6] !== `\`${a}` || f[9] !== '`SUCCESS') return line;
+        assert.equal(f[22], '`0.07000');
+        f[22] = '`0.02000';
+        return f.join(',');
+      });
+      assert.equal(before.at(-1), '`3,`19.80,`5.00,`0.00,`0.09000,`19.80,`5.00');
+      expected[expected.length - 1] = '`3,`19.80,`5.00,`0.00,`0.04000,`19.80,`5.00';
+      assert.deepEqual(after, expected);
+    } finally {
+      await clearDiscrepancies('wechatpay');
+    }
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -761,6 +973,42 @@ describe('Stripe: balance transactions through stripe-node, expand data.source',
       assert.equal(phantom.id, `txn_${source.id.slice(3)}`);
       assert.equal(source.balance_transaction, phantom.id);
       assert.equal((await stripe.balanceTransactions.retrieve(phantom.id)).amount, 3000);
+    } finally {
+      await clearDiscrepancies('stripe');
+    }
+  });
+
+  it('6. publishes its fee contract, and the contract gives every fee the day’s transactions show', async () => {
+    assert.equal(creds.stripe.feeContract, 'rate=3.4%;refund=kept');
+    const oldestFirst = [...(await today({ expand: ['data.source'] })).data].reverse();
+    assert.ok(oldestFirst.every((txn) => txn.net === txn.amount - txn.fee));
+    // A refund's balance transaction would carry the fee it gives back as a negative fee.
+    assertFeesFollow(
+      parseFeeContract(creds.stripe.feeContract),
+      oldestFirst.map((txn): FeeLine => ({
+        kind: txn.type === 'charge' ? 'payment' : 'refund',
+        outTradeNo: String((txn.source as Stripe.Charge | Stripe.Refund).payment_intent),
+        amountMinor: BigInt(Math.abs(txn.amount)),
+        feeMinor: BigInt(txn.type === 'charge' ? txn.fee : -txn.fee),
+      })),
+    );
+  });
+
+  it('7. shows a fee_differs charge’s fee, fee_details and net changed, and nothing else', async () => {
+    const date = dayOf('stripe');
+    const before = (await today()).data;
+    await discrepancy({ gateway: 'stripe', date, kind: 'fee_differs', outTradeNo: b, amountMinor: 250 });
+    try {
+      const after = (await today()).data;
+      const txnB = `txn_${String(intentB.latest_charge).slice(3)}`;
+      // B: 1250 with a fee of 43 + 2.50.
+      const expected = before.map((txn) => {
+        if (txn.id !== txnB) return txn;
+        assert.equal(txn.fee, 43);
+        return { ...txn, fee: 293, fee_details: txn.fee_details.map((detail) => ({ ...detail, amount: 293 })), net: 1250 - 293 };
+      });
+      assert.ok(expected.some((txn) => txn.fee === 293));
+      assert.deepEqual(after, expected);
     } finally {
       await clearDiscrepancies('stripe');
     }
@@ -960,6 +1208,60 @@ describe('2C2P: the daily reconciliation report (Reconcile2c2p_A_v2.1 CSV)', () 
       assert.match(details[1]?.[44] ?? '', /^\d{7}$/, 'a tranRef shaped like 2C2P’s');
       assert.equal(details[1]?.length, 67);
       assert.equal(header?.[1], '3');
+    } finally {
+      await clearDiscrepancies('2c2p');
+    }
+  });
+
+  it('4. publishes its fee contract, and the contract gives every record’s MDR + VAT − WHT', async () => {
+    assert.equal(creds['2c2p'].feeContract, 'rate=3%;vat=7%;wht=3%;refund=kept');
+    const [, ...details] = (await report(dayOf('2c2p'))).records;
+    const fen = (text = '') => {
+      const units = decimalUnits(text, 5);
+      assert.equal(units % 1000n, 0n, `whole fen: ${text}`);
+      return units / 1000n;
+    };
+    // The WHT is written exact (MDR × 3 %, five decimals) and booked rounded half up to the fen.
+    const roundedFen = (text = '') => halfUp(decimalUnits(text, 5), 1000n);
+    assertFeesFollow(
+      parseFeeContract(creds['2c2p'].feeContract),
+      details.map((d): FeeLine => {
+        const amount = fen(d[17]);
+        const fee = fen(d[20]) + fen(d[21]) - roundedFen(d[28]);
+        const payment = amount > 0n;
+        return {
+          kind: payment ? 'payment' : 'refund',
+          outTradeNo: d[12] ?? '',
+          amountMinor: payment ? amount : -amount,
+          feeMinor: payment ? fee : -fee,
+        };
+      }),
+    );
+  });
+
+  it('5. shows a fee_differs payment’s MDR changed, its VAT and WHT recomputed, net and totals with them', async () => {
+    const date = dayOf('2c2p');
+    const before = (await report(date)).records;
+    const injected = await discrepancy({ gateway: '2c2p', date, kind: 'fee_differs', outTradeNo: a });
+    assert.equal(injected.amountMinor, '100');
+    try {
+      const after = (await report(date)).records;
+      const expected = before.map((record) => [...record]);
+      const [header, ...details] = expected;
+      const recordA = details.find((d) => d[12] === a && !(d[17] ?? '').startsWith('-'));
+      assert.ok(header && recordA);
+      // A's MDR 0.37 + 1.00 = 1.37: VAT 7 % of it 0.0959 → 0.10, WHT 3 % of it 0.0411, net 12.30 − 1.37 − 0.10 + 0.0411.
+      assert.deepEqual([recordA[20], recordA[21], recordA[28], recordA[29]], ['0.37000', '0.03000', '0.01110', '11.91110']);
+      [recordA[20], recordA[21], recordA[28], recordA[29]] = ['1.37000', '0.10000', '0.04110', '10.87110'];
+      // Totals: MDR 1.37 + 0.23, VAT 0.10 + 0.02, WHT 0.0411 + 0.0069 = 0.048, net 10.8711 + 7.2569 − 5.
+      assert.deepEqual([header[20], header[21], header[28], header[29]], ['0.60', '0.05', '0.02', '14.17']);
+      [header[20], header[21], header[28], header[29]] = ['1.60', '0.12', '0.05', '13.13'];
+      assert.deepEqual(after, expected);
+      // What 2C2P keeps of A grows by the change × (1 + VAT − WHT): 0.3889 → 1.4289.
+      const kept = (d: string[]) => decimalUnits(d[20] ?? '', 5) + decimalUnits(d[21] ?? '', 5) - decimalUnits(d[28] ?? '', 5);
+      const beforeA = before.find((d) => d[12] === a && d[2] === 'D' && !(d[17] ?? '').startsWith('-'));
+      assert.ok(beforeA);
+      assert.equal(kept(recordA) - kept(beforeA), 104_000n);
     } finally {
       await clearDiscrepancies('2c2p');
     }

@@ -179,6 +179,7 @@ describe('credentials, authentication and routing', () => {
     const { port } = new URL(sandbox.url);
     assert.deepEqual(Object.keys(creds).sort(), [
       'accountId',
+      'feeContract',
       'host',
       'jsUrl',
       'port',

@@ -129,6 +129,7 @@ describe('merchant portal', () => {
   it('serves the credentials the adapter needs', () => {
     assert.deepEqual(Object.keys(creds).sort(), [
       'baseUrl',
+      'feeContract',
       'maintenanceUrl',
       'merchantId',
       'merchantPrivateKey',

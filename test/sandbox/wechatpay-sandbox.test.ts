@@ -156,6 +156,7 @@ describe('credentials', () => {
       'apiV3Key',
       'appid',
       'baseUrl',
+      'feeContract',
       'mchid',
       'merchantPrivateKey',
       'merchantSerialNo',

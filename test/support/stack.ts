@@ -16,7 +16,7 @@ import { createCheckoutIdempotencyStore, type CheckoutServices } from '@/server/
 import type { OrderCaps } from '@/server/checkout/orders';
 import type { RateLimitPolicy } from '@/server/http/rate-limit';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempotency';
-import { gatewaysFromEnv } from '@/server/payments';
+import { feeContractsFromEnv, gatewaysFromEnv } from '@/server/payments';
 import { sandboxCredentialsToEnv } from '@/server/payments/sandbox-credentials';
 import type { GatewayId, TestBuyer } from '@/server/payments/gateway';
 import { createTrpcHandler } from '@/server/trpc/http';
@@ -202,6 +202,7 @@ export async function startTestStack(
       ...(metrics ? { observe: observeGuard(metrics) } : {}),
     },
     gateways: instrumented(gatewayEnv), // rebuilt below with the Stripe endpoint's signing secret
+    feeContracts: feeContractsFromEnv(gatewayEnv),
     publicBaseUrl: 'http://127.0.0.1:1', // replaced once the server has its port
     ...(faults ? { faults } : {}),
     ...(metrics ? { metrics } : {}),

@@ -83,7 +83,7 @@ describe('the words for each kind of mismatch', () => {
   });
 
   it('shows a kind it does not know by its own name, with no advice', () => {
-    assert.deepEqual(kindWords('fee_differs', 'zh'), { label: 'fee_differs', check: '' });
+    assert.deepEqual(kindWords('statement_late', 'zh'), { label: 'statement_late', check: '' });
   });
 
   it('names the operator who resolved it without the prefix the server records', () => {
@@ -124,6 +124,19 @@ describe('ours beside theirs', () => {
     });
     assert.equal(signedMoney(1, 'CNY'), '+¥0.01');
     assert.equal(signedMoney(-150, 'CNY'), '−¥1.50');
+  });
+
+  it('a fee not the contract’s: the contract’s fee beside the statement’s, and theirs less ours', () => {
+    const row = mismatch({
+      kind: 'fee_differs',
+      ours: { ...mismatch().ours!, feeMinor: 41 },
+      theirs: { ...line, amountMinor: 6800, feeMinor: 141 },
+    });
+    assert.deepEqual(amountsOf(row), {
+      ours: { amountMinor: 6800, currency: 'CNY', feeMinor: 41 },
+      theirs: { amountMinor: 6800, currency: 'CNY', feeMinor: 141 },
+      feeDifferenceMinor: 100,
+    });
   });
 
   it('another currency on each side: no difference is worked out across currencies', () => {

@@ -201,6 +201,14 @@ describe('serverEnv schema', () => {
     assert.doesNotMatch(line, /hunter2/);
   });
 
+  it('reads a gateway’s fee contract, and refuses one it cannot read with what is wrong', () => {
+    assert.equal(parseServerEnv({ ALIPAY_FEE: 'rate=0.6%;refund=pro_rata' }).ALIPAY_FEE?.ratePpm, 6000);
+    assert.equal(
+      refusal({ STRIPE_FEE: 'rate=3.4' }),
+      'STRIPE_FEE="rate=3.4" is not valid: expected a fee contract such as rate=0.6%;refund=pro_rata (rate: a percentage such as 0.6%, got 3.4)',
+    );
+  });
+
   it('refuses half a gateway, naming what is missing', () => {
     assert.equal(
       refusal({ STRIPE_SECRET_KEY: 'sk_test_x', STRIPE_ACCOUNT_ID: 'acct_1' }),

@@ -36,7 +36,10 @@ describe('matchStatement', () => {
       books.map((b) => line(b)),
       books,
     );
-    assert.deepEqual({ ...result, mismatches: result.mismatches.length }, { lines: 3, matched: 3, feesMinor: 41 + 41 + 6, mismatches: 0 });
+    assert.deepEqual(
+      { ...result, mismatches: result.mismatches.length },
+      { lines: 3, matched: 3, feesMinor: 41 + 41 + 6, feesChecked: false, mismatches: 0 },
+    );
   });
 
   it('classes each mismatch: money we do not know of, a payment missing, an amount that differs, a refund missing or unknown', () => {
@@ -69,5 +72,48 @@ describe('matchStatement', () => {
       result.mismatches.map((m) => m.kind),
       ['amount_differs'],
     );
+  });
+});
+
+describe('matchStatement with a fee contract', () => {
+  const alipay = { ratePpm: 6000, fixedMinor: 0, vatPpm: 0, whtPpm: 0, onRefund: 'pro_rata' as const };
+  const books = [payment(1, 6800), { ...refund(1, 1000), chargeAmountMinor: 6800, refundedBeforeMinor: 0 }];
+
+  it('a fee as contracted matches: 0.6 % of 68.00 is 0.41, a refund of 10.00 gives 0.06 back', () => {
+    const statement = [line(books[0]!, { feeMinor: 41 }), line(books[1]!, { feeMinor: -6 })];
+    const result = matchStatement('alipay', statement, books, alipay);
+    assert.deepEqual([result.matched, result.mismatches, result.feesChecked, result.feesMinor], [2, [], true, 35]);
+  });
+
+  it('a fee one minor unit off is rounding; more is fee_differs, with the contract’s fee beside the statement’s', () => {
+    const rounding = matchStatement('alipay', [line(books[0]!, { feeMinor: 42 }), line(books[1]!, { feeMinor: -5 })], books, alipay);
+    assert.deepEqual(rounding.mismatches, []);
+    const off = matchStatement('alipay', [line(books[0]!, { feeMinor: 141 }), line(books[1]!, { feeMinor: 0 })], books, alipay);
+    assert.deepEqual(
+      off.mismatches.map((m) => [m.kind, m.reference, m.ours?.feeMinor, m.theirs?.feeMinor]),
+      [
+        ['fee_differs', 'T1', 41, 141],
+        ['fee_differs', 'R1', -6, 0],
+      ],
+    );
+    assert.equal(off.matched, 0);
+  });
+
+  it('an amount that differs is amount_differs only, whatever its fee', () => {
+    const result = matchStatement(
+      'alipay',
+      [line(books[0]!, { amountMinor: 6900, feeMinor: 999 }), line(books[1]!, { feeMinor: -6 })],
+      books,
+      alipay,
+    );
+    assert.deepEqual(
+      result.mismatches.map((m) => m.kind),
+      ['amount_differs'],
+    );
+  });
+
+  it('without a contract fees are summed, not checked', () => {
+    const result = matchStatement('alipay', [line(books[0]!, { feeMinor: 9999 }), line(books[1]!, { feeMinor: 0 })], books);
+    assert.deepEqual([result.matched, result.feesChecked, result.feesMinor], [2, false, 9999]);
   });
 });

@@ -117,6 +117,11 @@ function MismatchRowView({ row, actions }: { row: MismatchView; actions: RowActi
       <td>
         <strong>{words.label}</strong>
         {words.check && <span className="meta block">{words.check}</span>}
+        {row.notSeenSince && row.resolvedAt === null && (
+          <span className="note block" data-testid="mismatch-not-seen">
+            {t('recon.notSeenSince', { at: beijingTime.format(new Date(row.notSeenSince)) })}
+          </span>
+        )}
       </td>
       <td>
         {row.outTradeNo && orderId ? (
@@ -137,25 +142,39 @@ function MismatchRowView({ row, actions }: { row: MismatchView; actions: RowActi
   );
 }
 
-/** Ours and theirs side by side, the statement's fee under its amount and the difference when there is one. */
+/** Ours and theirs side by side, each line's fee under its amount and the differences when there are some. */
 function Amounts({ row, t }: { row: MismatchView; t: T }) {
-  const { ours, theirs, differenceMinor } = amountsOf(row);
+  const { ours, theirs, differenceMinor, feeDifferenceMinor } = amountsOf(row);
   return (
     <>
       <td className="num" data-testid="mismatch-ours">
         {ours ? formatMoney(ours.amountMinor, ours.currency) : <span className="meta">{t('recon.notInBooks')}</span>}
+        {ours?.feeMinor !== undefined && (
+          <span className="meta block">{feeWords(ours.feeMinor, ours.currency, 'recon.contractFee', t)}</span>
+        )}
       </td>
       <td className="num" data-testid="mismatch-theirs">
         {theirs ? formatMoney(theirs.amountMinor, theirs.currency) : <span className="meta">{t('recon.notOnStatement')}</span>}
-        {theirs && theirs.feeMinor > 0 && (
-          <span className="meta block">{t('recon.fee', { fee: formatMoney(theirs.feeMinor, theirs.currency) })}</span>
+        {theirs && theirs.feeMinor !== 0 && (
+          <span className="meta block">{feeWords(theirs.feeMinor, theirs.currency, 'recon.fee', t)}</span>
         )}
         {differenceMinor !== undefined && theirs && (
           <span className="difference block">{t('recon.difference', { difference: signedMoney(differenceMinor, theirs.currency) })}</span>
         )}
+        {feeDifferenceMinor !== undefined && theirs && (
+          <span className="difference block">
+            {t('recon.feeDifference', { difference: signedMoney(feeDifferenceMinor, theirs.currency) })}
+          </span>
+        )}
       </td>
     </>
   );
+}
+
+/** A fee as finance reads it: taken (a payment's), or given back (a refund's share, negative in the data). */
+function feeWords(feeMinor: number, currency: string, taken: 'recon.fee' | 'recon.contractFee', t: T): string {
+  const fee = formatMoney(Math.abs(feeMinor), currency);
+  return feeMinor < 0 ? t('recon.feeReturned', { fee }) : t(taken, { fee });
 }
 
 /** A resolved row says who, when and what; an open one offers an admin the form, anyone else a note. */

@@ -67,7 +67,7 @@ export function parseTradeDetail(text: string): StatementOutcome {
     const fee = yuan(field(at.fee));
     if (amount === null || fee === null)
       return { kind: 'unavailable', code: 'MALFORMED_BILL', message: `unreadable amounts in: ${row.slice(0, 120)}` };
-    const base = { outTradeNo: field(at.outTradeNo), gatewayTradeNo: field(at.tradeNo), currency: 'CNY', feeMinor: Math.abs(fee) };
+    const base = { outTradeNo: field(at.outTradeNo), gatewayTradeNo: field(at.tradeNo), currency: 'CNY', feeMinor: -fee };
     if (field(at.kind) === '交易') lines.push({ kind: 'payment', ...base, amountMinor: Math.abs(amount) });
     else if (field(at.kind) === '退款')
       lines.push({ kind: 'refund', ...base, refundId: field(at.requestNo), amountMinor: Math.abs(amount) });
