@@ -168,6 +168,11 @@ export const payments = pgTable(
     /** `payment` for the charge that pays the order; `excess` for money being given back. */
     role: text().$type<PaymentRole>().notNull().default('payment'),
     createdAt: timestamptz('created_at').notNull().defaultNow(),
+    /**
+     * An authorisation's capture: when the money was taken, which is the day the gateway's statement
+     * books it on (对账), however long after the hold (created_at) that was.
+     */
+    capturedAt: timestamptz('captured_at'),
   },
   (t) => [
     // The database's own last line of defence for promise 1: one successful payment per order. A

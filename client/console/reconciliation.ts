@@ -45,7 +45,7 @@ export const MISMATCH_KIND_WORDS: Readonly<Record<Lang, Readonly<Record<Mismatch
     },
     missing_payment: {
       label: '我方已记账、对账单未见',
-      check: '到渠道后台查这笔交易：临近午夜的支付可能记在次日的对账单上。',
+      check: '到渠道后台查这笔交易是否成功、记在哪一天（前一天的对账单已自动核对过）。',
     },
     amount_differs: {
       label: '金额或币种不一致',
@@ -71,7 +71,7 @@ export const MISMATCH_KIND_WORDS: Readonly<Record<Lang, Readonly<Record<Mismatch
     },
     missing_payment: {
       label: 'In our books, not on the statement',
-      check: 'Look the trade up at the gateway: a payment made near midnight may be on the next day’s statement.',
+      check: 'Look the trade up at the gateway: did it succeed, and on which day (the day before’s statement was checked already)?',
     },
     amount_differs: {
       label: 'Amount or currency differs',

@@ -222,7 +222,7 @@ export async function settleCapture(
   const paysOrder = held.role === 'payment' && order.status === 'authorized';
   await tx
     .update(payments)
-    .set({ status: 'succeeded', amountMinor: charge.amountMinor, role: paysOrder ? 'payment' : 'excess' })
+    .set({ status: 'succeeded', amountMinor: charge.amountMinor, role: paysOrder ? 'payment' : 'excess', capturedAt: sql`now()` })
     .where(eq(payments.id, held.id));
   await settleAction(tx, held.id, { status: 'succeeded', capturedMinor: charge.amountMinor });
   const captured = { ...journaledCharge(charge), authorizedMinor: held.authorizedMinor };

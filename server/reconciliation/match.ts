@@ -77,6 +77,11 @@ const refundKeys = (entry: { refundId?: string | undefined; gatewayRefundId?: st
     (key): key is string => key !== undefined,
   );
 
+/** The keys an entry or a line is matched by: a payment's trade number; a refund's ids, ours and the gateway's. */
+export function entryKeys(entry: Pick<BookEntry, 'kind' | 'gatewayTradeNo' | 'refundId' | 'gatewayRefundId'>): string[] {
+  return entry.kind === 'payment' ? [paymentKey(entry)] : refundKeys(entry);
+}
+
 export function matchStatement(
   gateway: GatewayId,
   statement: readonly StatementLine[],
@@ -85,14 +90,15 @@ export function matchStatement(
 ): Matched {
   const ours = new Map<string, BookEntry>();
   for (const entry of books) {
-    for (const key of entry.kind === 'payment' ? [paymentKey(entry)] : refundKeys(entry)) ours.set(key, entry);
+    for (const key of entryKeys(entry)) ours.set(key, entry);
   }
   const seen = new Set<BookEntry>();
   const mismatches: Mismatch[] = [];
   let matched = 0;
   for (const line of statement) {
-    const keys = line.kind === 'payment' ? [paymentKey(line)] : refundKeys(line);
-    const entry = keys.map((key) => ours.get(key)).find((found) => found !== undefined);
+    const entry = entryKeys(line)
+      .map((key) => ours.get(key))
+      .find((found) => found !== undefined);
     if (!entry) {
       const kind = line.kind === 'payment' ? 'unknown_payment' : 'unknown_refund';
       mismatches.push({

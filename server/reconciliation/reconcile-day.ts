@@ -4,11 +4,11 @@
  * every mismatch — a mismatch seen again by a later run of the same day is the same row, so a day can
  * be reconciled as often as needed without piling up work for a person.
  *
- * Our books for a day: every successful charge we recorded at that gateway (the order's payment and
- * any excess one: both are money at the gateway) and every refund that succeeded, by when we
- * recorded it. A payment recorded in the last minutes of a day may sit on the gateway's next day:
- * reconciling the next day matches it there; see docs/operations.md#reconcile. A refund carries the
- * payment it returns money of, and what earlier refunds of it returned: its share of the fee.
+ * Our books for a day (./books.ts): every successful charge we recorded at that gateway (the order's
+ * payment and any excess one: both are money at the gateway) and every refund that succeeded. We
+ * learn of money at or after the gateway moves it, so a day is matched across midnight: a line whose
+ * entry we recorded on another day is known money, and an entry the day's statement lacks is looked
+ * for on the statement of the day before (docs/operations.md#reconcile).
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '@/db/client';
@@ -16,15 +16,11 @@ import { reconciliationMismatches, reconciliationRuns } from '@/db/schema';
 import { journal } from '@/server/checkout/journal';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId } from '@/server/payments/gateway';
-import { matchStatement, type BookEntry, type Matched, type StatementLine } from './match';
+import type { FeeContract } from '@/server/payments/fee-contract';
+import { booksByReference, booksOf, STATEMENT_TIME_ZONES } from './books';
+import { entryKeys, matchStatement, type BookEntry, type Matched, type StatementLine } from './match';
 
-/** The time zone each gateway's statement day is cut in. */
-export const STATEMENT_TIME_ZONES: Record<GatewayId, string> = {
-  alipay: 'Asia/Shanghai',
-  wechatpay: 'Asia/Shanghai',
-  stripe: 'UTC',
-  '2c2p': 'Asia/Bangkok',
-};
+export { STATEMENT_TIME_ZONES };
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -79,55 +75,55 @@ async function recordMatched(
   by: string,
   startedAt: Date,
 ): Promise<DayReconciliation> {
-  const matched = matchStatement(gateway, lines, books, services.feeContracts?.[gateway]);
+  const contract = services.feeContracts?.[gateway];
+  const known = [...books, ...(await recordedOnOtherDays(services.db, gateway, lines, books))];
+  const matched = await foundTheDayBefore(services, gateway, date, matchStatement(gateway, lines, known, contract), contract);
   const result: DayReconciliation = { gateway, date, status: matched.mismatches.length ? 'mismatches' : 'clean', ...matched };
   await recordRun(services.db, result, by, startedAt);
   return result;
 }
 
-/** Our payments and refunds at `gateway` recorded on `date`, cut in the gateway's time zone. */
-export async function booksOf(db: Database, gateway: GatewayId, date: string): Promise<BookEntry[]> {
-  const zone = STATEMENT_TIME_ZONES[gateway];
-  const rows = await db.execute<{
-    kind: 'payment' | 'refund';
-    order_id: string;
-    out_trade_no: string;
-    gateway_trade_no: string;
-    refund_id: string | null;
-    gateway_refund_id: string | null;
-    amount_minor: number;
-    currency: string;
-    charge_amount_minor: number | null;
-    refunded_before_minor: number | null;
-  }>(sql`
-    with day as (select (${date}::date)::timestamp at time zone ${zone} as starts,
-                        (${date}::date + 1)::timestamp at time zone ${zone} as ends)
-    select 'payment' as kind, p.order_id, p.out_trade_no, p.gateway_trade_no, null as refund_id, null as gateway_refund_id,
-           p.amount_minor, p.currency, null::integer as charge_amount_minor, null::integer as refunded_before_minor
-      from payments p, day
-     where p.gateway = ${gateway} and p.status = 'succeeded' and p.gateway_trade_no is not null
-       and p.created_at >= day.starts and p.created_at < day.ends
-    union all
-    select 'refund', r.order_id, r.out_trade_no, r.gateway_trade_no, r.refund_id, r.gateway_refund_id, r.amount_minor, r.currency,
-           (select p.amount_minor from payments p where p.id = r.payment_id),
-           (select coalesce(sum(e.amount_minor), 0)::integer from refunds e
-             where e.payment_id = r.payment_id and e.status = 'succeeded'
-               and (e.created_at, e.id) < (r.created_at, r.id))
-      from refunds r, day
-     where r.gateway = ${gateway} and r.status = 'succeeded'
-       and r.settled_at >= day.starts and r.settled_at < day.ends`);
-  return rows.map((row) => ({
-    kind: row.kind,
-    orderId: row.order_id,
-    outTradeNo: row.out_trade_no,
-    gatewayTradeNo: row.gateway_trade_no,
-    ...(row.refund_id ? { refundId: row.refund_id } : {}),
-    ...(row.gateway_refund_id ? { gatewayRefundId: row.gateway_refund_id } : {}),
-    amountMinor: row.amount_minor,
-    currency: row.currency,
-    ...(row.charge_amount_minor !== null ? { chargeAmountMinor: row.charge_amount_minor } : {}),
-    ...(row.refunded_before_minor !== null ? { refundedBeforeMinor: row.refunded_before_minor } : {}),
-  }));
+/** The entries behind the statement's lines that are not in the day's books: money we recorded on another day, known all the same. */
+async function recordedOnOtherDays(
+  db: Database,
+  gateway: GatewayId,
+  lines: readonly StatementLine[],
+  books: readonly BookEntry[],
+): Promise<BookEntry[]> {
+  const ours = new Set(books.flatMap(entryKeys));
+  const strangers = lines.filter((line) => !entryKeys(line).some((key) => ours.has(key)));
+  if (strangers.length === 0) return [];
+  const found = await booksByReference(db, gateway, {
+    tradeNos: strangers.filter((line) => line.kind === 'payment').map((line) => line.gatewayTradeNo),
+    refundIds: strangers.filter((line) => line.kind === 'refund').flatMap((line) => [line.refundId ?? '', line.gatewayRefundId ?? '']),
+  });
+  return found.filter((entry) => !entryKeys(entry).some((key) => ours.has(key)));
+}
+
+/**
+ * Entries of the day that its statement lacks, looked for on the day before's: we learn of money at
+ * or after the gateway moves it, so what we recorded just after midnight (or settled late by the
+ * reconciler) may be on the gateway's previous day. Found there, they are matched there (amount and
+ * fee still checked); otherwise, or when that statement cannot be read, they stay missing.
+ */
+async function foundTheDayBefore(
+  services: CheckoutServices,
+  gateway: GatewayId,
+  date: string,
+  matched: Matched,
+  contract: FeeContract | undefined,
+): Promise<Matched> {
+  const missing = matched.mismatches.filter((m) => m.kind === 'missing_payment' || m.kind === 'missing_refund');
+  const entries = missing.flatMap((m) => (m.ours ? [m.ours] : []));
+  const adapter = services.gateways[gateway];
+  if (entries.length === 0 || !adapter?.statement) return matched;
+  const dayBefore = new Date(Date.parse(`${date}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+  const statement = await adapter.statement(dayBefore, { currencies: [...new Set(entries.map((entry) => entry.currency))].sort() });
+  if (statement.kind !== 'lines') return matched;
+  const keys = new Set(entries.flatMap(entryKeys));
+  const there = statement.lines.filter((line) => entryKeys(line).some((key) => keys.has(key)));
+  const rechecked = matchStatement(gateway, there, entries, contract);
+  return { ...matched, mismatches: [...matched.mismatches.filter((m) => !missing.includes(m)), ...rechecked.mismatches] };
 }
 
 /** The currencies the shop sells in and the day's books hold: a statement per currency where a gateway issues one so. */

@@ -11,6 +11,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { processDueAuthorizationActions } from '@/server/jobs/authorization-worker';
 import { reconcilePayments } from '@/server/jobs/reconciler';
 import { relayOutbox } from '@/server/jobs/outbox-relay';
+import { reconcileDay } from '@/server/reconciliation/reconcile-day';
 import { eventually, startTestStack, type ApiCustomer, type TestStack } from '@/test/support/stack';
 
 const TOKEN = 'merchant-token-for-the-authorisation-tests-0123456789';
@@ -242,5 +243,19 @@ describe('authorise, then capture at Stripe', () => {
     const [{ n } = { n: -1 }] = await stack.sql<{ n: number }[]>`
       select count(*)::int as n from authorization_actions where order_id in (${order.orderId}, ${unpaid.orderId})`;
     assert.equal(n, 0);
+  });
+  it('11. a hold made one day and captured the next is booked on the capture’s day, as the statement books it (对账)', async () => {
+    const { order } = await authorizedOrder();
+    // The hold as if made yesterday: the money is taken today, and Stripe's balance shows it today.
+    await stack.sql`update payments set created_at = created_at - interval '1 day' where order_id = ${order.orderId}`;
+    assert.equal((await merchant('merchant.capture', { orderId: order.orderId })).status, 202);
+    assert.equal((await settleDecisions(order.orderId)).status, 'paid');
+    const today = new Date().toISOString().slice(0, 10); // Stripe's statement day is UTC's
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    const held = await reconcileDay(stack.services, 'stripe', yesterday, 'test');
+    assert.ok(!held.mismatches.some((m) => m.outTradeNo === order.outTradeNo), `the hold’s day: nothing taken (${JSON.stringify(held)})`);
+    const taken = await reconcileDay(stack.services, 'stripe', today, 'test');
+    assert.ok(!taken.mismatches.some((m) => m.outTradeNo === order.outTradeNo), JSON.stringify(taken.mismatches));
+    assert.ok(taken.matched >= 1);
   });
 });

@@ -186,3 +186,26 @@ describe('对账: a statement corrected after a mismatch was recorded', () => {
     assert.ok(row.notSeenSince !== null && Date.parse(row.notSeenSince) >= Date.parse(row.firstSeenAt.toISOString()), JSON.stringify(row));
   });
 });
+
+describe('对账 across midnight: the gateway booked a payment the day before we recorded it', () => {
+  it('5. matches it on the gateway’s day by its trade number, and finds it there when our day’s statement lacks it', async () => {
+    const order = await paidOrder('stripe');
+    const date = today('stripe');
+    const dayBefore = new Date(Date.parse(`${date}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+    // The buyer paid the day before (as if a second before midnight, or a lost notification settled
+    // later); we recorded it today. The sandbox's ledger is the gateway's record of when it happened.
+    const moved = await stack.sql`
+      update psp_sandbox.charges set created_at = created_at - interval '1 day'
+       where gateway = 'stripe' and out_trade_no = ${order.outTradeNo} and status = 'succeeded'`;
+    assert.equal(moved.count, 1);
+
+    const before = await reconcileDay(stack.services, 'stripe', dayBefore, 'test');
+    assert.deepEqual(before.mismatches, [], 'the gateway’s day: its line is money we know of, recorded today');
+    assert.equal(before.lines, 1);
+    const ours = await reconcileDay(stack.services, 'stripe', date, 'test');
+    assert.ok(
+      !ours.mismatches.some((m) => m.outTradeNo === order.outTradeNo),
+      `our day: found on the day before's statement, not missing (${JSON.stringify(ours.mismatches)})`,
+    );
+  });
+});
