@@ -4,7 +4,7 @@
  */
 import { and, desc, eq, getTableColumns, isNull, sql } from 'drizzle-orm';
 import type { Database, Executor } from '@/db/client';
-import { reconciliationMismatches, reconciliationRuns } from '@/db/schema';
+import { reconciliationMismatches } from '@/db/schema';
 import { journal } from '@/server/checkout/journal';
 import { CheckoutError } from '@/server/checkout/refusals';
 
@@ -17,12 +17,16 @@ export type MismatchRow = typeof reconciliationMismatches.$inferSelect;
  */
 export type ListedMismatch = MismatchRow & { notSeenSince: string | null };
 
-/** The newest run of the mismatch's day that had a statement to match, when it is not the last that saw the mismatch. */
+/**
+ * The newest run of the mismatch's gateway and day that had a statement to match, when it is not the
+ * last that saw the mismatch. The outer table is named in full: drizzle writes a column of the
+ * query's own table unqualified, which inside the subquery would mean the run's column instead.
+ */
 const notSeenSince = sql<string | null>`(
-  select to_char(r.finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from ${reconciliationRuns} r
-   where r.gateway = ${reconciliationMismatches.gateway} and r.statement_date = ${reconciliationMismatches.statementDate}
-     and r.status in ('clean', 'mismatches') and r.id <> ${reconciliationMismatches.lastRunId}
-     and r.finished_at > (select seen.finished_at from ${reconciliationRuns} seen where seen.id = ${reconciliationMismatches.lastRunId})
+  select to_char(r.finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from reconciliation_runs r
+   where r.gateway = reconciliation_mismatches.gateway and r.statement_date = reconciliation_mismatches.statement_date
+     and r.status in ('clean', 'mismatches') and r.id <> reconciliation_mismatches.last_run_id
+     and r.finished_at > (select seen.finished_at from reconciliation_runs seen where seen.id = reconciliation_mismatches.last_run_id)
    order by r.finished_at desc limit 1)`;
 
 /** Open mismatches first, newest day first; `open: false` lists the resolved too. */

@@ -177,6 +177,9 @@ describe('对账: a statement corrected after a mismatch was recorded', () => {
         (m) => m.outTradeNo === order.outTradeNo && m.kind === 'missing_payment',
       );
     assert.equal((await listed())?.notSeenSince, null, 'seen by the newest run of its day');
+    // Another gateway's clean run of the same day says nothing of Stripe's statement.
+    await stack.sql`insert into reconciliation_runs (gateway, statement_date, status, by, started_at) values ('alipay', ${date}, 'clean', 'test', now())`;
+    assert.equal((await listed())?.notSeenSince, null, 'another gateway’s run of the day does not count');
 
     await fetch(`${stack.sandboxUrl}/sandbox/statements/discrepancies`, { method: 'DELETE' });
     const corrected = await reconcileDay(stack.services, 'stripe', date, 'test');
