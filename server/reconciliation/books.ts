@@ -6,7 +6,7 @@
  * own time zone. We learn of money at or after the gateway moves it (a lost notification settled
  * by the reconciler minutes later; a payment a second before midnight), so the gateway may book an
  * entry of ours a day earlier: ./reconcile-day.ts looks for it there, and finds the entries behind a
- * statement's lines by their references, whatever day we recorded them on.
+ * statement's lines by their references among those we recorded later.
  */
 import { sql, type SQL } from 'drizzle-orm';
 import type { Database } from '@/db/client';
@@ -78,19 +78,23 @@ export function booksOf(db: Database, gateway: GatewayId, date: string): Promise
 }
 
 /**
- * Our entries behind statement lines, whatever day we recorded them on: payments by the gateway's
- * trade number, refunds by our refund id or the gateway's.
+ * Our entries behind statement lines of `date` that we recorded on a later day (we learned of the
+ * money after the gateway moved it): payments by the gateway's trade number, refunds by our refund
+ * id or the gateway's. Never an earlier day's: a statement listing again money we booked before is a
+ * discrepancy to show, not a match.
  */
-export function booksByReference(
+export function booksRecordedLater(
   db: Database,
   gateway: GatewayId,
+  date: string,
   references: { tradeNos: readonly string[]; refundIds: readonly string[] },
 ): Promise<BookEntry[]> {
+  const ends = sql`((${date}::date + 1)::timestamp at time zone ${STATEMENT_TIME_ZONES[gateway]})`;
   // One JSON parameter for a list of any length (drizzle spreads an array into one parameter each).
   const list = (values: readonly string[]) => sql`(select jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`;
   const refundIds = list(references.refundIds);
   return bookEntries(db, gateway, {
-    payments: sql`p.gateway_trade_no in ${list(references.tradeNos)}`,
-    refunds: sql`(r.refund_id in ${refundIds} or r.gateway_refund_id in ${refundIds})`,
+    payments: sql`p.gateway_trade_no in ${list(references.tradeNos)} and coalesce(p.captured_at, p.created_at) >= ${ends}`,
+    refunds: sql`(r.refund_id in ${refundIds} or r.gateway_refund_id in ${refundIds}) and r.settled_at >= ${ends}`,
   });
 }

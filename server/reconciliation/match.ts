@@ -99,14 +99,16 @@ export function matchStatement(
     const entry = entryKeys(line)
       .map((key) => ours.get(key))
       .find((found) => found !== undefined);
-    if (!entry) {
+    // A second line for one entry of ours is money we have no record of either: the gateway lists
+    // (and may have settled) the same trade twice.
+    if (!entry || seen.has(entry)) {
       const kind = line.kind === 'payment' ? 'unknown_payment' : 'unknown_refund';
       mismatches.push({
         kind,
         gateway,
         reference: referenceOf(line),
         outTradeNo: line.outTradeNo,
-        orderId: null,
+        orderId: entry?.orderId ?? null,
         ours: null,
         theirs: line,
       });

@@ -7,7 +7,7 @@
  * Our books for a day (./books.ts): every successful charge we recorded at that gateway (the order's
  * payment and any excess one: both are money at the gateway) and every refund that succeeded. We
  * learn of money at or after the gateway moves it, so a day is matched across midnight: a line whose
- * entry we recorded on another day is known money, and an entry the day's statement lacks is looked
+ * entry we recorded on a later day is known money, and an entry the day's statement lacks is looked
  * for on the statement of the day before (docs/operations.md#reconcile).
  */
 import { sql } from 'drizzle-orm';
@@ -17,7 +17,7 @@ import { journal } from '@/server/checkout/journal';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId } from '@/server/payments/gateway';
 import type { FeeContract } from '@/server/payments/fee-contract';
-import { booksByReference, booksOf, STATEMENT_TIME_ZONES } from './books';
+import { booksOf, booksRecordedLater, STATEMENT_TIME_ZONES } from './books';
 import { entryKeys, matchStatement, type BookEntry, type Matched, type StatementLine } from './match';
 
 export { STATEMENT_TIME_ZONES };
@@ -76,24 +76,25 @@ async function recordMatched(
   startedAt: Date,
 ): Promise<DayReconciliation> {
   const contract = services.feeContracts?.[gateway];
-  const known = [...books, ...(await recordedOnOtherDays(services.db, gateway, lines, books))];
+  const known = [...books, ...(await recordedLater(services.db, gateway, date, lines, books))];
   const matched = await foundTheDayBefore(services, gateway, date, matchStatement(gateway, lines, known, contract), contract);
   const result: DayReconciliation = { gateway, date, status: matched.mismatches.length ? 'mismatches' : 'clean', ...matched };
   await recordRun(services.db, result, by, startedAt);
   return result;
 }
 
-/** The entries behind the statement's lines that are not in the day's books: money we recorded on another day, known all the same. */
-async function recordedOnOtherDays(
+/** The entries behind the statement's lines that are not in the day's books: money we learned of on a later day, known all the same. */
+async function recordedLater(
   db: Database,
   gateway: GatewayId,
+  date: string,
   lines: readonly StatementLine[],
   books: readonly BookEntry[],
 ): Promise<BookEntry[]> {
   const ours = new Set(books.flatMap(entryKeys));
   const strangers = lines.filter((line) => !entryKeys(line).some((key) => ours.has(key)));
   if (strangers.length === 0) return [];
-  const found = await booksByReference(db, gateway, {
+  const found = await booksRecordedLater(db, gateway, date, {
     tradeNos: strangers.filter((line) => line.kind === 'payment').map((line) => line.gatewayTradeNo),
     refundIds: strangers.filter((line) => line.kind === 'refund').flatMap((line) => [line.refundId ?? '', line.gatewayRefundId ?? '']),
   });

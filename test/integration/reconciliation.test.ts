@@ -212,3 +212,17 @@ describe('对账 across midnight: the gateway booked a payment the day before we
     );
   });
 });
+
+describe('对账: a statement line for money we booked on an earlier day', () => {
+  it('6. is money we have no record of that day, never matched to the old entry', async () => {
+    const order = await paidOrder('stripe');
+    const date = today('stripe');
+    // Our books say we recorded it two days ago; the gateway lists it today: not how money is learned of.
+    await stack.sql`update payments set created_at = created_at - interval '2 days' where order_id = ${order.orderId}`;
+    const day = await reconcileDay(stack.services, 'stripe', date, 'test');
+    assert.deepEqual(
+      day.mismatches.filter((m) => m.outTradeNo === order.outTradeNo).map((m) => m.kind),
+      ['unknown_payment'],
+    );
+  });
+});

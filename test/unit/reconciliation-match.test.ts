@@ -117,3 +117,15 @@ describe('matchStatement with a fee contract', () => {
     assert.deepEqual([result.matched, result.feesChecked, result.feesMinor], [2, false, 9999]);
   });
 });
+
+describe('matchStatement, a trade listed twice', () => {
+  it('matches one line to our entry and shows the second as money we have no record of', () => {
+    const books = [payment(1)];
+    const result = matchStatement('alipay', [line(payment(1)), line(payment(1))], books);
+    assert.equal(result.matched, 1);
+    assert.deepEqual(
+      result.mismatches.map((m) => [m.kind, m.reference, m.orderId]),
+      [['unknown_payment', 'T1', 'order-1']],
+    );
+  });
+});
