@@ -8,7 +8,7 @@ import { type IdempotencyOptions, type IdempotencyStore } from '@payonce/idempot
 import { createPostgresIdempotencyStore } from '@payonce/idempotency/postgres';
 import type { CheckoutMetrics } from '@/server/metrics/prometheus';
 import type { GatewayId, PaymentGateway } from '@/server/payments/gateway';
-import type { FeeContract } from '@/server/payments/fee-contract';
+import type { FeeContract } from '@/server/config/fee-contract';
 import type { GatewayLedger } from '@/server/payments/ledger';
 import type { FaultPoints } from './fault-points';
 import type { RateLimitPolicy } from '@/server/http/rate-limit';

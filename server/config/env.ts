@@ -17,7 +17,7 @@
  */
 import { z } from 'zod';
 import { postgresUrlParts } from '@/db/url';
-import { parseFeeContract, type FeeContract } from '@/server/payments/fee-contract';
+import { parseFeeContract, type FeeContract } from '@/server/config/fee-contract';
 
 /**
  * The most tries one gateway call may make, each with its own timeout (GATEWAY_TIMEOUT_MS). Stripe's
@@ -79,7 +79,7 @@ function limit(fallback: number, max: number, unit: string) {
 }
 
 /**
- * The merchant's fee contract with a gateway (server/payments/fee-contract.ts): what 对账 checks each
+ * The merchant's fee contract with a gateway (server/config/fee-contract.ts): what 对账 checks each
  * statement line's fee against. Unset: fees are summed and shown, not checked.
  */
 function feeContract() {

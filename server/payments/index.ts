@@ -5,14 +5,13 @@
  */
 import { envFrom, type RawEnv } from '@/server/config/env';
 import { createAlipayGateway } from './alipay';
-import type { FeeContract } from './fee-contract';
+import type { FeeContract } from '@/server/config/fee-contract';
 import type { GatewayId, PaymentGateway, TestBuyer } from './gateway';
 import { createStripeGateway } from './stripe';
 import { createTwoC2pGateway } from './twoc2p';
 import { createWechatPayGateway } from './wechatpay';
 
 export type * from './gateway';
-export type { FeeContract } from './fee-contract';
 
 /** Only the sandbox has test buyers; against a real gateway the buyer pays on the gateway's own page. */
 const NO_TEST_BUYERS: Record<TestBuyer, string> = { ok: '', insufficient_funds: '', account_restricted: '' };

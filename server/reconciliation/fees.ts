@@ -1,5 +1,5 @@
 /**
- * What the merchant's fee contract with a gateway (server/payments/fee-contract.ts) comes to on one
+ * What the merchant's fee contract with a gateway (server/config/fee-contract.ts) comes to on one
  * statement line: 对账 checks the gateway's fee on every line against it, as finance does with the
  * rate card in hand.
  *
@@ -8,8 +8,7 @@
  * running total (so a payment refunded in full gives back exactly its fee, however the parts round).
  * Unset, a gateway's fees are summed and shown but not checked.
  */
-import type { FeeContract } from '@/server/payments/fee-contract';
-import type { BookEntry } from './match';
+import type { FeeContract } from '@/server/config/fee-contract';
 
 /**
  * How far a line's fee may sit from the contract's and still be taken as equal: one minor unit, for
@@ -35,12 +34,21 @@ export function contractFee(contract: FeeContract, amountMinor: number): number 
   return Number(base + vat - wht);
 }
 
+/** What a fee depends on, of one of our book entries (./match.ts BookEntry). */
+export interface FeeSubject {
+  kind: 'payment' | 'refund';
+  amountMinor: number;
+  /** A refund: the amount of its payment, and what earlier refunds of that payment returned. */
+  chargeAmountMinor?: number;
+  refundedBeforeMinor?: number;
+}
+
 /**
  * The fee a statement line should show for one of our book entries, signed as StatementLine.feeMinor
  * is: what the gateway took (a payment), or minus what it gave back (a refund). A refund needs the
  * payment it returns money of: its amount and what earlier refunds of it returned.
  */
-export function expectedFee(contract: FeeContract, entry: BookEntry): number {
+export function expectedFee(contract: FeeContract, entry: FeeSubject): number {
   if (entry.kind === 'payment') return contractFee(contract, entry.amountMinor);
   const charge = entry.chargeAmountMinor ?? 0;
   if (contract.onRefund === 'kept' || charge <= 0) return 0;

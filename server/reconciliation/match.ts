@@ -17,7 +17,7 @@
  * shown, not checked.
  */
 import type { GatewayId, StatementLine } from '@/server/payments/gateway';
-import type { FeeContract } from '@/server/payments/fee-contract';
+import type { FeeContract } from '@/server/config/fee-contract';
 import { expectedFee, FEE_TOLERANCE_MINOR } from './fees';
 
 export type { StatementLine };

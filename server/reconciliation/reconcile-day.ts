@@ -16,7 +16,7 @@ import { reconciliationMismatches, reconciliationRuns } from '@/db/schema';
 import { journal } from '@/server/checkout/journal';
 import type { CheckoutServices } from '@/server/checkout/services';
 import type { GatewayId } from '@/server/payments/gateway';
-import type { FeeContract } from '@/server/payments/fee-contract';
+import type { FeeContract } from '@/server/config/fee-contract';
 import { booksOf, booksRecordedLater, STATEMENT_TIME_ZONES } from './books';
 import { entryKeys, matchStatement, type BookEntry, type Matched, type StatementLine } from './match';
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseFeeContract, type FeeContract } from '@/server/payments/fee-contract';
+import { parseFeeContract, type FeeContract } from '@/server/config/fee-contract';
 import { contractFee, expectedFee } from '@/server/reconciliation/fees';
 import type { BookEntry } from '@/server/reconciliation/match';
 
