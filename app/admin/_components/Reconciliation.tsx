@@ -113,8 +113,10 @@ function MismatchRowView({ row, actions }: { row: MismatchView; actions: RowActi
   const orderId = row.orderId;
   return (
     <tr data-testid="mismatch-row" data-kind={row.kind} data-open={row.resolvedAt === null}>
-      <td className="nowrap">{gatewayName(row.gateway, lang)}</td>
-      <td>
+      <td className="nowrap" data-label={t('recon.gateway')}>
+        {gatewayName(row.gateway, lang)}
+      </td>
+      <td data-label={t('recon.kind')}>
         <strong>{words.label}</strong>
         {words.check && <span className="meta block">{words.check}</span>}
         {row.notSeenSince && row.resolvedAt === null && (
@@ -123,7 +125,7 @@ function MismatchRowView({ row, actions }: { row: MismatchView; actions: RowActi
           </span>
         )}
       </td>
-      <td>
+      <td data-label={t('recon.outTradeNo')}>
         {row.outTradeNo && orderId ? (
           <button type="button" className="link mono" title={t('recon.openOrder')} onClick={() => actions.onOpenOrder(orderId)}>
             {row.outTradeNo}
@@ -135,7 +137,7 @@ function MismatchRowView({ row, actions }: { row: MismatchView; actions: RowActi
         <span className="meta block mono">{t(`recon.reference.${referenceKind(row)}`, { reference: row.reference })}</span>
       </td>
       <Amounts row={row} t={t} />
-      <td className="recon-resolution">
+      <td className="recon-resolution" data-label={t('recon.resolution')}>
         <Resolution row={row} actions={actions} />
       </td>
     </tr>
@@ -147,13 +149,13 @@ function Amounts({ row, t }: { row: MismatchView; t: T }) {
   const { ours, theirs, differenceMinor, feeDifferenceMinor } = amountsOf(row);
   return (
     <>
-      <td className="num" data-testid="mismatch-ours">
+      <td className="num" data-testid="mismatch-ours" data-label={t('recon.ours')}>
         {ours ? formatMoney(ours.amountMinor, ours.currency) : <span className="meta">{t('recon.notInBooks')}</span>}
         {ours?.feeMinor !== undefined && (
           <span className="meta block">{feeWords(ours.feeMinor, ours.currency, 'recon.contractFee', t)}</span>
         )}
       </td>
-      <td className="num" data-testid="mismatch-theirs">
+      <td className="num" data-testid="mismatch-theirs" data-label={t('recon.theirs')}>
         {theirs ? formatMoney(theirs.amountMinor, theirs.currency) : <span className="meta">{t('recon.notOnStatement')}</span>}
         {theirs && theirs.feeMinor !== 0 && (
           <span className="meta block">{feeWords(theirs.feeMinor, theirs.currency, 'recon.fee', t)}</span>
